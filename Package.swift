@@ -1,0 +1,69 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "lockwipe",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "lockwiped", targets: ["lockwiped"]),
+        .executable(name: "lockwipectl", targets: ["lockwipectl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+    ],
+    targets: [
+        // libsystemd (sd_notify, sd_journal_sendv, sd_listen_fds) and SO_PEERCRED.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        // statx mount ids for the wipe walk (header only).
+        .systemLibrary(name: "CLockwipeFS"),
+        // The pure policy core: no I/O, no clock reads, no globals.
+        .target(name: "LockwipeCore"),
+        // systemd integration: journal log handler, sd_notify, socket activation, peer credentials.
+        .target(
+            name: "LockwipeSystemd",
+            dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The varlink wire protocol shared by daemon and CLI.
+        .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
+        // The daemon engine: configuration, state, lock, wipe, hooks, control socket, systemd.
+        .target(
+            name: "LockwipeDaemon",
+            dependencies: [
+                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CLockwipeFS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ]
+        ),
+        // lockwipectl: the command line and its varlink client.
+        .target(
+            name: "LockwipeCTL",
+            dependencies: [
+                "LockwipeCore", "LockwipeProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "lockwiped", dependencies: ["LockwipeDaemon"]),
+        .executableTarget(name: "lockwipectl", dependencies: ["LockwipeCTL"]),
+        .testTarget(name: "LockwipeCoreTests", dependencies: ["LockwipeCore"]),
+        .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
+        .testTarget(name: "LockwipeDaemonTests", dependencies: ["LockwipeDaemon"]),
+        .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
+    ]
+)

@@ -1,0 +1,153 @@
+import ArgumentParser
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+
+/// The exit codes of SPEC: scripts rely on them.
+public enum ExitStatus {
+    public static let ok: Int32 = 0
+    public static let failed: Int32 = 1
+    public static let usage: Int32 = 2
+    public static let unreachable: Int32 = 69
+    public static let notPermitted: Int32 = 77
+}
+
+/// A failure with the exit code it maps to and the sentence to print.
+struct CommandFailure: Error {
+    var code: Int32
+    var message: String
+}
+
+/// `lockwipectl`: control lockwiped from the shell.
+public struct LockwipeCTL: ParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "lockwipectl",
+        abstract: "Control lockwiped: see and lock, unlock, wipe and register users' data.",
+        discussion: """
+            Exit codes: 0 ok, 1 failed, 2 usage, 69 daemon unreachable, 77 not permitted. \
+            The socket is /run/lockwipe/io.lockwipe.Manager unless --socket or LOCKWIPE_SOCKET says otherwise.
+            """,
+        version: LockwipeVersion.current,
+        subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self,
+                      PolicyCommand.self, History.self])
+
+    public init() {}
+
+    /// Parses, runs, and exits with SPEC's codes (ArgumentParser's own usage code is 64).
+    public static func mainWithExitCodes(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> Never {
+        do {
+            var command = try parseAsRoot(hoistingGlobalSocket(arguments))
+            try command.run()
+            Foundation.exit(ExitStatus.ok)
+        } catch let failure as CommandFailure {
+            FileHandle.standardError.write(Data("lockwipectl: \(failure.message)\n".utf8))
+            Foundation.exit(failure.code)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                Foundation.exit(ExitStatus.ok)
+            }
+            FileHandle.standardError.write(Data("\(fullMessage(for: error))\n".utf8))
+            Foundation.exit(ExitStatus.usage)
+        }
+    }
+}
+
+/// `lockwipectl --socket PATH VERB ...`: ArgumentParser only takes options after the
+/// subcommand, so a leading `--socket` is moved behind the verb.
+func hoistingGlobalSocket(_ arguments: [String]) -> [String] {
+    var args = arguments
+    var moved: [String] = []
+    while let first = args.first {
+        if first == "--socket", args.count >= 2 {
+            moved += args.prefix(2)
+            args.removeFirst(2)
+        } else if first.hasPrefix("--socket=") {
+            moved.append(args.removeFirst())
+        } else {
+            break
+        }
+    }
+    guard !moved.isEmpty, let verb = args.first, !verb.hasPrefix("-") else { return arguments }
+    return [verb] + moved + args.dropFirst()
+}
+
+struct GlobalOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Path of lockwiped's control socket (default: $LOCKWIPE_SOCKET or /run/lockwipe/io.lockwipe.Manager).", valueName: "path"))
+    var socket: String?
+
+    var socketPath: String {
+        socket ?? ProcessInfo.processInfo.environment["LOCKWIPE_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? VarlinkClient.defaultSocketPath
+    }
+
+    /// Calls the daemon, mapping every failure to SPEC's exit codes.
+    func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
+        do {
+            let client = try VarlinkClient(path: socketPath)
+            return try client.call(method.rawValue, parameters, returning: R.self)
+        } catch let error as VarlinkClient.ConnectionError {
+            if case .unreachable = error { throw CommandFailure(code: ExitStatus.unreachable, message: "\(error)") }
+            throw CommandFailure(code: ExitStatus.failed, message: "\(error)")
+        } catch let error as VarlinkError {
+            switch error.name {
+            case VarlinkError.notPermittedName: throw CommandFailure(code: ExitStatus.notPermitted, message: "not permitted: \(error.message)")
+            case VarlinkError.invalidParameterName: throw CommandFailure(code: ExitStatus.usage, message: error.message)
+            default: throw CommandFailure(code: ExitStatus.failed, message: error.message)
+            }
+        } catch let error as DecodingError {
+            throw CommandFailure(code: ExitStatus.failed, message: "cannot understand lockwiped's reply: \(error)")
+        }
+    }
+}
+
+/// Prints JSON exactly as the daemon's contract encodes it.
+func printJSON<T: Encodable>(_ value: T) throws {
+    let encoder = VarlinkCoding.encoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    print(String(decoding: try encoder.encode(value), as: UTF8.self))
+}
+
+/// Prints action results: one line per user, and the wipe report when there is one.
+/// A result that is not what was asked (an incomplete wipe) makes the command fail.
+func printResults(_ reply: ActionReply) throws {
+    var incomplete = false
+    for r in reply.results {
+        print("\(r.user): \(r.detail)")
+        if let w = r.wipe {
+            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(w.bytesOverwritten) bytes) in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
+            if !w.complete { incomplete = true }
+        }
+    }
+    if incomplete { throw CommandFailure(code: ExitStatus.failed, message: "the wipe is incomplete; it stays pending") }
+}
+
+/// Asks on a terminal; without one, `--yes` is required (a usage error otherwise).
+func confirm(_ question: String, yes: Bool) throws {
+    if yes { return }
+    guard isatty(STDIN_FILENO) == 1 else {
+        throw CommandFailure(code: ExitStatus.usage, message: "refusing without --yes: standard input is not a terminal to confirm on")
+    }
+    FileHandle.standardError.write(Data("\(question) This cannot be undone. Type 'yes' to go ahead: ".utf8))
+    guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
+        throw CommandFailure(code: ExitStatus.failed, message: "not confirmed; nothing was done")
+    }
+}
+
+/// "in 2d 4h" / "2d 4h ago" from an ISO 8601 time.
+func relative(_ iso: String, now: Date = Date()) -> String {
+    guard let date = ISO8601DateFormatter().date(from: iso) else { return iso }
+    let seconds = Int64(date.timeIntervalSince(now).rounded())
+    return seconds > 0 ? "in \(RelativeTime.format(seconds: seconds))" : "\(RelativeTime.format(seconds: -seconds)) ago"
+}
+
+/// Aligned columns for human output.
+func table(_ rows: [[String]]) -> String {
+    guard let width = rows.first?.count else { return "" }
+    let widths = (0..<width).map { c in rows.map { $0[c].count }.max() ?? 0 }
+    return rows.map { row in
+        row.enumerated().map { i, cell in i == width - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+            .joined(separator: "  ")
+    }.joined(separator: "\n")
+}

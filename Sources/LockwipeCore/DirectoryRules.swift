@@ -1,0 +1,53 @@
+/// The rules a vault directory must satisfy before the daemon will ever lock or wipe it,
+/// on path strings alone (the daemon adds the checks that need the filesystem, such as
+/// "is not a symlink"). They exist because a wipe runs as root: a registration of `/etc`
+/// or of a parent of another user's vault must be impossible.
+public enum DirectoryRules {
+    /// Directories that may never be a vault, nor contain one.
+    public static let systemRoots: [String] = [
+        "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc",
+        "/run", "/sbin", "/sys", "/usr",
+    ]
+    /// Directories that may contain vaults but never be one themselves.
+    public static let protectedParents: [String] = [
+        "/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib",
+        "/var/tmp", "/var/cache", "/var/log",
+    ]
+
+    /// `path` with "." and empty components removed and no trailing slash; nil when it is
+    /// not absolute or contains "..", which would make the rules meaningless.
+    public static func normalize(_ path: String) -> String? {
+        guard path.hasPrefix("/") else { return nil }
+        var parts: [Substring] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            if part == "." { continue }
+            if part == ".." { return nil }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// True when `a` is `b` or lies inside it (component-wise, "/srv/ab" is not in "/srv/a").
+    public static func isWithin(_ a: String, _ b: String) -> Bool {
+        if b == "/" { return true }
+        return a == b || a.hasPrefix(b + "/")
+    }
+
+    /// Every problem with `path` as a new vault directory, given the directories that other
+    /// registrations (and the daemon itself) already own.
+    public static func problems(path: String, taken: [(owner: String, path: String)]) -> [String] {
+        guard let p = normalize(path) else {
+            return ["\(path): must be an absolute path without '..'"]
+        }
+        var found: [String] = []
+        if let root = systemRoots.first(where: { isWithin(p, $0) }) {
+            found.append("\(p): lies in the system directory \(root)")
+        } else if protectedParents.contains(p) {
+            found.append("\(p): is a system directory; register a directory inside it")
+        }
+        for other in taken where isWithin(p, other.path) || isWithin(other.path, p) {
+            found.append("\(p): overlaps \(other.path) of \(other.owner)")
+        }
+        return found
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+import LockwipeCore
+import TOMLKit
+
+/// The daemon's typed configuration (`lockwiped.toml` plus drop-ins). Every field has the
+/// SPEC default, so a machine without a config file runs with "never lock, never wipe".
+public struct Configuration: Sendable, Equatable {
+    public var policy: Policy = .never
+    /// End the user's processes that hold files open under the vault before locking.
+    public var terminateProcesses = true
+    /// Seconds between SIGTERM and SIGKILL for those processes.
+    public var terminateGraceSeconds = 5
+    /// Seconds a hook may run before it is sent SIGTERM (then SIGKILL).
+    public var hookTimeoutSeconds = 30
+    /// Members of this group may do everything root may. A group that does not exist grants nothing.
+    public var adminGroup = "lockwipe"
+    public var maxConnections = 64
+    public var maxMessageBytes = 65_536
+    public var idleTimeoutSeconds = 60
+
+    public init() {}
+}
+
+/// One thing wrong in a configuration file, named so an operator can fix it:
+/// `FILE:LINE: KEY: message`.
+public struct ConfigurationProblem: Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var line: Int?
+    public var key: String
+    public var message: String
+
+    public var description: String {
+        let place = line.map { "\(file):\($0)" } ?? file
+        return key.isEmpty ? "\(place): \(message)" : "\(place): \(key): \(message)"
+    }
+}
+
+/// Every problem found in the configuration; nothing of it is applied.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+    public var problems: [ConfigurationProblem]
+    public var description: String { problems.map(\.description).joined(separator: "\n") }
+}
+
+/// Reads `lockwiped.toml` and then `lockwiped.toml.d/*.toml` in lexical order (later wins),
+/// collecting every problem instead of stopping at the first, like `sshd -t`.
+public enum ConfigurationLoader {
+    public struct Loaded: Sendable {
+        public var configuration: Configuration
+        /// Files read, in order.
+        public var files: [String]
+        /// Things worth telling the operator that are not errors (e.g. no config file).
+        public var notices: [String]
+    }
+
+    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName }
+
+    private struct Key {
+        var table: String
+        var name: String
+        var kind: Kind
+        var apply: @Sendable (inout Configuration, TOMLValue) -> Void
+    }
+
+    private static let keys: [Key] = [
+        Key(table: "policy", name: "offline_days_before_lock", kind: .nonNegativeInt) { $0.policy.offlineDaysBeforeLock = $1.int! },
+        Key(table: "policy", name: "offline_days_before_wipe", kind: .nonNegativeInt) { $0.policy.offlineDaysBeforeWipe = $1.int! },
+        Key(table: "lock", name: "terminate_processes", kind: .bool) { $0.terminateProcesses = $1.bool! },
+        Key(table: "lock", name: "terminate_grace_seconds", kind: .nonNegativeInt) { $0.terminateGraceSeconds = $1.int! },
+        Key(table: "hooks", name: "timeout_seconds", kind: .positiveInt) { $0.hookTimeoutSeconds = $1.int! },
+        Key(table: "control", name: "admin_group", kind: .groupName) { $0.adminGroup = $1.string! },
+        Key(table: "control", name: "max_connections", kind: .positiveInt) { $0.maxConnections = $1.int! },
+        Key(table: "control", name: "max_message_bytes", kind: .positiveInt) { $0.maxMessageBytes = $1.int! },
+        Key(table: "control", name: "idle_timeout_seconds", kind: .positiveInt) { $0.idleTimeoutSeconds = $1.int! },
+    ]
+
+    /// The drop-in directory that belongs to `path`.
+    public static func dropInDirectory(for path: String) -> String { path + ".d" }
+
+    public static func load(path: String) throws(ConfigurationError) -> Loaded {
+        var files: [String] = []
+        var notices: [String] = []
+        if FileManager.default.fileExists(atPath: path) {
+            files.append(path)
+        } else {
+            notices.append("no configuration file at \(path); using defaults (never lock, never wipe)")
+        }
+        let dropIns = dropInDirectory(for: path)
+        if let names = try? FileManager.default.contentsOfDirectory(atPath: dropIns) {
+            files += names.filter { $0.hasSuffix(".toml") && !$0.hasPrefix(".") }.sorted().map { dropIns + "/" + $0 }
+        }
+
+        var configuration = Configuration()
+        var problems: [ConfigurationProblem] = []
+        var lastSetIn: [String: (file: String, line: Int?)] = [:]
+        for file in files {
+            problems += apply(file: file, to: &configuration, lastSetIn: &lastSetIn)
+        }
+        for (key, message) in configuration.policy.problems {
+            let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)
+            problems.append(ConfigurationProblem(file: place.file, line: place.line, key: "policy." + key, message: message))
+        }
+        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
+        return Loaded(configuration: configuration, files: files, notices: notices)
+    }
+
+    private static func apply(
+        file: String, to configuration: inout Configuration, lastSetIn: inout [String: (file: String, line: Int?)]
+    ) -> [ConfigurationProblem] {
+        let text: String
+        do {
+            text = try String(contentsOfFile: file, encoding: .utf8)
+        } catch {
+            return [ConfigurationProblem(file: file, line: nil, key: "", message: "cannot be read as UTF-8 text: \(error.localizedDescription)")]
+        }
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            return [ConfigurationProblem(file: file, line: error.source.begin.line, key: "", message: "not valid TOML: \(error.description)")]
+        } catch {
+            return [ConfigurationProblem(file: file, line: nil, key: "", message: "not valid TOML: \(error)")]
+        }
+
+        var problems: [ConfigurationProblem] = []
+        let knownTables = Set(keys.map(\.table))
+        for (tableName, tableValue) in root {
+            guard knownTables.contains(tableName) else {
+                problems.append(ConfigurationProblem(
+                    file: file, line: lineOf(table: tableName, key: nil, in: text), key: tableName,
+                    message: "unknown table; known tables are \(knownTables.sorted().map { "[\($0)]" }.joined(separator: ", "))"))
+                continue
+            }
+            guard let table = tableValue.tomlValue.table else {
+                problems.append(ConfigurationProblem(
+                    file: file, line: lineOf(table: nil, key: tableName, in: text), key: tableName,
+                    message: "must be a table ([\(tableName)]), not a \(tableValue.tomlValue.type)"))
+                continue
+            }
+            for (name, value) in table {
+                let fullKey = "\(tableName).\(name)"
+                let line = lineOf(table: tableName, key: name, in: text)
+                guard let key = keys.first(where: { $0.table == tableName && $0.name == name }) else {
+                    let known = keys.filter { $0.table == tableName }.map(\.name).joined(separator: ", ")
+                    problems.append(ConfigurationProblem(file: file, line: line, key: fullKey, message: "unknown key; [\(tableName)] knows \(known)"))
+                    continue
+                }
+                if let message = check(value.tomlValue, kind: key.kind) {
+                    problems.append(ConfigurationProblem(file: file, line: line, key: fullKey, message: message))
+                    continue
+                }
+                key.apply(&configuration, value.tomlValue)
+                lastSetIn[fullKey] = (file, line)
+            }
+        }
+        return problems
+    }
+
+    private static func check(_ value: TOMLValue, kind: Kind) -> String? {
+        switch kind {
+        case .nonNegativeInt, .positiveInt:
+            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            if kind == .nonNegativeInt, n < 0 { return "must be 0 or more, not \(n)" }
+            if kind == .positiveInt, n <= 0 { return "must be 1 or more, not \(n)" }
+            if n > Int(Int32.max) { return "is too large (\(n))" }
+            return nil
+        case .bool:
+            return value.type == .bool ? nil : "must be true or false, not a \(value.type) (\(value.debugDescription))"
+        case .groupName:
+            guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
+            let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
+            return (!s.isEmpty && allowed) ? nil : "must be a group name ([A-Za-z0-9_.-]+), not \"\(s)\""
+        }
+    }
+
+    /// The line (1-based) where `key` is assigned in `[table]`, found by reading the text,
+    /// since the TOML library reports positions only for syntax errors.
+    static func lineOf(table: String?, key: String?, in text: String) -> Int? {
+        var current: String? = nil
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("[") {
+                current = line.trimmingCharacters(in: CharacterSet(charactersIn: "[] \t"))
+                if key == nil, current == table { return index + 1 }
+                continue
+            }
+            guard let key, current == table || (table == nil && current == nil) else { continue }
+            let name = line.split(separator: "=", maxSplits: 1).first?.trimmingCharacters(in: CharacterSet(charactersIn: " \t\"'"))
+            if name == key { return index + 1 }
+        }
+        return nil
+    }
+}

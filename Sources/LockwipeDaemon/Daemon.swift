@@ -1,0 +1,159 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import LockwipeSystemd
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+import UnixSignals
+
+/// Where the daemon keeps and finds things; every path can be overridden for tests and
+/// unprivileged runs.
+public struct DaemonPaths: Sendable {
+    public static let defaultConfig = "/etc/lockwipe/lockwiped.toml"
+    public static let defaultStateDirectory = "/var/lib/lockwipe"
+    public static let defaultHooksDirectory = "/etc/lockwipe/hooks.d"
+
+    public var configPath: String
+    public var stateDirectory: String
+    public var socketPath: String
+    public var hooksDirectory: String
+
+    public init(configPath: String, stateDirectory: String, socketPath: String, hooksDirectory: String) {
+        self.configPath = configPath
+        self.stateDirectory = stateDirectory
+        self.socketPath = socketPath
+        self.hooksDirectory = hooksDirectory
+    }
+}
+
+/// Wires the daemon together and runs it until SIGTERM.
+public enum Daemon {
+    /// Runs the daemon; returns the process exit code.
+    public static func run(paths: DaemonPaths, logger: Logger) async -> Int32 {
+        let loaded: ConfigurationLoader.Loaded
+        do {
+            loaded = try ConfigurationLoader.load(path: paths.configPath)
+        } catch {
+            for problem in error.problems {
+                logger.critical("invalid configuration: \(problem)", metadata: ["message_id": MessageID.configInvalid.metadata])
+            }
+            return 1
+        }
+        for notice in loaded.notices { logger.notice("\(notice)") }
+
+        let store: StateStore
+        do {
+            store = try StateStore(directory: paths.stateDirectory)
+        } catch {
+            logger.critical("cannot open the state database; refusing to run without it",
+                            metadata: ["path": .string(paths.stateDirectory + "/" + StateStore.fileName), "error": .string("\(error)")])
+            return 1
+        }
+
+        let config = loaded.configuration
+        let notifier = SystemdNotifier()
+        let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
+        let manager = Manager(
+            configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: DirectoryEraser(),
+            observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
+            paths: .init(stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
+                         hooksDirectory: paths.hooksDirectory, configPath: paths.configPath))
+        let control = ControlServer(
+            manager: manager, logger: logger,
+            limits: .init(maxConnections: config.maxConnections, maxMessageBytes: config.maxMessageBytes,
+                          idleTimeout: .seconds(Int64(config.idleTimeoutSeconds))))
+        let service = DaemonService(paths: paths, manager: manager, control: control, notifier: notifier, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+            return 0
+        } catch {
+            logger.critical("lockwiped failed: \(error)")
+            return 1
+        }
+    }
+}
+
+/// The running daemon: start-up enforcement, then the control socket, SIGHUP reloads and
+/// the watchdog, until graceful shutdown.
+struct DaemonService: Service {
+    let paths: DaemonPaths
+    let manager: Manager
+    let control: ControlServer
+    let notifier: SystemdNotifier
+    let logger: Logger
+
+    func run() async throws {
+        // Enforcement first: a machine that was off for a month locks or wipes before
+        // anyone can log in (READY=1 releases systemd-user-sessions).
+        await manager.startUp()
+
+        let activated = SocketActivation.listenFileDescriptors().first
+        let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
+        notifier.ready(status: await manager.statusLine)
+        logger.notice("lockwiped \(LockwipeVersion.current) ready", metadata: [
+            "message_id": MessageID.started.metadata, "socket": .string(activated == nil ? paths.socketPath : "fd \(activated!)"),
+            "config": .string(paths.configPath), "state_directory": .string(paths.stateDirectory),
+        ])
+
+        await cancelWhenGracefulShutdown {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    do {
+                        try await control.serve(server)
+                    } catch is CancellationError {
+                        // graceful shutdown
+                    } catch {
+                        logger.error("control socket failed: \(error)")
+                    }
+                }
+                group.addTask { await reloadOnHangup() }
+                if let interval = SystemdNotifier.watchdogInterval() {
+                    group.addTask {
+                        while !Task.isCancelled {
+                            notifier.watchdog()
+                            try? await Task.sleep(for: interval)
+                        }
+                    }
+                }
+            }
+        }
+
+        notifier.stopping()
+        logger.notice("lockwiped stopping", metadata: ["message_id": MessageID.stopping.metadata])
+        await manager.stop()
+        if activated == nil { unlink(paths.socketPath) }
+    }
+
+    /// SIGHUP: re-read the configuration; a broken one is reported and the old one kept.
+    private func reloadOnHangup() async {
+        for await _ in await UnixSignalsSequence(trapping: .sighup) {
+            notifier.reloading()
+            do {
+                let loaded = try ConfigurationLoader.load(path: paths.configPath)
+                let old = await manager.currentConfiguration
+                await manager.reload(loaded.configuration)
+                var restartOnly: [String] = []
+                if old.hookTimeoutSeconds != loaded.configuration.hookTimeoutSeconds { restartOnly.append("[hooks]") }
+                if old.maxConnections != loaded.configuration.maxConnections || old.maxMessageBytes != loaded.configuration.maxMessageBytes
+                    || old.idleTimeoutSeconds != loaded.configuration.idleTimeoutSeconds { restartOnly.append("[control] limits") }
+                logger.notice("configuration reloaded", metadata: [
+                    "message_id": MessageID.configReloaded.metadata,
+                    "offline_days_before_lock": "\(loaded.configuration.policy.offlineDaysBeforeLock)",
+                    "offline_days_before_wipe": "\(loaded.configuration.policy.offlineDaysBeforeWipe)",
+                ])
+                if !restartOnly.isEmpty {
+                    logger.warning("changes to \(restartOnly.joined(separator: " and ")) take effect at the next restart")
+                }
+            } catch {
+                for problem in error.problems {
+                    logger.error("configuration not reloaded, keeping the previous one: \(problem)",
+                                 metadata: ["message_id": MessageID.configInvalid.metadata])
+                }
+            }
+            notifier.ready(status: await manager.statusLine)
+        }
+    }
+}

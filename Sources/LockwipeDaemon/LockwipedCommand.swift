@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import LockwipeProtocol
+import LockwipeSystemd
+import Logging
+
+/// `lockwiped`: the command line of the daemon.
+public struct LockwipedCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "lockwiped",
+        abstract: "Lock and wipe registered users' data on a shared machine after too long offline.",
+        discussion: """
+            Normally started by systemd (lockwiped.service). Logs go to the journal, or to \
+            standard error when there is no journal (or LOCKWIPE_LOG=stderr). SIGHUP reloads the \
+            configuration; SIGTERM stops the daemon. See lockwiped(8) and lockwiped.toml(5).
+            """,
+        version: LockwipeVersion.current)
+
+    @Option(help: ArgumentHelp("Configuration file; drop-ins are read from FILE.d/*.toml.", valueName: "file"))
+    var config: String = DaemonPaths.defaultConfig
+
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("State directory (the SQLite database).", valueName: "dir"))
+    var stateDirectory: String = DaemonPaths.defaultStateDirectory
+
+    @Option(help: ArgumentHelp("Path of the control socket.", valueName: "path"))
+    var socket: String = VarlinkClient.defaultSocketPath
+
+    @Option(name: .customLong("hooks-dir"), help: ArgumentHelp("Directory of hook executables.", valueName: "dir"))
+    var hooksDirectory: String = DaemonPaths.defaultHooksDirectory
+
+    @Flag(name: .customLong("check-config"), help: "Validate the configuration, print every problem, and exit (0 valid, 1 invalid).")
+    var checkConfig = false
+
+    public init() {}
+
+    public func run() async throws {
+        if checkConfig {
+            do {
+                let loaded = try ConfigurationLoader.load(path: config)
+                for notice in loaded.notices { print("note: \(notice)") }
+                let p = loaded.configuration.policy
+                print("configuration valid (\(loaded.files.isEmpty ? "defaults" : loaded.files.joined(separator: ", "))): "
+                      + "lock after \(p.offlineDaysBeforeLock == 0 ? "never" : "\(p.offlineDaysBeforeLock)d"), "
+                      + "wipe after \(p.offlineDaysBeforeWipe == 0 ? "never" : "\(p.offlineDaysBeforeWipe)d")")
+                return
+            } catch {
+                for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }
+                throw ExitCode(1)
+            }
+        }
+        let sink = JournalLogHandler.defaultSink()
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink) }
+        let logger = Logger(label: "lockwiped")
+        let paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
+        let code = await Daemon.run(paths: paths, logger: logger)
+        if code != 0 { throw ExitCode(code) }
+    }
+}

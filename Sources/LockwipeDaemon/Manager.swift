@@ -1,0 +1,525 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import LockwipeSystemd
+import Logging
+
+/// The daemon's state and decisions: registrations, the offline clock, and every lock,
+/// unlock and wipe. The control socket and the scheduler only call in here.
+///
+/// Invariants:
+/// - every state change is committed to the store before the filesystem is touched when
+///   that is the safe order (lock records, wipe intent), and after it otherwise (unlock);
+///   a crash at any point leaves a registration locked or wipe-pending, never open;
+/// - actions on one user are serialized; actions on different users may interleave;
+/// - observers are told before and after, and can never stop an action.
+public actor Manager {
+    public struct Paths: Sendable {
+        public var stateDirectory: String
+        public var socketPath: String
+        public var hooksDirectory: String
+        public var configPath: String
+    }
+
+    private var configuration: Configuration
+    private let store: StateStore
+    private let clock: any ClockSource
+    private let protection: any VaultProtecting
+    private let eraser: any VaultErasing
+    private let observers: ObserverHub
+    private let logger: Logger
+    private let notifier: SystemdNotifier
+    private let paths: Paths
+    private var authorizer: Authorizer
+
+    private var busyUsers: Set<String> = []
+    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    private var wakeTask: Task<Void, Never>?
+    private var stopped = false
+
+    public init(
+        configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
+        eraser: any VaultErasing, observers: ObserverHub, logger: Logger, notifier: SystemdNotifier, paths: Paths
+    ) {
+        self.configuration = configuration
+        self.store = store
+        self.clock = clock
+        self.protection = protection
+        self.eraser = eraser
+        self.observers = observers
+        self.logger = logger
+        self.notifier = notifier
+        self.paths = paths
+        self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
+    }
+
+    public var currentConfiguration: Configuration { configuration }
+
+    // MARK: Life cycle
+
+    /// The start-up enforcement pass, run before `READY=1`: resume interrupted wipes,
+    /// re-apply every lock (a crash between commit and chmod must still end locked),
+    /// then enforce the policy for the time the daemon was not running.
+    public func startUp() async {
+        if !authorizer.adminGroupExists {
+            logger.warning("the admin group does not exist; only root is an administrator",
+                           metadata: ["admin_group": .string(configuration.adminGroup)])
+        }
+        do {
+            for pending in try store.pendingWipes() {
+                await withUser(pending.user) {
+                    _ = await self.performWipe(user: pending.user, reason: pending.reason, trigger: pending.trigger, resumed: true)
+                }
+            }
+            for r in try store.registrations() where r.state == .locked {
+                do {
+                    try protection.lock(r.directories)
+                } catch {
+                    logger.critical("cannot re-apply the lock of a locked registration",
+                                    metadata: ["user": .string(r.user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+                }
+            }
+        } catch {
+            logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+        }
+        await evaluate()
+    }
+
+    /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
+    public func reload(_ new: Configuration) async {
+        configuration = new
+        authorizer = Authorizer(adminGroup: new.adminGroup)
+        await evaluate()
+    }
+
+    public func stop() {
+        stopped = true
+        wakeTask?.cancel()
+        wakeTask = nil
+    }
+
+    // MARK: Policy evaluation and scheduling
+
+    /// Moves every offline clock to now, carries out what is due, and sleeps until the next
+    /// threshold crossing (no polling).
+    public func evaluate() async {
+        let due = checkpointClocks()
+        for (user, action, reason) in due {
+            await withUser(user) {
+                switch action {
+                case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
+                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason)
+                }
+            }
+        }
+        reschedule()
+    }
+
+    /// Checkpoints clocks (persisted) and returns the actions now due.
+    private func checkpointClocks() -> [(String, Action, String)] {
+        let reading = clock.now()
+        let registrations: [RegistrationRecord]
+        do {
+            registrations = try store.registrations()
+        } catch {
+            logger.critical("cannot read registrations; nothing is enforced until this is fixed",
+                            metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+            return []
+        }
+        var clocks: [(user: String, clock: OfflineClock)] = []
+        var due: [(String, Action, String)] = []
+        for r in registrations where !r.state.isWipeCommitted {
+            let advance = r.clock.advanced(to: reading)
+            if let back = advance.rollbackSeconds {
+                logger.warning("clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
+                               metadata: ["user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
+                                          "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)"])
+                try? store.append(event(r.user, "clock-rollback", nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+            }
+            clocks.append((r.user, advance.clock))
+            let evaluation = PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
+            if let action = evaluation.due {
+                let days = action == .lock ? configuration.policy.offlineDaysBeforeLock : configuration.policy.offlineDaysBeforeWipe
+                due.append((r.user, action, "offline for \(RelativeTime.format(seconds: advance.clock.offlineSeconds)) (policy: \(action.rawValue) after \(days)d)"))
+            }
+        }
+        do {
+            try store.saveClocks(clocks)
+        } catch {
+            logger.error("cannot persist offline clocks", metadata: ["error": .string("\(error)")])
+        }
+        return due
+    }
+
+    private func reschedule() {
+        wakeTask?.cancel()
+        wakeTask = nil
+        let entries = summaryEntries()
+        notifier.status(StatusSummary.line(entries))
+        guard !stopped, let soonest = entries.compactMap({ $0.next?.inSeconds }).min() else { return }
+        // Offline time grows at least as fast as real time, so the crossing is at most this far.
+        let delay = Duration.seconds(max(1, soonest))
+        wakeTask = Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard !Task.isCancelled, let self else { return }
+            await self.evaluate()
+        }
+    }
+
+    private func summaryEntries() -> [StatusSummary.Entry] {
+        ((try? store.registrations()) ?? []).map { r in
+            StatusSummary.Entry(
+                user: r.user, state: r.state,
+                next: PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: r.clock.offlineSeconds).next)
+        }
+    }
+
+    public var statusLine: String { StatusSummary.line(summaryEntries()) }
+
+    // MARK: Per-user serialization
+
+    private func withUser<T: Sendable>(_ user: String, _ body: () async throws -> T) async rethrows -> T {
+        while busyUsers.contains(user) {
+            await withCheckedContinuation { waiters[user, default: []].append($0) }
+        }
+        busyUsers.insert(user)
+        defer {
+            busyUsers.remove(user)
+            if var queue = waiters[user], !queue.isEmpty {
+                queue.removeFirst().resume()
+                waiters[user] = queue.isEmpty ? nil : queue
+            }
+        }
+        return try await body()
+    }
+
+    // MARK: Requests
+
+    public func caller(_ credentials: PeerCredentials) -> Caller { authorizer.caller(credentials) }
+
+    public func status(for caller: Caller, user: String?) throws -> StatusReport {
+        let reading = clock.now()
+        var list = try store.registrations().filter { caller.isAdmin || $0.uid == caller.credentials.uid }
+        if let user {
+            list = list.filter { $0.user == user }
+            if list.isEmpty { throw VarlinkError.noSuchRegistration(user) }
+        }
+        let infos = list.map { r -> RegistrationInfo in
+            // Shown as of now, without persisting (a read never writes).
+            let offline = r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
+            let next = PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: offline).next
+            return RegistrationInfo(
+                user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
+                blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
+                nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
+                lockTrigger: r.state == .locked ? r.lockTrigger : nil, wipe: r.lastWipe)
+        }
+        var warnings = ["no policy server is configured: offline clocks restart only when an administrator unlocks a registration"]
+        if !authorizer.adminGroupExists {
+            warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
+        }
+        for r in list where r.state == .wipePending {
+            warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
+        }
+        return StatusReport(
+            version: LockwipeVersion.current, server: ServerInfo(configured: false, url: nil),
+            policy: PolicyInfo(policy: configuration.policy, source: "local"), registrations: infos, warnings: warnings)
+    }
+
+    public func history(for caller: Caller, user: String?, limit: Int) throws -> HistoryReply {
+        var filter = user
+        if !caller.isAdmin {
+            guard let own = caller.userName else { return HistoryReply(events: []) }
+            if let user, user != own { throw VarlinkError.notPermitted("only administrators may read the history of other users") }
+            filter = own
+        }
+        let events = try store.events(user: filter, limit: max(1, min(limit, 10_000)))
+        return HistoryReply(events: events.map {
+            HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
+        })
+    }
+
+    public func policyInfo() -> PolicyInfo { PolicyInfo(policy: configuration.policy, source: "local") }
+
+    /// The users an action targets: one by name, or every registration.
+    public func targets(user: String?, all: Bool) throws -> [String] {
+        if all { return try store.registrations().map(\.user) }
+        guard let user else { throw VarlinkError.invalidParameter("user", reason: "give a user or all") }
+        guard try store.registration(user) != nil else { throw VarlinkError.noSuchRegistration(user) }
+        return [user]
+    }
+
+    public func registrationUID(_ user: String) throws -> UInt32? { try store.registration(user)?.uid }
+
+    public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
+        reschedule()
+        return result
+    }
+
+    public func unlock(user: String, by caller: Caller) async throws -> ActionResult {
+        let result = try await withUser(user) { try await unlockLocked(user: user, caller: caller) }
+        reschedule()
+        return result
+    }
+
+    public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason) }
+        reschedule()
+        return result
+    }
+
+    // MARK: Lock
+
+    private func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        switch r.state {
+        case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
+        case .wipePending, .wiping, .wiped:
+            throw VarlinkError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
+        case .active: break
+        }
+        let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
+        await observers.notify(.willLock, event)
+        let records = try orFail(user, "lock") { try protection.recordState(of: r.directories, user: user) }
+        let now = clock.now().wall
+        try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, "lock", trigger, reason, at: now))
+        try orFail(user, "lock") { try protection.lock(r.directories) }
+        let ended = configuration.terminateProcesses ? await terminateHolders(r) : []
+        var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
+        if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
+        logger.notice("locked \(user): \(reason)", metadata: meta)
+        await observers.notify(.didLock, event)
+        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) holding the vault open"
+        return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
+    }
+
+    private func terminateHolders(_ r: RegistrationRecord) async -> [Int32] {
+        let terminator = ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds))
+        let dirs = r.directories
+        let uid = r.uid
+        return (try? await runBlocking { terminator.terminate(uid: uid, directories: dirs) }) ?? []
+    }
+
+    private func unlockLocked(user: String, caller: Caller) async throws -> ActionResult {
+        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        guard r.state == .locked else {
+            throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
+        }
+        let records = try store.lockRecords(user)
+        try orFail(user, "unlock") { try protection.unlock(records) }
+        let reading = clock.now()
+        let reason = "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
+        try store.commitUnlock(user, clock: .started(at: reading), event: event(user, "unlock", .admin, reason, at: reading.wall))
+        var meta = journalFields(r, action: "unlock", trigger: .admin, reason: reason, id: .unlocked)
+        meta["peer_uid"] = "\(caller.credentials.uid)"
+        meta["peer_pid"] = "\(caller.credentials.pid)"
+        logger.notice("unlocked \(user)", metadata: meta)
+        return ActionResult(user: user, action: "unlock", state: .active, detail: "unlocked; offline clock restarted")
+    }
+
+    // MARK: Wipe
+
+    private func wipeLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        if r.state == .wiped {
+            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
+        }
+        let now = clock.now().wall
+        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, "wipe-started", trigger, reason, at: now))
+        logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
+        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false)
+        guard let summary else { throw VarlinkError.actionFailed("the wipe of \(user) could not run; it stays pending") }
+        let state: RegistrationState = summary.complete ? .wiped : .wipePending
+        let detail = summary.complete
+            ? "wiped: \(summary.entriesRemoved) entries removed"
+            : "INCOMPLETE: \(summary.entriesRemoved) entries removed, \(summary.skipped.count) could not be removed; the wipe stays pending"
+        return ActionResult(user: user, action: "wipe", state: state, detail: detail, wipe: summary)
+    }
+
+    /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
+    /// record the honest report. Returns nil when it could not even start.
+    @discardableResult
+    private func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool) async -> WipeSummary? {
+        guard let r = try? store.registration(user) else { return nil }
+        let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
+        if resumed {
+            logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
+        }
+        await observers.notify(.willWipe, event)
+        do {
+            try protection.lock(r.directories)
+        } catch {
+            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
+        }
+        if configuration.terminateProcesses { _ = await terminateHolders(r) }
+        let now = clock.now().wall
+        do {
+            try store.beginWipeAttempt(user, event: resumed ? self.event(user, "wipe-resumed", .resume, reason, at: now) : nil)
+        } catch {
+            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
+            return nil
+        }
+        let summary = await eraser.erase(directories: r.directories)
+        var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
+        meta["files"] = "\(summary.filesOverwritten)"
+        meta["bytes"] = "\(summary.bytesOverwritten)"
+        meta["entries"] = "\(summary.entriesRemoved)"
+        meta["skipped"] = "\(summary.skipped.count)"
+        let detail = summary.complete
+            ? "\(summary.entriesRemoved) entries removed\(resumed ? " (resumed)" : "")"
+            : "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+        do {
+            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? "wipe" : "wipe-incomplete", trigger, detail, at: clock.now().wall))
+        } catch {
+            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
+        }
+        if summary.complete {
+            logger.notice("wiped \(user): \(detail)", metadata: meta)
+        } else {
+            logger.error("wipe of \(user) is INCOMPLETE: \(detail)", metadata: meta)
+        }
+        await observers.notify(.didWipe, event)
+        return summary
+    }
+
+    // MARK: Registration
+
+    public func register(user: String, directories: [String], by caller: Caller) async throws -> ActionResult {
+        try await withUser(user) {
+            if let existing = try store.registration(user) {
+                throw VarlinkError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
+            }
+            var taken = try store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
+            // A vault may neither contain nor lie in what the daemon itself needs.
+            for (what, path) in [("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
+                                 ("control socket", paths.socketPath), ("configuration", paths.configPath),
+                                 ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath))] {
+                if let p = DirectoryRules.normalize(path) { taken.append((owner: "lockwiped (its \(what))", path: p)) }
+            }
+            var flow = RegistrationFlow()
+            var account: Account?
+            var normalized: [String] = []
+            flow.add("validate user") {
+                guard let a = Account.lookup(user) else { throw RegistrationRefusal("no Unix user named '\(user)'") }
+                account = a
+            }
+            flow.add("validate directories") {
+                guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
+                var problems: [String] = []
+                for d in directories {
+                    let found = DirectoryRules.problems(path: d, taken: taken)
+                    problems += found
+                    guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
+                    problems += Self.filesystemProblems(n)
+                    taken.append((owner: user, path: n))
+                    normalized.append(n)
+                }
+                if !problems.isEmpty { throw RegistrationRefusal(problems.joined(separator: "; ")) }
+            }
+            var created: [String] = []
+            flow.add("create vault directories", run: {
+                for d in normalized where !FileManager.default.fileExists(atPath: d) {
+                    guard mkdir(d, 0o700) == 0 else { throw FileSystemError("mkdir", d) }
+                    created.append(d)
+                    guard chown(d, account!.uid, account!.gid) == 0 else { throw FileSystemError("chown", d) }
+                }
+            }, undo: {
+                let failed = created.reversed().filter { rmdir($0) != 0 }
+                return failed.isEmpty ? nil : "could not remove \(failed.joined(separator: ", "))"
+            })
+            let reading = clock.now()
+            flow.add("persist") {
+                let record = RegistrationRecord(
+                    user: user, uid: account!.uid, state: .active, protection: self.protection.kind, directories: normalized,
+                    lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
+                try self.store.insert(record, event: self.event(user, "register", caller.isAdmin ? .admin : .user,
+                                                                "directories: \(normalized.joined(separator: ", "))", at: reading.wall))
+            }
+            do {
+                try flow.execute()
+            } catch {
+                logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
+                if let failure = error as? RegistrationFlow.Failure, failure.error is RegistrationRefusal {
+                    throw VarlinkError.registrationRefused("\(failure.error)")
+                }
+                throw VarlinkError.registrationRefused("\(error)")
+            }
+            logger.notice("registered \(user)", metadata: [
+                "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
+                "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
+            ])
+            reschedule()
+            return ActionResult(user: user, action: "register", state: .active,
+                                detail: "registered \(normalized.joined(separator: ", "))" + (created.isEmpty ? "" : " (created \(created.joined(separator: ", ")))"))
+        }
+    }
+
+    /// Checks that need the filesystem: the directory (if it exists) is a real directory and
+    /// no component of its parent is a symlink (a vault reached through a link could point
+    /// anywhere later).
+    nonisolated static func filesystemProblems(_ path: String) -> [String] {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            if (st.st_mode & S_IFMT) == S_IFLNK { return ["\(path): is a symlink; register the real directory"] }
+            if (st.st_mode & S_IFMT) != S_IFDIR { return ["\(path): exists and is not a directory"] }
+        } else if errno != ENOENT {
+            return ["\(path): \(String(cString: strerror(errno)))"]
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        guard let resolved = realpath(parent, nil) else {
+            return ["\(path): its parent directory \(parent) does not exist"]
+        }
+        defer { free(resolved) }
+        let real = String(cString: resolved)
+        if real != parent { return ["\(path): its parent \(parent) passes through a symlink (to \(real))"] }
+        return []
+    }
+
+    public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
+        try await withUser(user) {
+            guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+            if r.state == .wipePending || r.state == .wiping {
+                throw VarlinkError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
+            }
+            var detail = "unregistered; the directories are left as they are"
+            if r.state == .locked {
+                try orFail(user, "unregister") { try protection.unlock(try store.lockRecords(user)) }
+                detail = "unregistered; the lock was lifted (owner and mode restored)"
+            }
+            try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
+            logger.notice("unregistered \(user)", metadata: [
+                "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
+                "peer_uid": "\(caller.credentials.uid)",
+            ])
+            reschedule()
+            return ActionResult(user: user, action: "unregister", state: nil, detail: detail)
+        }
+    }
+
+    // MARK: Helpers
+
+    private func event(_ user: String, _ kind: String, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
+        StoredEvent(time: time, user: user, kind: kind, trigger: trigger, detail: detail)
+    }
+
+    private func journalFields(_ r: RegistrationRecord, action: String, trigger: Trigger, reason: String, id: MessageID) -> Logger.Metadata {
+        [
+            "message_id": id.metadata, "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action),
+            "trigger": .string(trigger.rawValue), "reason": .string(reason),
+            "offline_seconds": "\(r.clock.offlineSeconds)", "directories": .string(r.directories.joined(separator: "\n")),
+        ]
+    }
+
+    /// Runs a filesystem step; a failure is logged and becomes the caller's `ActionFailed`.
+    private func orFail<T>(_ user: String, _ action: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            logger.error("\(action) of \(user) failed: \(error)", metadata: [
+                "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
+            ])
+            throw VarlinkError.actionFailed("\(action) of \(user) failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,24 @@
+import Logging
+
+/// Stable journal `MESSAGE_ID`s, one per event kind, so `journalctl MESSAGE_ID=...` and the
+/// catalog find them. Never change an id once released.
+public enum MessageID: String, CaseIterable, Sendable {
+    case started = "0c6f874a471b476c80dbcee3b4b78230"
+    case stopping = "0ceede1e5f064e5d88387033660330a6"
+    case configReloaded = "cc457583ad0543b481bf8014c14f738e"
+    case configInvalid = "f44afe5a4150418e81120a7720aae1bf"
+    case registered = "41cf4a293b8a44e6add0058c264dedcc"
+    case unregistered = "32dd8b5c370e4a97bb20d70d4ac1ff6c"
+    case locked = "c69a6d8dfe254c728102495864746d95"
+    case unlocked = "37e6cf6fa97441dca8750c5e23f7c720"
+    case wipeStarted = "8299205be6874af6819425969b8260ad"
+    case wipeResumed = "4d6b87f5094a4c07aaddbfe576cf3b3c"
+    case wiped = "d49c84a1894b451284bd7cc56b4a78ea"
+    case wipeIncomplete = "b593ad7b8f1645299119e0a6913eb1ad"
+    case accessDenied = "895ca90492d14a428148615e5ff979e5"
+    case clockRollback = "2768463987e044d1a5f1cf27e67d5a8f"
+    case actionFailed = "962717f01dd74810989dbeb4dca409ce"
+    case hookFailed = "6634976ae3844318b46a7223893d3ee4"
+
+    public var metadata: Logger.MetadataValue { .string(rawValue) }
+}

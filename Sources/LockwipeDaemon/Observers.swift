@@ -1,0 +1,57 @@
+import LockwipeCore
+
+/// What is about to happen, or just happened, to one registration's vault.
+public struct LockWipeEvent: Sendable, Equatable {
+    public var user: String
+    public var uid: UInt32
+    public var action: Action
+    /// One human sentence, e.g. "offline for 8d 2h (policy: lock after 7d)".
+    public var reason: String
+    public var trigger: Trigger
+    public var directories: [String]
+
+    public init(user: String, uid: UInt32, action: Action, reason: String, trigger: Trigger, directories: [String]) {
+        self.user = user
+        self.uid = uid
+        self.action = action
+        self.reason = reason
+        self.trigger = trigger
+        self.directories = directories
+    }
+}
+
+/// In-process observers of locks and wipes (SPEC "Observers and hooks").
+///
+/// Observers are told; they cannot veto. The daemon enforces whatever an observer does:
+/// an observer that throws or never returns is logged and passed over after its timeout.
+public protocol LockAndWipeEventObserving: Sendable {
+    func willLock(_ event: LockWipeEvent) async
+    func didLock(_ event: LockWipeEvent) async
+    func willWipe(_ event: LockWipeEvent) async
+    func didWipe(_ event: LockWipeEvent) async
+}
+
+/// The four observer callbacks by name, as hooks receive them in `$1` and `LOCKWIPE_EVENT`.
+public enum ObserverCallback: String, Sendable, CaseIterable {
+    case willLock, didLock, willWipe, didWipe
+}
+
+/// Fans an event out to every registered observer, in registration order.
+public final class ObserverHub: Sendable {
+    private let observers: [any LockAndWipeEventObserving]
+
+    public init(_ observers: [any LockAndWipeEventObserving]) {
+        self.observers = observers
+    }
+
+    public func notify(_ callback: ObserverCallback, _ event: LockWipeEvent) async {
+        for observer in observers {
+            switch callback {
+            case .willLock: await observer.willLock(event)
+            case .didLock: await observer.didLock(event)
+            case .willWipe: await observer.willWipe(event)
+            case .didWipe: await observer.didWipe(event)
+            }
+        }
+    }
+}

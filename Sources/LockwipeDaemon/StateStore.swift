@@ -1,0 +1,322 @@
+import Foundation
+import GRDB
+import LockwipeCore
+import LockwipeProtocol
+
+/// A registration as the daemon keeps it.
+public struct RegistrationRecord: Sendable, Equatable {
+    public var user: String
+    public var uid: UInt32
+    public var state: RegistrationState
+    public var protection: Protection
+    public var directories: [String]
+    public var lockTrigger: Trigger?
+    public var blocked: Bool
+    public var clock: OfflineClock
+    public var lastWipe: WipeSummary?
+}
+
+/// Owner and mode of a vault directory as it was before a permission lock: what unlock restores.
+public struct LockRecord: Sendable, Equatable {
+    public var path: String
+    public var uid: UInt32
+    public var gid: UInt32
+    public var mode: UInt32
+}
+
+/// An audit event as stored.
+public struct StoredEvent: Sendable, Equatable {
+    public var time: Int64
+    public var user: String
+    public var kind: String
+    public var trigger: Trigger?
+    public var detail: String
+}
+
+/// The daemon's durable state: one SQLite database (WAL, `secure_delete`) in the state
+/// directory. Every state transition and the event that records it are written in one
+/// transaction, so history and state never disagree after a crash.
+public final class StateStore: Sendable {
+    public static let fileName = "state.sqlite"
+    private let db: DatabaseQueue
+    public let path: String
+
+    public init(directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        path = directory + "/" + Self.fileName
+        var config = GRDB.Configuration()
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+        }
+        config.busyMode = .timeout(5)
+        let previousMask = umask(0o077)
+        defer { umask(previousMask) }
+        db = try DatabaseQueue(path: path, configuration: config)
+        try db.writeWithoutTransaction { db in
+            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+        }
+        try Self.migrator.migrate(db)
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE registrations (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    uid INTEGER NOT NULL,
+                    state TEXT NOT NULL,
+                    protection TEXT NOT NULL,
+                    lock_trigger TEXT,
+                    blocked INTEGER NOT NULL DEFAULT 0,
+                    created_at INTEGER NOT NULL,
+                    clock_last_contact INTEGER NOT NULL,
+                    clock_accumulated_boot INTEGER NOT NULL,
+                    clock_boot_id TEXT NOT NULL,
+                    clock_boot_mark INTEGER NOT NULL,
+                    clock_last_wall INTEGER NOT NULL,
+                    clock_offline_seconds INTEGER NOT NULL,
+                    last_wipe TEXT
+                );
+                CREATE TABLE directories (
+                    user TEXT NOT NULL REFERENCES registrations(user) ON DELETE CASCADE,
+                    position INTEGER NOT NULL,
+                    path TEXT NOT NULL UNIQUE,
+                    PRIMARY KEY (user, position)
+                );
+                CREATE TABLE lock_records (
+                    path TEXT PRIMARY KEY NOT NULL,
+                    user TEXT NOT NULL,
+                    uid INTEGER NOT NULL,
+                    gid INTEGER NOT NULL,
+                    mode INTEGER NOT NULL
+                );
+                CREATE TABLE pending_wipes (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    reason TEXT NOT NULL,
+                    trigger TEXT NOT NULL,
+                    started_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    time INTEGER NOT NULL,
+                    user TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    trigger TEXT,
+                    detail TEXT NOT NULL
+                );
+                CREATE INDEX events_user ON events(user, id);
+                """)
+        }
+        return m
+    }
+
+    // MARK: Registrations
+
+    public func registrations() throws -> [RegistrationRecord] {
+        try db.read { db in try Self.fetchRegistrations(db, user: nil) }
+    }
+
+    public func registration(_ user: String) throws -> RegistrationRecord? {
+        try db.read { db in try Self.fetchRegistrations(db, user: user).first }
+    }
+
+    private static func fetchRegistrations(_ db: Database, user: String?) throws -> [RegistrationRecord] {
+        let rows = user == nil
+            ? try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user")
+            : try Row.fetchAll(db, sql: "SELECT * FROM registrations WHERE user = ?", arguments: [user])
+        return try rows.map { row in
+            let name: String = row["user"]
+            let dirs = try String.fetchAll(db, sql: "SELECT path FROM directories WHERE user = ? ORDER BY position", arguments: [name])
+            let wipeJSON: String? = row["last_wipe"]
+            return RegistrationRecord(
+                user: name,
+                uid: UInt32(row["uid"] as Int64),
+                state: RegistrationState(rawValue: row["state"]) ?? .locked,  // unknown: fail closed
+                protection: Protection(rawValue: row["protection"]) ?? .permissions,
+                directories: dirs,
+                lockTrigger: (row["lock_trigger"] as String?).flatMap(Trigger.init(rawValue:)),
+                blocked: row["blocked"],
+                clock: OfflineClock(
+                    lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"],
+                    bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
+                    offlineSeconds: row["clock_offline_seconds"]),
+                lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) }
+            )
+        }
+    }
+
+    /// Persists a new registration and its `register` event in one transaction.
+    public func insert(_ r: RegistrationRecord, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO registrations (user, uid, state, protection, lock_trigger, blocked, created_at,
+                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
+                            event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
+                            r.clock.lastWall, r.clock.offlineSeconds])
+            for (i, path) in r.directories.enumerated() {
+                try db.execute(sql: "INSERT INTO directories (user, position, path) VALUES (?, ?, ?)", arguments: [r.user, i, path])
+            }
+            try Self.append(event, db)
+        }
+    }
+
+    /// Removes a registration (its lock records and pending wipe too) and records `event`.
+    public func delete(_ user: String, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Moves a registration to `state` and records `event`, atomically.
+    public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                           arguments: [state.rawValue, lockTrigger?.rawValue, user])
+            if let event { try Self.append(event, db) }
+        }
+    }
+
+    /// Persists checkpoints of offline clocks (they only grow; see `OfflineClock`).
+    public func saveClocks(_ clocks: [(user: String, clock: OfflineClock)]) throws {
+        guard !clocks.isEmpty else { return }
+        try db.write { db in
+            for (user, c) in clocks {
+                try db.execute(
+                    sql: """
+                        UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                            clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+                        """,
+                    arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
+            }
+        }
+    }
+
+    // MARK: Locks
+
+    public func lockRecords(_ user: String) throws -> [LockRecord] {
+        try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
+                LockRecord(path: $0["path"], uid: UInt32($0["uid"] as Int64), gid: UInt32($0["gid"] as Int64), mode: UInt32($0["mode"] as Int64))
+            }
+        }
+    }
+
+    /// Commits a lock before the filesystem is touched: the original owner and mode of
+    /// every directory (kept if already recorded, so a re-lock after a crash never records
+    /// the locked `root:root 0000` as "original"), the new state and the event.
+    public func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) throws {
+        try db.write { db in
+            for r in records {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO lock_records (path, user, uid, gid, mode) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [r.path, user, Int64(r.uid), Int64(r.gid), Int64(r.mode)])
+            }
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                           arguments: [RegistrationState.locked.rawValue, trigger.rawValue, user])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Commits an unlock after the filesystem was restored: state active, records gone,
+    /// offline clock restarted (an admin unlock is a re-authentication).
+    public func commitUnlock(_ user: String, clock: OfflineClock, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+                           arguments: [RegistrationState.active.rawValue, user])
+            try Self.append(event, db)
+        }
+        try saveClocks([(user, clock)])
+    }
+
+    // MARK: Wipes
+
+    public struct PendingWipe: Sendable, Equatable {
+        public var user: String
+        public var reason: String
+        public var trigger: Trigger
+        public var startedAt: Int64
+        public var attempts: Int
+    }
+
+    /// Makes the intent to wipe durable before the first byte is touched.
+    public func commitWipeIntent(_ user: String, reason: String, trigger: Trigger, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at) VALUES (?, ?, ?, ?)",
+                arguments: [user, reason, trigger.rawValue, event.time])
+            try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wipePending.rawValue, user])
+            try Self.append(event, db)
+        }
+    }
+
+    public func pendingWipes() throws -> [PendingWipe] {
+        try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map {
+                PendingWipe(user: $0["user"], reason: $0["reason"], trigger: Trigger(rawValue: $0["trigger"]) ?? .resume,
+                            startedAt: $0["started_at"], attempts: $0["attempts"])
+            }
+        }
+    }
+
+    /// Marks the start of an attempt (state `wiping`), so a crash shows up as a resumed attempt.
+    public func beginWipeAttempt(_ user: String, event: StoredEvent?) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE pending_wipes SET attempts = attempts + 1 WHERE user = ?", arguments: [user])
+            try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wiping.rawValue, user])
+            if let event { try Self.append(event, db) }
+        }
+    }
+
+    /// Records the wipe's report. Only a complete wipe ends the pending intent and makes the
+    /// registration `wiped`; an incomplete one stays pending and is retried.
+    public func finishWipe(_ user: String, summary: WipeSummary, event: StoredEvent) throws {
+        let json = String(decoding: try JSONEncoder().encode(summary), as: UTF8.self)
+        try db.write { db in
+            if summary.complete {
+                try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
+                               arguments: [RegistrationState.wiped.rawValue, json, user])
+            } else {
+                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
+                               arguments: [RegistrationState.wipePending.rawValue, json, user])
+            }
+            try Self.append(event, db)
+        }
+    }
+
+    // MARK: History
+
+    public func append(_ event: StoredEvent) throws {
+        try db.write { db in try Self.append(event, db) }
+    }
+
+    private static func append(_ e: StoredEvent, _ db: Database) throws {
+        try db.execute(sql: "INSERT INTO events (time, user, kind, trigger, detail) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail])
+    }
+
+    /// The newest `limit` events (of `user`, when given), oldest first.
+    public func events(user: String?, limit: Int) throws -> [StoredEvent] {
+        try db.read { db in
+            let rows = user == nil
+                ? try Row.fetchAll(db, sql: "SELECT * FROM events ORDER BY id DESC LIMIT ?", arguments: [limit])
+                : try Row.fetchAll(db, sql: "SELECT * FROM events WHERE user = ? ORDER BY id DESC LIMIT ?", arguments: [user, limit])
+            return rows.reversed().map {
+                StoredEvent(time: $0["time"], user: $0["user"], kind: $0["kind"],
+                            trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"])
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+/// The varlink interface definitions served by `GetInterfaceDescription`.
+public enum InterfaceDescription {
+    public static let managerName = "io.lockwipe.Manager"
+    public static let serviceName = "org.varlink.service"
+
+    public static let manager = """
+        # Lock and wipe of registered users' data on a shared machine (lockwiped).
+        interface io.lockwipe.Manager
+
+        type Server (configured: bool, url: ?string)
+
+        type PolicyInfo (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
+
+        type NextAction (action: string, at: string)
+
+        type Skipped (path: string, reason: string)
+
+        type WipeSummary (
+          files_overwritten: int,
+          bytes_overwritten: int,
+          entries_removed: int,
+          skipped: []Skipped,
+          elapsed_seconds: float,
+          complete: bool
+        )
+
+        type Registration (
+          user: string,
+          uid: int,
+          state: string,
+          protection: string,
+          directories: []string,
+          blocked: bool,
+          last_contact: string,
+          offline_seconds: int,
+          next_action: ?NextAction,
+          lock_trigger: ?string,
+          wipe: ?WipeSummary
+        )
+
+        type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary)
+
+        type Event (time: string, user: string, kind: string, trigger: ?string, detail: string)
+
+        # The registrations the caller may see (all for administrators, their own otherwise).
+        method GetStatus(user: ?string) -> (
+          version: string,
+          server: Server,
+          policy: PolicyInfo,
+          registrations: []Registration,
+          warnings: []string
+        )
+
+        method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
+
+        method GetHistory(user: ?string, limit: ?int) -> (events: []Event)
+
+        # Exactly one of user or all.
+        method Lock(user: ?string, all: ?bool) -> (results: []ActionResult)
+
+        method Unlock(user: string) -> (results: []ActionResult)
+
+        # Irreversible. Exactly one of user or all.
+        method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
+
+        method Register(user: string, directories: []string) -> (results: []ActionResult)
+
+        method Unregister(user: string) -> (results: []ActionResult)
+
+        method CheckIn(user: ?string) -> (results: []ActionResult)
+
+        error NotPermitted (reason: string)
+
+        error NoSuchRegistration (user: string)
+
+        error RegistrationRefused (reason: string)
+
+        error ActionFailed (reason: string)
+
+        """
+
+    public static let service = """
+        # The Varlink Service Interface is provided by every varlink service.
+        interface org.varlink.service
+
+        method GetInfo() -> (
+          vendor: string,
+          product: string,
+          version: string,
+          url: string,
+          interfaces: []string
+        )
+
+        method GetInterfaceDescription(interface: string) -> (description: string)
+
+        error InterfaceNotFound (interface: string)
+
+        error MethodNotFound (method: string)
+
+        error MethodNotImplemented (method: string)
+
+        error InvalidParameter (parameter: string)
+
+        error PermissionDenied ()
+
+        error ExpectedMore ()
+
+        """
+}

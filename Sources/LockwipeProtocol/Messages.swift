@@ -1,0 +1,305 @@
+import LockwipeCore
+
+/// The version both binaries report (`--version`, `GetStatus.version`, `GetInfo`).
+public enum LockwipeVersion {
+    public static let current = "0.1.0"
+}
+
+/// The methods of `io.lockwipe.Manager` (see `InterfaceDescription`).
+public enum ManagerMethod: String, Sendable, CaseIterable {
+    case getStatus = "io.lockwipe.Manager.GetStatus"
+    case getPolicy = "io.lockwipe.Manager.GetPolicy"
+    case getHistory = "io.lockwipe.Manager.GetHistory"
+    case lock = "io.lockwipe.Manager.Lock"
+    case unlock = "io.lockwipe.Manager.Unlock"
+    case wipe = "io.lockwipe.Manager.Wipe"
+    case register = "io.lockwipe.Manager.Register"
+    case unregister = "io.lockwipe.Manager.Unregister"
+    case checkIn = "io.lockwipe.Manager.CheckIn"
+}
+
+// MARK: Requests
+
+public struct NoParameters: Codable, Sendable, Equatable {
+    public init() {}
+}
+
+/// `GetStatus`, `CheckIn`: one registration or (nil) all that the caller may see.
+public struct UserFilter: Codable, Sendable, Equatable {
+    public var user: String?
+    public init(user: String? = nil) { self.user = user }
+}
+
+/// `Lock`, `Wipe`: exactly one of `user` or `all`.
+public struct TargetSelection: Codable, Sendable, Equatable {
+    public var user: String?
+    public var all: Bool?
+    public init(user: String? = nil, all: Bool? = nil) {
+        self.user = user
+        self.all = all
+    }
+}
+
+/// `Unlock`, `Unregister`.
+public struct UserParameter: Codable, Sendable, Equatable {
+    public var user: String
+    public init(user: String) { self.user = user }
+}
+
+public struct RegisterRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var directories: [String]
+    public init(user: String, directories: [String]) {
+        self.user = user
+        self.directories = directories
+    }
+}
+
+public struct HistoryRequest: Codable, Sendable, Equatable {
+    public var user: String?
+    public var limit: Int?
+    public init(user: String? = nil, limit: Int? = nil) {
+        self.user = user
+        self.limit = limit
+    }
+}
+
+// MARK: Replies
+
+/// `GetStatus` reply: the stable `status --json` contract of SPEC. Fields may be added,
+/// never renamed.
+public struct StatusReport: Codable, Sendable, Equatable {
+    public var version: String
+    public var server: ServerInfo
+    public var policy: PolicyInfo
+    public var registrations: [RegistrationInfo]
+    public var warnings: [String]
+
+    public init(version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String]) {
+        self.version = version
+        self.server = server
+        self.policy = policy
+        self.registrations = registrations
+        self.warnings = warnings
+    }
+}
+
+public struct ServerInfo: Codable, Sendable, Equatable {
+    public var configured: Bool
+    public var url: String?
+
+    public init(configured: Bool, url: String?) {
+        self.configured = configured
+        self.url = url
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(configured, forKey: .configured)
+        try c.encode(url, forKey: .url)  // explicit null: the key is part of the contract
+    }
+}
+
+public struct PolicyInfo: Codable, Sendable, Equatable {
+    public var offlineDaysBeforeLock: Int
+    public var offlineDaysBeforeWipe: Int
+    /// "local" or "server".
+    public var source: String
+
+    public init(policy: Policy, source: String) {
+        self.offlineDaysBeforeLock = policy.offlineDaysBeforeLock
+        self.offlineDaysBeforeWipe = policy.offlineDaysBeforeWipe
+        self.source = source
+    }
+
+    public var policy: Policy {
+        Policy(offlineDaysBeforeLock: offlineDaysBeforeLock, offlineDaysBeforeWipe: offlineDaysBeforeWipe)
+    }
+}
+
+public struct NextAction: Codable, Sendable, Equatable {
+    public var action: Action
+    /// ISO 8601, UTC.
+    public var at: String
+    public init(action: Action, at: String) {
+        self.action = action
+        self.at = at
+    }
+}
+
+public struct RegistrationInfo: Codable, Sendable, Equatable {
+    public var user: String
+    public var uid: UInt32
+    public var state: RegistrationState
+    public var protection: Protection
+    public var directories: [String]
+    public var blocked: Bool
+    /// ISO 8601, UTC: the last successful contact (or registration / admin unlock).
+    public var lastContact: String
+    public var offlineSeconds: Int64
+    public var nextAction: NextAction?
+    /// Why and when the vault was locked, when it is.
+    public var lockTrigger: Trigger?
+    /// The last wipe's report, once a wipe ran.
+    public var wipe: WipeSummary?
+
+    public init(
+        user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
+        blocked: Bool, lastContact: String, offlineSeconds: Int64, nextAction: NextAction?,
+        lockTrigger: Trigger? = nil, wipe: WipeSummary? = nil
+    ) {
+        self.user = user
+        self.uid = uid
+        self.state = state
+        self.protection = protection
+        self.directories = directories
+        self.blocked = blocked
+        self.lastContact = lastContact
+        self.offlineSeconds = offlineSeconds
+        self.nextAction = nextAction
+        self.lockTrigger = lockTrigger
+        self.wipe = wipe
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(user, forKey: .user)
+        try c.encode(uid, forKey: .uid)
+        try c.encode(state, forKey: .state)
+        try c.encode(protection, forKey: .protection)
+        try c.encode(directories, forKey: .directories)
+        try c.encode(blocked, forKey: .blocked)
+        try c.encode(lastContact, forKey: .lastContact)
+        try c.encode(offlineSeconds, forKey: .offlineSeconds)
+        try c.encode(nextAction, forKey: .nextAction)  // explicit null when nothing is due
+        try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
+        try c.encodeIfPresent(wipe, forKey: .wipe)
+    }
+}
+
+/// What a wipe did, honestly: a wipe with skipped entries is incomplete.
+public struct WipeSummary: Codable, Sendable, Equatable {
+    public struct Skipped: Codable, Sendable, Equatable {
+        public var path: String
+        public var reason: String
+        public init(path: String, reason: String) {
+            self.path = path
+            self.reason = reason
+        }
+    }
+
+    public var filesOverwritten: Int
+    public var bytesOverwritten: Int64
+    public var entriesRemoved: Int
+    public var skipped: [Skipped]
+    public var elapsedSeconds: Double
+    public var complete: Bool { skipped.isEmpty }
+
+    public init(filesOverwritten: Int, bytesOverwritten: Int64, entriesRemoved: Int, skipped: [Skipped], elapsedSeconds: Double) {
+        self.filesOverwritten = filesOverwritten
+        self.bytesOverwritten = bytesOverwritten
+        self.entriesRemoved = entriesRemoved
+        self.skipped = skipped
+        self.elapsedSeconds = elapsedSeconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, complete
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        filesOverwritten = try c.decode(Int.self, forKey: .filesOverwritten)
+        bytesOverwritten = try c.decode(Int64.self, forKey: .bytesOverwritten)
+        entriesRemoved = try c.decode(Int.self, forKey: .entriesRemoved)
+        skipped = try c.decode([Skipped].self, forKey: .skipped)
+        elapsedSeconds = try c.decode(Double.self, forKey: .elapsedSeconds)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(filesOverwritten, forKey: .filesOverwritten)
+        try c.encode(bytesOverwritten, forKey: .bytesOverwritten)
+        try c.encode(entriesRemoved, forKey: .entriesRemoved)
+        try c.encode(skipped, forKey: .skipped)
+        try c.encode(elapsedSeconds, forKey: .elapsedSeconds)
+        try c.encode(complete, forKey: .complete)
+    }
+}
+
+/// The outcome of an action on one registration.
+public struct ActionResult: Codable, Sendable, Equatable {
+    public var user: String
+    /// "lock", "unlock", "wipe", "register", "unregister", "check-in".
+    public var action: String
+    /// The registration's state afterwards.
+    public var state: RegistrationState?
+    /// One human sentence: what happened.
+    public var detail: String
+    public var wipe: WipeSummary?
+
+    public init(user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil) {
+        self.user = user
+        self.action = action
+        self.state = state
+        self.detail = detail
+        self.wipe = wipe
+    }
+}
+
+public struct ActionReply: Codable, Sendable, Equatable {
+    public var results: [ActionResult]
+    public init(results: [ActionResult]) { self.results = results }
+}
+
+/// One entry of the audit history.
+public struct HistoryEvent: Codable, Sendable, Equatable {
+    /// ISO 8601, UTC.
+    public var time: String
+    public var user: String
+    /// "register", "unregister", "lock", "unlock", "wipe-started", "wipe-resumed", "wipe",
+    /// "wipe-incomplete", "clock-rollback".
+    public var kind: String
+    public var trigger: Trigger?
+    public var detail: String
+
+    public init(time: String, user: String, kind: String, trigger: Trigger?, detail: String) {
+        self.time = time
+        self.user = user
+        self.kind = kind
+        self.trigger = trigger
+        self.detail = detail
+    }
+}
+
+public struct HistoryReply: Codable, Sendable, Equatable {
+    public var events: [HistoryEvent]
+    public init(events: [HistoryEvent]) { self.events = events }
+}
+
+/// `org.varlink.service.GetInfo` reply.
+public struct ServiceInfo: Codable, Sendable, Equatable {
+    public var vendor: String
+    public var product: String
+    public var version: String
+    public var url: String
+    public var interfaces: [String]
+
+    public init(vendor: String, product: String, version: String, url: String, interfaces: [String]) {
+        self.vendor = vendor
+        self.product = product
+        self.version = version
+        self.url = url
+        self.interfaces = interfaces
+    }
+}
+
+public struct InterfaceDescriptionRequest: Codable, Sendable, Equatable {
+    public var interface: String
+    public init(interface: String) { self.interface = interface }
+}
+
+public struct InterfaceDescriptionReply: Codable, Sendable, Equatable {
+    public var description: String
+    public init(description: String) { self.description = description }
+}

@@ -1,0 +1,128 @@
+import Foundation
+
+/// JSON coding shared by both ends: snake_case keys on the wire, as varlink interfaces use.
+public enum VarlinkCoding {
+    public static func encoder() -> JSONEncoder {
+        let e = JSONEncoder()
+        e.keyEncodingStrategy = .convertToSnakeCase
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+
+    public static func decoder() -> JSONDecoder {
+        let d = JSONDecoder()
+        d.keyDecodingStrategy = .convertFromSnakeCase
+        return d
+    }
+}
+
+/// The envelope of a varlink call: `{"method": ..., "parameters": {...}, "oneway": ..., "more": ...}`.
+public struct VarlinkCallHeader: Codable, Sendable, Equatable {
+    public var method: String
+    public var oneway: Bool?
+    public var more: Bool?
+    public var upgrade: Bool?
+}
+
+struct VarlinkCall<Parameters: Encodable>: Encodable {
+    var method: String
+    var parameters: Parameters
+}
+
+struct VarlinkParametersEnvelope<Parameters: Decodable>: Decodable {
+    var parameters: Parameters?
+}
+
+/// The envelope of a reply: `{"parameters": {...}}` or `{"error": "...", "parameters": {...}}`.
+struct VarlinkReplyEnvelope<Parameters: Codable>: Codable {
+    var parameters: Parameters?
+    var error: String?
+}
+
+/// A varlink error reply. `parameters` carries the details a client shows, e.g. the
+/// offending parameter's name or the reason an action was refused.
+public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
+    public var name: String
+    public var parameters: [String: String]
+
+    public init(_ name: String, _ parameters: [String: String] = [:]) {
+        self.name = name
+        self.parameters = parameters
+    }
+
+    public var description: String {
+        let detail = parameters.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ")
+        return detail.isEmpty ? name : "\(name) (\(detail))"
+    }
+
+    /// The one human sentence a CLI prints: the reason/user/parameter when there is one.
+    public var message: String {
+        if let reason = parameters["reason"] { return reason }
+        switch name {
+        case Self.noSuchRegistrationName: return "no registration for user \(parameters["user"] ?? "?")"
+        case Self.invalidParameterName: return "invalid parameter '\(parameters["parameter"] ?? "?")'"
+        case Self.methodNotFoundName: return "the daemon does not know the method \(parameters["method"] ?? "?")"
+        default: return description
+        }
+    }
+
+    // Standard org.varlink.service errors.
+    public static let invalidParameterName = "org.varlink.service.InvalidParameter"
+    public static let methodNotFoundName = "org.varlink.service.MethodNotFound"
+    public static let interfaceNotFoundName = "org.varlink.service.InterfaceNotFound"
+    public static let methodNotImplementedName = "org.varlink.service.MethodNotImplemented"
+    // io.lockwipe.Manager errors.
+    public static let notPermittedName = "io.lockwipe.Manager.NotPermitted"
+    public static let noSuchRegistrationName = "io.lockwipe.Manager.NoSuchRegistration"
+    public static let registrationRefusedName = "io.lockwipe.Manager.RegistrationRefused"
+    public static let actionFailedName = "io.lockwipe.Manager.ActionFailed"
+
+    public static func invalidParameter(_ parameter: String, reason: String? = nil) -> VarlinkError {
+        var p = ["parameter": parameter]
+        if let reason { p["reason"] = reason }
+        return VarlinkError(invalidParameterName, p)
+    }
+    public static func methodNotFound(_ method: String) -> VarlinkError { VarlinkError(methodNotFoundName, ["method": method]) }
+    public static func interfaceNotFound(_ interface: String) -> VarlinkError { VarlinkError(interfaceNotFoundName, ["interface": interface]) }
+    public static func notPermitted(_ reason: String) -> VarlinkError { VarlinkError(notPermittedName, ["reason": reason]) }
+    public static func noSuchRegistration(_ user: String) -> VarlinkError { VarlinkError(noSuchRegistrationName, ["user": user]) }
+    public static func registrationRefused(_ reason: String) -> VarlinkError { VarlinkError(registrationRefusedName, ["reason": reason]) }
+    public static func actionFailed(_ reason: String) -> VarlinkError { VarlinkError(actionFailedName, ["reason": reason]) }
+}
+
+/// Encoding and decoding of single messages (without the NUL terminator).
+public enum VarlinkMessage {
+    public static func encodeCall<P: Encodable>(method: String, parameters: P) throws -> Data {
+        try VarlinkCoding.encoder().encode(VarlinkCall(method: method, parameters: parameters))
+    }
+
+    public static func decodeHeader(_ data: Data) throws -> VarlinkCallHeader {
+        try VarlinkCoding.decoder().decode(VarlinkCallHeader.self, from: data)
+    }
+
+    /// The call's parameters as `P`; a missing `parameters` object decodes as `{}`.
+    public static func decodeParameters<P: Decodable>(_ type: P.Type, from data: Data) throws -> P {
+        let decoder = VarlinkCoding.decoder()
+        if let p = try decoder.decode(VarlinkParametersEnvelope<P>.self, from: data).parameters { return p }
+        return try decoder.decode(P.self, from: Data("{}".utf8))
+    }
+
+    public static func encodeReply<P: Codable>(_ parameters: P) throws -> Data {
+        try VarlinkCoding.encoder().encode(VarlinkReplyEnvelope(parameters: parameters, error: nil))
+    }
+
+    public static func encodeError(_ error: VarlinkError) -> Data {
+        // A [String: String] always encodes.
+        (try? VarlinkCoding.encoder().encode(VarlinkReplyEnvelope(parameters: error.parameters, error: error.name))) ?? Data()
+    }
+
+    /// Decodes a reply: the parameters, or throws the `VarlinkError` the peer sent.
+    public static func decodeReply<P: Codable>(_ type: P.Type, from data: Data) throws -> P {
+        let decoder = JSONDecoder()  // error parameters keep their keys as sent
+        if let failure = try? decoder.decode(VarlinkReplyEnvelope<[String: String]>.self, from: data), let name = failure.error {
+            throw VarlinkError(name, failure.parameters ?? [:])
+        }
+        if let p = try VarlinkCoding.decoder().decode(VarlinkReplyEnvelope<P>.self, from: data).parameters { return p }
+        return try VarlinkCoding.decoder().decode(P.self, from: Data("{}".utf8))
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A small blocking varlink client over a Unix socket: what `lockwipectl` and the tests use.
+/// One call at a time; each message is JSON terminated by a NUL byte.
+public final class VarlinkClient {
+    public enum ConnectionError: Error, CustomStringConvertible {
+        case unreachable(path: String, reason: String)
+        case broken(String)
+        case replyTooLarge(Int)
+
+        public var description: String {
+            switch self {
+            case .unreachable(let path, let reason): return "cannot reach lockwiped at \(path): \(reason)"
+            case .broken(let reason): return "the connection to lockwiped broke: \(reason)"
+            case .replyTooLarge(let limit): return "the reply of lockwiped is larger than \(limit) bytes"
+            }
+        }
+    }
+
+    public static let defaultSocketPath = "/run/lockwipe/io.lockwipe.Manager"
+    public static let maxReplyBytes = 64 << 20
+
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+
+    /// Connects to `path`; `timeout` bounds every later read and write.
+    public init(path: String, timeout: TimeInterval = 120) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ConnectionError.unreachable(path: path, reason: String(cString: strerror(errno))) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        guard bytes.count < capacity else {
+            close(fd)
+            throw ConnectionError.unreachable(path: path, reason: "socket path longer than \(capacity - 1) bytes")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if rc != 0 {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw ConnectionError.unreachable(path: path, reason: reason)
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Calls `method` and decodes its reply; a varlink error reply is thrown as `VarlinkError`.
+    public func call<P: Encodable, R: Codable>(_ method: String, _ parameters: P, returning: R.Type) throws -> R {
+        let reply = try callRaw(try VarlinkMessage.encodeCall(method: method, parameters: parameters))
+        return try VarlinkMessage.decodeReply(R.self, from: reply)
+    }
+
+    /// Sends one message (without terminator) and returns the reply message.
+    public func callRaw(_ message: Data) throws -> Data {
+        var out = [UInt8](message)
+        out.append(0)
+        var sent = 0
+        while sent < out.count {
+            let n = out[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw ConnectionError.broken(String(cString: strerror(errno)))
+            }
+            sent += n
+        }
+        return try readMessage()
+    }
+
+    private func readMessage() throws -> Data {
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            if let end = buffer.firstIndex(of: 0) {
+                let message = Data(buffer[..<end])
+                buffer.removeSubrange(...end)
+                return message
+            }
+            guard buffer.count <= Self.maxReplyBytes else { throw ConnectionError.replyTooLarge(Self.maxReplyBytes) }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw ConnectionError.broken("timed out waiting for the reply") }
+                throw ConnectionError.broken(String(cString: strerror(errno)))
+            }
+            if n == 0 { throw ConnectionError.broken("lockwiped closed the connection without a reply") }
+            buffer.append(contentsOf: chunk[..<n])
+        }
+    }
+}

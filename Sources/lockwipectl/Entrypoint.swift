@@ -1,0 +1,8 @@
+import LockwipeCTL
+
+@main
+struct Entrypoint {
+    static func main() {
+        LockwipeCTL.mainWithExitCodes()
+    }
+}

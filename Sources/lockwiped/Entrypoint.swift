@@ -1,0 +1,8 @@
+import LockwipeDaemon
+
+@main
+struct Entrypoint {
+    static func main() async {
+        await LockwipedCommand.main()
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import LockwipeCore
+@testable import LockwipeDaemon
+import Testing
+
+@Suite struct ConfigurationLoaderTests {
+    func withFiles(_ files: [String: String], _ body: (String) throws -> Void) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwcfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir + "/lockwiped.toml.d", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for (name, text) in files { try text.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8) }
+        try body(dir + "/lockwiped.toml")
+    }
+
+    func problems(_ path: String) -> [ConfigurationProblem] {
+        do throws(ConfigurationError) {
+            _ = try ConfigurationLoader.load(path: path)
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    @Test func missingFileMeansDefaultsWithANotice() throws {
+        let loaded = try ConfigurationLoader.load(path: "/nonexistent/lockwiped.toml")
+        #expect(loaded.configuration == Configuration())
+        #expect(loaded.configuration.policy == .never)
+        #expect(loaded.notices.count == 1)
+    }
+
+    @Test func dropInsApplyInLexicalOrderLaterWins() throws {
+        try withFiles([
+            "lockwiped.toml": "[policy]\noffline_days_before_lock = 7\noffline_days_before_wipe = 30\n",
+            "lockwiped.toml.d/10-a.toml": "[policy]\noffline_days_before_lock = 3\n",
+            "lockwiped.toml.d/20-b.toml": "[policy]\noffline_days_before_lock = 5\n[lock]\nterminate_processes = false\n",
+            "lockwiped.toml.d/notes.txt": "ignored",
+        ]) { path in
+            let c = try ConfigurationLoader.load(path: path).configuration
+            #expect(c.policy == Policy(offlineDaysBeforeLock: 5, offlineDaysBeforeWipe: 30))
+            #expect(c.terminateProcesses == false)
+        }
+    }
+
+    @Test func everyProblemIsReportedWithFileKeyAndLine() throws {
+        try withFiles([
+            "lockwiped.toml": "[policy]\noffline_days_before_lock = \"seven\"\nofline_days_before_wipe = 3\n\n[hooks]\ntimeout_seconds = -1\n[nonsense]\nx = 1\n",
+        ]) { path in
+            do {
+                let text = problems(path).map(\.description)
+                #expect(text.contains("\(path):2: policy.offline_days_before_lock: must be an integer, not a string (\"seven\")"))
+                #expect(text.contains { $0.hasPrefix("\(path):3: policy.ofline_days_before_wipe: unknown key") })
+                #expect(text.contains("\(path):6: hooks.timeout_seconds: must be 1 or more, not -1"))
+                #expect(text.contains { $0.hasPrefix("\(path):7: nonsense: unknown table") })
+                #expect(text.count == 4)
+            }
+        }
+    }
+
+    @Test func wipeNotAfterLockNamesTheFileThatSetIt() throws {
+        try withFiles([
+            "lockwiped.toml": "[policy]\noffline_days_before_lock = 7\n",
+            "lockwiped.toml.d/50-bad.toml": "\n[policy]\noffline_days_before_wipe = 7\n",
+        ]) { path in
+            let found = problems(path)
+            #expect(found.count == 1)
+            #expect(found.first?.file.hasSuffix("lockwiped.toml.d/50-bad.toml") == true)
+            #expect(found.first?.line == 3)
+            #expect(found.first?.key == "policy.offline_days_before_wipe")
+        }
+    }
+
+    @Test func syntaxErrorsCarryTheParsersLine() throws {
+        try withFiles(["lockwiped.toml": "[policy]\noffline_days_before_lock = \n"]) { path in
+            let found = problems(path)
+            #expect(found.first?.line == 2)
+            #expect(found.first?.message.hasPrefix("not valid TOML") == true)
+        }
+    }
+}

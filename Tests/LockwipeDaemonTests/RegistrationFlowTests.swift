@@ -1,0 +1,27 @@
+@testable import LockwipeDaemon
+import Testing
+
+@Suite struct RegistrationFlowTests {
+    struct Boom: Error {}
+
+    @Test func aFailureUndoesEveryCompletedStepInReverse() {
+        var log: [String] = []
+        var flow = RegistrationFlow()
+        flow.add("a", run: { log.append("run a") }, undo: { log.append("undo a"); return nil })
+        flow.add("b", run: { log.append("run b") }, undo: { log.append("undo b"); return nil })
+        flow.add("c", run: { throw Boom() }, undo: { log.append("undo c"); return nil })
+        flow.add("d", run: { log.append("run d") })
+        #expect(throws: RegistrationFlow.Failure.self) { try flow.execute() }
+        #expect(log == ["run a", "run b", "undo b", "undo a"])
+    }
+
+    @Test func failedUndosAreReportedNotHidden() {
+        var flow = RegistrationFlow()
+        flow.add("create", run: {}, undo: { "could not remove /x" })
+        flow.add("persist", run: { throw Boom() })
+        do { try flow.execute() } catch {
+            #expect(error.step == "persist")
+            #expect(error.undoProblems == ["could not remove /x"])
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Testing
+
+@Suite struct VarlinkMessageTests {
+    @Test func callsUseSnakeCaseAndDecodeBack() throws {
+        let data = try VarlinkMessage.encodeCall(method: ManagerMethod.register.rawValue, parameters: RegisterRequest(user: "alice", directories: ["/srv/a"]))
+        let text = String(decoding: data, as: UTF8.self)
+        #expect(text == #"{"method":"io.lockwipe.Manager.Register","parameters":{"directories":["/srv/a"],"user":"alice"}}"#)
+        #expect(try VarlinkMessage.decodeHeader(data).method == "io.lockwipe.Manager.Register")
+        #expect(try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data) == RegisterRequest(user: "alice", directories: ["/srv/a"]))
+    }
+
+    @Test func missingParametersDecodeAsEmpty() throws {
+        let data = Data(#"{"method":"io.lockwipe.Manager.GetStatus"}"#.utf8)
+        #expect(try VarlinkMessage.decodeParameters(UserFilter.self, from: data) == UserFilter(user: nil))
+    }
+
+    @Test func wrongParameterTypesAreDecodingErrors() {
+        let data = Data(#"{"method":"io.lockwipe.Manager.Register","parameters":{"user":5,"directories":"x"}}"#.utf8)
+        #expect(throws: DecodingError.self) { try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data) }
+    }
+
+    @Test func errorRepliesAreThrownWithTheirParameters() throws {
+        let reply = VarlinkMessage.encodeError(.notPermitted("only root"))
+        #expect(throws: VarlinkError.notPermitted("only root")) { try VarlinkMessage.decodeReply(StatusReport.self, from: reply) }
+    }
+
+    @Test func statusReportKeepsTheStableContractKeys() throws {
+        let report = StatusReport(
+            version: "1", server: ServerInfo(configured: false, url: nil),
+            policy: PolicyInfo(policy: Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30), source: "local"),
+            registrations: [RegistrationInfo(user: "alice", uid: 1001, state: .wipePending, protection: .permissions,
+                                             directories: ["/srv/a"], blocked: false, lastContact: "2026-11-20T08:00:00Z",
+                                             offlineSeconds: 172_800, nextAction: nil)],
+            warnings: [])
+        let json = try JSONSerialization.jsonObject(with: try VarlinkMessage.encodeReply(report)) as! [String: Any]
+        let p = json["parameters"] as! [String: Any]
+        #expect((p["server"] as! [String: Any])["url"] is NSNull)
+        #expect((p["policy"] as! [String: Any])["offline_days_before_lock"] as? Int == 7)
+        let r = (p["registrations"] as! [[String: Any]])[0]
+        #expect(Set(r.keys).isSuperset(of: ["user", "uid", "state", "protection", "directories", "blocked", "last_contact", "offline_seconds", "next_action"]))
+        #expect(r["state"] as? String == "wipe-pending")
+        #expect(r["next_action"] is NSNull)
+        #expect(try VarlinkMessage.decodeReply(StatusReport.self, from: try VarlinkMessage.encodeReply(report)) == report)
+    }
+
+    @Test func interfaceDescriptionNamesEveryMethod() {
+        for method in ManagerMethod.allCases {
+            let name = method.rawValue.split(separator: ".").last!
+            #expect(InterfaceDescription.manager.contains("method \(name)("))
+        }
+    }
+}

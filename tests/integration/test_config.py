@@ -1,0 +1,187 @@
+"""Configuration: --check-config, drop-ins, defaults, reload and refusal to start."""
+
+import subprocess
+
+import pytest
+
+from conftest import child_env, config_text, wait_until
+
+GOOD = """\
+[policy]
+offline_days_before_lock = 7    # integer >= 0, 0 = never
+offline_days_before_wipe = 30
+
+[lock]
+terminate_processes = true
+terminate_grace_seconds = 5
+
+[hooks]
+timeout_seconds = 30
+
+[control]
+admin_group = "lockwipe"
+max_connections = 64
+max_message_bytes = 65536
+idle_timeout_seconds = 60
+"""
+
+BAD = """\
+[policy]
+offline_days_before_lock = 5
+offline_days_before_wipe = 3
+
+[lock]
+terminate_grace_seconds = "soon"
+
+[hooks]
+timout_seconds = 5
+"""
+
+
+def check_config(d):
+    return subprocess.run(
+        [str(d.bins.lockwiped), "--check-config", "--config", str(d.config)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30,
+        env=child_env(),
+    )
+
+
+def show(r):
+    return f"exit {r.returncode}\n--- stdout ---\n{r.stdout}--- stderr ---\n{r.stderr}"
+
+
+def problem_lines(r, path):
+    return [l for l in r.stderr.splitlines() if l.startswith(f"{path}:")]
+
+
+def test_check_config_accepts_a_good_file(make_daemon):
+    d = make_daemon(config=GOOD, start=False)
+    r = check_config(d)
+    assert r.returncode == 0, "--check-config rejected the documented example: " + show(r)
+
+
+def test_check_config_reports_every_problem_with_file_key_and_line(make_daemon):
+    d = make_daemon(config=BAD, start=False)
+    r = check_config(d)
+    assert r.returncode == 1, "--check-config accepted a broken file: " + show(r)
+    lines = problem_lines(r, d.config)
+    f = d.config
+
+    def has(prefix, key):
+        return any(l.startswith(prefix) and key in l for l in lines)
+
+    assert has(f"{f}:9:", "timout_seconds"), (
+        "the unknown key [hooks] timout_seconds (line 9) is not reported as "
+        f"'{f}:9: KEY: message':\n" + show(r)
+    )
+    assert has(f"{f}:6:", "terminate_grace_seconds"), (
+        "the wrong type of terminate_grace_seconds (line 6) is not reported as "
+        f"'{f}:6: KEY: message':\n" + show(r)
+    )
+    assert has(f"{f}:", "offline_days_before_"), (
+        "offline_days_before_wipe (3) <= offline_days_before_lock (5) is not reported:\n"
+        + show(r)
+    )
+    assert len(lines) >= 3, "not every problem is printed on its own line:\n" + show(r)
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['[policy]\noffline_days_before_lock = "seven"\n', "[policy\noffline_days_before_lock = 7\n"],
+    ids=["wrong-type", "syntax-error"],
+)
+def test_check_config_names_the_broken_dropin(make_daemon, content):
+    d = make_daemon(config=config_text(lock=2, wipe=5), start=False)
+    d.dropins.mkdir()
+    (d.dropins / "10-good.toml").write_text("[policy]\noffline_days_before_lock = 3\n")
+    bad = d.dropins / "50-bad.toml"
+    bad.write_text(content)
+    r = check_config(d)
+    assert r.returncode == 1, f"--check-config accepted the broken drop-in {bad}: " + show(r)
+    assert problem_lines(r, bad), f"the problem is not reported as '{bad}:...':\n" + show(r)
+    assert not problem_lines(r, d.dropins / "10-good.toml"), (
+        "the good drop-in is blamed:\n" + show(r)
+    )
+    assert not problem_lines(r, d.config), "the good main file is blamed:\n" + show(r)
+
+
+def test_check_config_validates_the_merged_policy(make_daemon):
+    d = make_daemon(config=config_text(lock=2, wipe=5), start=False)
+    d.dropins.mkdir()
+    (d.dropins / "50-wipe.toml").write_text("[policy]\noffline_days_before_wipe = 1\n")
+    r = check_config(d)
+    assert r.returncode == 1, (
+        "a drop-in making wipe (1) <= lock (2) was accepted: " + show(r)
+    )
+    assert "offline_days_before_" in r.stderr, show(r)
+
+
+def test_dropins_apply_in_lexical_order_and_only_toml(make_daemon):
+    d = make_daemon(config=config_text(lock=2, wipe=9), start=False)
+    d.dropins.mkdir()
+    (d.dropins / "20-later.toml").write_text("[policy]\noffline_days_before_lock = 4\n")
+    (d.dropins / "10-earlier.toml").write_text("[policy]\noffline_days_before_lock = 3\n")
+    (d.dropins / "99-ignored.toml.bak").write_text("this is not TOML [\n")
+    r = check_config(d)
+    assert r.returncode == 0, "only *.toml files are drop-ins: " + show(r)
+    d.start()
+    policy = d.status()["policy"]
+    assert policy["offline_days_before_lock"] == 4, (
+        f"drop-ins 10- then 20- should give lock = 4 (later wins), status says {policy}"
+    )
+    assert policy["offline_days_before_wipe"] == 9, policy
+
+
+def test_missing_config_file_means_defaults(make_daemon):
+    d = make_daemon(config=None)
+    policy = d.status()["policy"]
+    assert (policy["offline_days_before_lock"], policy["offline_days_before_wipe"]) == (0, 0), (
+        f"without a config file the policy should be never/never: {policy}"
+    )
+    assert str(d.config) in d.log(), (
+        "the daemon does not mention the missing config file in its log\n" + d.log_tail()
+    )
+
+
+def test_daemon_refuses_to_start_on_broken_config(make_daemon):
+    d = make_daemon(config=BAD, start=False)
+    d.start(wait=False)
+    p = d.proc
+    try:
+        code = p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail("lockwiped started with a broken configuration\n" + d.log_tail())
+    d.proc = None
+    assert code == 1, f"lockwiped exited {code} on a broken configuration, expected 1"
+    assert str(d.config) in d.log(), (
+        "the start-up failure does not name the broken file\n" + d.log_tail()
+    )
+
+
+def test_sighup_reloads_and_keeps_old_policy_on_broken_config(make_daemon):
+    d = make_daemon(config=config_text(lock=3, wipe=9))
+    d.write_config(config_text(lock=4, wipe=9))
+    d.hup()
+    wait_until(lambda: d.status()["policy"]["offline_days_before_lock"] == 4, 10,
+               "SIGHUP did not load the new policy (lock 3 -> 4)", details=d.log_tail)
+
+    mark = len(d.log().splitlines())
+    d.write_config(BAD)
+    d.hup()
+    wait_until(lambda: d.log_lines(str(d.config), since=mark), 10,
+               "after SIGHUP with a broken config the daemon logged no error naming "
+               "the file", details=d.log_tail)
+    assert d.running(), "the daemon died on a broken configuration at SIGHUP\n" + d.log_tail()
+    policy = d.status()["policy"]
+    assert (policy["offline_days_before_lock"], policy["offline_days_before_wipe"]) == (4, 9), (
+        f"a broken config at SIGHUP replaced the policy: {policy}"
+    )
+
+
+def test_version(make_daemon):
+    d = make_daemon()
+    r = subprocess.run([str(d.bins.lockwiped), "--version"], capture_output=True,
+                       text=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, show(r)
+    version = d.status()["version"]
+    assert version in r.stdout, f"--version says {r.stdout!r}, status says {version!r}"

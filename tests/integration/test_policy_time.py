@@ -1,0 +1,140 @@
+"""The offline policy over (faked) time: lock and wipe at start-up, while running,
+after SIGHUP, and clock rollback.
+
+Every daemon run in these tests is under libfaketime (`+0` for "now"): see conftest.py
+for why BOOTTIME must be faked consistently across restarts.
+"""
+
+import os
+from datetime import timedelta
+
+from conftest import (
+    DAY,
+    can_list,
+    config_text,
+    empty_or_absent,
+    fingerprint,
+    fmt_owner,
+    owner_of,
+    parse_time,
+    wait_until,
+)
+
+SLACK = timedelta(minutes=5)
+
+
+def registered(d, make_user):
+    user = make_user()
+    vault = d.make_vault(user, "vault")
+    d.outside.joinpath("canary.txt").write_text("outside the vault\n")
+    (d.outside / "canary-dir").mkdir()
+    (d.outside / "canary-dir" / "keep.txt").write_text("keep\n")
+    (vault / "link-file").symlink_to(d.outside / "canary.txt")
+    (vault / "link-dir").symlink_to(d.outside / "canary-dir")
+    (d.outside / "hard.txt").write_text("hard linked\n")
+    (vault / "hard.txt").hardlink_to(d.outside / "hard.txt")
+    d.ok("register", "--user", user.name, "--dir", vault)
+    return user, vault
+
+
+def near(actual: str, expected, what):
+    got = parse_time(actual)
+    assert abs(got - expected) <= SLACK, f"{what} is {got}, expected about {expected}"
+
+
+def test_offline_lock_then_wipe_enforced_at_startup(make_daemon, make_user):
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    canaries = fingerprint(d.outside)
+    reg = d.registration(user)
+    contact = parse_time(reg["last_contact"])
+    assert reg["state"] == "active"
+    assert reg["next_action"] and reg["next_action"]["action"] == "lock", reg
+    near(reg["next_action"]["at"], contact + timedelta(days=2), "the announced lock time")
+
+    # Three days later (machine was off): locked before anyone could use it.
+    d.restart(faketime="+3d")
+    reg = d.registration(user)
+    assert reg["state"] == "locked", (
+        f"3 days offline with lock after 2: first status after start-up says {reg}"
+    )
+    assert owner_of(vault) == (0, 0, 0), f"vault is {fmt_owner(owner_of(vault))} after an offline lock"
+    assert not can_list(user, vault), "the user can still read the offline-locked vault"
+    assert reg["offline_seconds"] >= 3 * DAY - 300, reg
+    assert reg["next_action"] and reg["next_action"]["action"] == "wipe", reg
+    near(reg["next_action"]["at"], contact + timedelta(days=5), "the announced wipe time")
+    locks = [e for e in d.history(user) if e["kind"] == "lock"]
+    assert locks and locks[-1]["trigger"] == "offline", f"lock events: {locks}"
+    assert [l for l in d.log().splitlines()
+            if "LOCKWIPE_ACTION=lock" in l and f"LOCKWIPE_USER={user.name}" in l], (
+        "the offline lock has no journal entry with LOCKWIPE_ACTION=lock\n" + d.log_tail()
+    )
+
+    # Six days: wiped at start-up, nothing outside touched.
+    d.restart(faketime="+6d")
+    reg = d.registration(user)
+    assert reg["state"] == "wiped", f"6 days offline with wipe after 5: status says {reg}"
+    assert empty_or_absent(vault), f"the offline wipe left {os.listdir(vault)}"
+    assert fingerprint(d.outside) == canaries, "the offline wipe changed files outside the vault"
+    assert reg["next_action"] is None, reg
+    wipes = [e for e in d.history(user) if e["kind"] == "wipe"]
+    assert wipes and wipes[-1]["trigger"] == "offline", f"wipe events: {wipes}"
+
+
+def test_clock_rollback_never_shortens_offline_time(make_daemon, make_user):
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    o0 = d.registration(user)["offline_seconds"]
+
+    d.restart(faketime="+1d")
+    reg = d.registration(user)
+    assert reg["state"] == "active", reg
+    o1 = reg["offline_seconds"]
+    assert o1 >= DAY - 300, f"one day later offline_seconds is {o1}"
+
+    d.restart(faketime="-10d")
+    reg = d.registration(user)
+    o2 = reg["offline_seconds"]
+    assert reg["state"] == "active", f"setting the clock back locked the vault: {reg}"
+    assert owner_of(vault)[2] == 0o750, "setting the clock back changed the vault"
+    assert o0 <= o1 <= o2, (
+        f"offline_seconds went {o0} -> {o1} -> {o2}: setting the clock back shortened it"
+    )
+    assert [l for l in d.log().splitlines() if "clock rollback" in l.lower()], (
+        "the daemon did not log a clock-rollback warning after the clock went back 11 days\n"
+        + d.log_tail()
+    )
+
+
+def test_running_daemon_locks_when_threshold_passes(make_daemon, make_user):
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    # Start 8 s before the lock threshold; the daemon must wake up by itself.
+    d.restart(faketime=f"+{2 * DAY - 8}")
+    reg = d.registration(user)
+    if reg["offline_seconds"] < 2 * DAY - 1:
+        assert reg["state"] == "active", f"locked before the threshold: {reg}"
+    # Watch the directory, not `status`: the daemon must act on its own timer, not
+    # because someone asked.
+    wait_until(lambda: owner_of(vault) == (0, 0, 0), 25,
+               "the running daemon did not lock the vault when the offline threshold "
+               "passed", details=d.log_tail)
+    assert d.state_of(user) == "locked"
+    locks = [e for e in d.history(user) if e["kind"] == "lock"]
+    assert locks and locks[-1]["trigger"] == "offline", locks
+
+
+def test_sighup_with_lower_threshold_locks(make_daemon, make_user):
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    d.restart(faketime="+36h")
+    assert d.state_of(user) == "active", "locked after 36 h with lock after 2 days"
+
+    d.write_config(config_text(lock=1, wipe=5))
+    d.hup()
+    wait_until(lambda: owner_of(vault) == (0, 0, 0), 10,
+               "after SIGHUP with offline_days_before_lock = 1 the vault offline for "
+               "36 h was not locked", details=d.log_tail)
+    assert d.state_of(user) == "locked"
+    assert d.status()["policy"]["offline_days_before_lock"] == 1
+    assert d.running(), "the daemon exited on SIGHUP"
