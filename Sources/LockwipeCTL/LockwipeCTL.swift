@@ -34,7 +34,7 @@ public struct LockwipeCTL: ParsableCommand {
     public init() {}
 
     /// Parses, runs, and exits with SPEC's codes (ArgumentParser's own usage code is 64).
-    public static func mainWithExitCodes(_ arguments: [String] = Array(CommandLine.arguments.dropFirst())) -> Never {
+    public static func mainWithExitCodes(_ arguments: [String]) -> Never {
         do {
             var command = try parseAsRoot(hoistingGlobalSocket(arguments))
             try command.run()

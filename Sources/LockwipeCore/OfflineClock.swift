@@ -70,10 +70,12 @@ public struct OfflineClock: Sendable, Equatable, Codable {
     /// Takes a checkpoint at `reading`. Pure: the caller persists the returned clock.
     public func advanced(to reading: ClockReading) -> Advance {
         var next = self
-        let rebooted = reading.bootID != bootID || reading.boot < bootMark
+        let rebooted = reading.bootID != bootID
         // In a new boot, BOOTTIME since that boot is a lower bound of the time elapsed since
-        // the last checkpoint (the machine was off for an unknown time in between).
-        let bootElapsed = rebooted ? max(0, reading.boot) : reading.boot - bootMark
+        // the last checkpoint (the machine was off for an unknown time in between). Within
+        // one boot BOOTTIME never goes back; if it seems to, nothing is counted for this
+        // step (the high-water mark keeps what was already counted).
+        let bootElapsed = rebooted ? max(0, reading.boot) : max(0, reading.boot - bootMark)
         next.accumulatedBoot += bootElapsed
         next.bootID = reading.bootID
         next.bootMark = reading.boot

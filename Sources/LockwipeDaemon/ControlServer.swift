@@ -258,7 +258,7 @@ public final class ControlServer: Sendable {
             if !caller.isAdmin, p.user == nil || p.user != caller.userName {
                 throw VarlinkError.notPermitted("only administrators may check in for other users")
             }
-            throw VarlinkError.actionFailed("no policy server is configured; there is nothing to check in with")
+            throw VarlinkError.actionFailed("no server configured: there is no policy server to check in with")
         }
     }
 

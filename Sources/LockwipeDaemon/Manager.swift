@@ -3,6 +3,8 @@ import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
 import Logging
+import NIOCore
+import NIOPosix
 
 /// The daemon's state and decisions: registrations, the offline clock, and every lock,
 /// unlock and wipe. The control socket and the scheduler only call in here.
@@ -34,7 +36,10 @@ public actor Manager {
 
     private var busyUsers: Set<String> = []
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
-    private var wakeTask: Task<Void, Never>?
+    /// The one pending wake-up at the next threshold crossing. An event-loop timer (epoll
+    /// on CLOCK_MONOTONIC) rather than `Task.sleep`, which never returns under libfaketime.
+    private var wakeTimer: Scheduled<Void>?
+    private let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     private var stopped = false
 
     public init(
@@ -94,8 +99,8 @@ public actor Manager {
 
     public func stop() {
         stopped = true
-        wakeTask?.cancel()
-        wakeTask = nil
+        wakeTimer?.cancel()
+        wakeTimer = nil
     }
 
     // MARK: Policy evaluation and scheduling
@@ -152,17 +157,15 @@ public actor Manager {
     }
 
     private func reschedule() {
-        wakeTask?.cancel()
-        wakeTask = nil
+        wakeTimer?.cancel()
+        wakeTimer = nil
         let entries = summaryEntries()
         notifier.status(StatusSummary.line(entries))
         guard !stopped, let soonest = entries.compactMap({ $0.next?.inSeconds }).min() else { return }
         // Offline time grows at least as fast as real time, so the crossing is at most this far.
-        let delay = Duration.seconds(max(1, soonest))
-        wakeTask = Task { [weak self] in
-            try? await Task.sleep(for: delay)
-            guard !Task.isCancelled, let self else { return }
-            await self.evaluate()
+        wakeTimer = timerLoop.scheduleTask(in: .seconds(max(1, soonest))) { [weak self] in
+            guard let self else { return }
+            Task { await self.evaluate() }
         }
     }
 

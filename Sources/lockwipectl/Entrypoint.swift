@@ -1,8 +1,9 @@
 import LockwipeCTL
+import LockwipeProtocol
 
 @main
 struct Entrypoint {
     static func main() {
-        LockwipeCTL.mainWithExitCodes()
+        LockwipeCTL.mainWithExitCodes(ProcessArguments.current())
     }
 }

@@ -1,8 +1,9 @@
 import LockwipeDaemon
+import LockwipeProtocol
 
 @main
 struct Entrypoint {
     static func main() async {
-        await LockwipedCommand.main()
+        await LockwipedCommand.main(ProcessArguments.current())
     }
 }

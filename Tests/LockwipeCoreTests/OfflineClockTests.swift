@@ -41,6 +41,15 @@ import Testing
         #expect(afterReboot.clock.offlineSeconds == 3 * day)
     }
 
+    @Test func boottimeGoingBackWithinOneBootCountsNothingAndLosesNothing() {
+        var clock = OfflineClock.started(at: start)
+        clock = clock.advanced(to: ClockReading(wall: start.wall + day, boot: start.boot + day, bootID: "boot-a")).clock
+        let odd = clock.advanced(to: ClockReading(wall: start.wall + day, boot: 10, bootID: "boot-a"))
+        #expect(!odd.rebooted)
+        #expect(odd.clock.accumulatedBoot == day)
+        #expect(odd.clock.offlineSeconds == day)
+    }
+
     @Test func offlineTimeIsMonotonicOverAnySequenceOfReadings() {
         var clock = OfflineClock.started(at: start)
         var previous: Int64 = 0

@@ -443,8 +443,10 @@ class Daemon:
         if faketime is not None:
             env["LD_PRELOAD"] = self.bins.faketime_lib
             env["FAKETIME"] = faketime
-            # BOOTTIME must move with the wall clock: do not set
-            # FAKETIME_DONT_FAKE_MONOTONIC.
+            # Only the wall clock moves: libfaketime would report CLOCK_MONOTONIC and
+            # CLOCK_BOOTTIME as the faked wall-clock value, which breaks timers (their
+            # deadlines land decades ahead) and is not what a real machine does.
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         return env
 
     def argv(self, *extra):
