@@ -8,12 +8,16 @@ directory under /tmp (mode 0755 so that throwaway users can reach their vaults),
 and every user, group, process and directory is removed at teardown, also when the
 test fails.
 
-Time travel uses libfaketime (LD_PRELOAD + FAKETIME). libfaketime 0.9.10 reports
-CLOCK_MONOTONIC and CLOCK_BOOTTIME as the *faked wall-clock value* whenever it is
-active, so a daemon that was once started without it and is then restarted under it
-would see BOOTTIME jump by ~56 years. Tests that travel in time therefore start
-*every* daemon run of that test under libfaketime (`faketime="+0"` for "now"), so
-that BOOTTIME and the wall clock move together as they would on a real machine.
+Time travel uses libfaketime (LD_PRELOAD + FAKETIME), moving only the wall clock
+(FAKETIME_DONT_FAKE_MONOTONIC=1). libfaketime 0.9.10 cannot shift BOOTTIME by an
+offset: with monotonic faking on, it reports CLOCK_MONOTONIC and CLOCK_BOOTTIME as the
+faked *wall-clock* value (~1.8e9 s). That makes BOOTTIME jump by decades between runs,
+go backwards when the clock is set back (which no real machine does), and Swift's
+`Task.sleep` never returns (Dispatch gives the kernel absolute deadlines in the faked
+clock domain), so the daemon's timers would not fire. Wall-clock-only travel is what
+a machine that was switched off, or whose clock was changed, looks like. Tests that
+travel in time still start every daemon run of the test under libfaketime
+(`faketime="+0"` for "now").
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The offline policy over (faked) time: lock and wipe at start-up, while running,
 after SIGHUP, and clock rollback.
 
-Every daemon run in these tests is under libfaketime (`+0` for "now"): see conftest.py
-for why BOOTTIME must be faked consistently across restarts.
+Every daemon run in these tests is under libfaketime (`+0` for "now"), which moves
+the wall clock only; conftest.py says why BOOTTIME is not moved.
 """
 
 import os
