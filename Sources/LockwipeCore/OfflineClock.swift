@@ -21,9 +21,10 @@ public struct ClockReading: Sendable, Equatable {
 /// Offline time is `max(wall-clock time since the last contact, accumulated CLOCK_BOOTTIME
 /// time since the last contact)` and it only ever grows until the next contact: setting the
 /// clock back shortens neither term (BOOTTIME cannot be set, and the stored high-water mark
-/// keeps what was already counted). BOOTTIME restarts at boot, so it is accumulated across
-/// boots through checkpoints; time the machine was powered off is counted only by the wall
-/// clock, which is why both terms are needed.
+/// keeps what was already counted, and keeps growing by real BOOTTIME time from there).
+/// BOOTTIME restarts at boot, so it is accumulated across boots through checkpoints; time
+/// the machine was powered off is counted only by the wall clock, which is why both terms
+/// are needed.
 public struct OfflineClock: Sendable, Equatable, Codable {
     /// Wall time of the last successful contact (or registration, or admin unlock).
     public var lastContact: Int64
@@ -86,8 +87,11 @@ public struct OfflineClock: Sendable, Equatable, Codable {
         }
         next.lastWall = reading.wall
 
+        // The last offline time plus the real time since that checkpoint is a lower bound of
+        // the time since the contact, whatever the wall clock says now: a clock set back
+        // neither shortens nor pauses the count.
         let wallElapsed = max(0, reading.wall - lastContact)
-        next.offlineSeconds = max(offlineSeconds, wallElapsed, next.accumulatedBoot)
+        next.offlineSeconds = max(offlineSeconds + bootElapsed, wallElapsed, next.accumulatedBoot)
         return Advance(clock: next, rollbackSeconds: rollback, rebooted: rebooted)
     }
 }

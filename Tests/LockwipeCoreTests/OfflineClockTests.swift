@@ -24,6 +24,18 @@ import Testing
         #expect(clock.advanced(to: ClockReading(wall: start.wall - 5 * day + 60, boot: start.boot + 5 * day + 3_660, bootID: "boot-a")).rollbackSeconds == nil)
     }
 
+    /// Powered off for 5 of 6 offline days (BOOTTIME counted only 1), then the clock is set
+    /// back: the count must go on from 6 days at real speed, not wait for BOOTTIME to catch up.
+    @Test func afterAPowerOffAClockSetBackDoesNotPauseTheCount() {
+        var clock = OfflineClock.started(at: start)
+        clock = clock.advanced(to: ClockReading(wall: start.wall + day, boot: start.boot + day, bootID: "boot-a")).clock
+        clock = clock.advanced(to: ClockReading(wall: start.wall + 6 * day, boot: 60, bootID: "boot-b")).clock
+        #expect(clock.offlineSeconds == 6 * day)
+        let back = clock.advanced(to: ClockReading(wall: start.wall - 30 * day, boot: 60 + 3_600, bootID: "boot-b"))
+        #expect(back.rollbackSeconds == 36 * day)
+        #expect(back.clock.offlineSeconds == 6 * day + 3_600)
+    }
+
     @Test func clockJumpingForwardCountsAtOnce() {
         let clock = OfflineClock.started(at: start)
         let jumped = clock.advanced(to: ClockReading(wall: start.wall + 40 * day, boot: start.boot + 10, bootID: "boot-a"))
