@@ -39,7 +39,7 @@ let package = Package(
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CLockwipeFS",
+                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,3 +1,4 @@
+import CSystemd
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
@@ -59,13 +60,6 @@ final class ConnectionGuard: ChannelInboundHandler, Sendable {
         }
         context.close(promise: nil)
     }
-}
-
-/// The layout of the kernel's `struct ucred` (pid, uid, gid), read with SO_PEERCRED.
-private struct RawPeerCredentials: Sendable {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
 }
 
 /// The varlink server on the control socket. Authorization comes from the peer's
@@ -138,8 +132,9 @@ public final class ControlServer: Sendable {
 
     private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
         let provider = connection.channel as? SocketOptionProvider
-        let raw: RawPeerCredentials? = try? await provider?.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
-        let credentials = raw.map { PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid) }
+        // NIO owns the descriptor, so SO_PEERCRED is read through it into the C layout.
+        let raw: lockwipe_ucred? = try? await provider?.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+        let credentials = raw.map(PeerCredentials.init)
         do {
             try await connection.executeThenClose { inbound, outbound in
                 for try await message in inbound {

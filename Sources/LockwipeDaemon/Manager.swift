@@ -170,11 +170,19 @@ public actor Manager {
     }
 
     private func summaryEntries() -> [StatusSummary.Entry] {
-        ((try? store.registrations()) ?? []).map { r in
+        let reading = clock.now()
+        return ((try? store.registrations()) ?? []).map { r in
             StatusSummary.Entry(
                 user: r.user, state: r.state,
-                next: PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: r.clock.offlineSeconds).next)
+                next: PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
         }
+    }
+
+    /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
+    /// never write). Every schedule and report is computed from this, never from the stored
+    /// checkpoint alone, which is as old as the last evaluation.
+    private func offlineNow(_ r: RegistrationRecord, _ reading: ClockReading) -> Int64 {
+        r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
     }
 
     public var statusLine: String { StatusSummary.line(summaryEntries()) }
@@ -208,8 +216,7 @@ public actor Manager {
             if list.isEmpty { throw VarlinkError.noSuchRegistration(user) }
         }
         let infos = list.map { r -> RegistrationInfo in
-            // Shown as of now, without persisting (a read never writes).
-            let offline = r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
+            let offline = offlineNow(r, reading)
             let next = PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: offline).next
             return RegistrationInfo(
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
@@ -439,14 +446,12 @@ public actor Manager {
                 try self.store.insert(record, event: self.event(user, "register", caller.isAdmin ? .admin : .user,
                                                                 "directories: \(normalized.joined(separator: ", "))", at: reading.wall))
             }
-            do {
+            do throws(RegistrationFlow.Failure) {
                 try flow.execute()
             } catch {
                 logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
-                if let failure = error as? RegistrationFlow.Failure, failure.error is RegistrationRefusal {
-                    throw VarlinkError.registrationRefused("\(failure.error)")
-                }
-                throw VarlinkError.registrationRefused("\(error)")
+                // A refusal is shown as is; any other failure names the step it happened in.
+                throw VarlinkError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
             }
             logger.notice("registered \(user)", metadata: [
                 "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),

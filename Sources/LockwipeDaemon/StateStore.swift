@@ -190,15 +190,17 @@ public final class StateStore: Sendable {
     public func saveClocks(_ clocks: [(user: String, clock: OfflineClock)]) throws {
         guard !clocks.isEmpty else { return }
         try db.write { db in
-            for (user, c) in clocks {
-                try db.execute(
-                    sql: """
-                        UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
-                            clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
-                        """,
-                    arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
-            }
+            for (user, c) in clocks { try Self.save(c, of: user, db) }
         }
+    }
+
+    private static func save(_ c: OfflineClock, of user: String, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                    clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+                """,
+            arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
     }
 
     // MARK: Locks
@@ -227,16 +229,17 @@ public final class StateStore: Sendable {
         }
     }
 
-    /// Commits an unlock after the filesystem was restored: state active, records gone,
-    /// offline clock restarted (an admin unlock is a re-authentication).
+    /// Commits an unlock after the filesystem was restored: state active, records gone and
+    /// offline clock restarted (an admin unlock is a re-authentication), in one transaction,
+    /// so a crash can never leave an active registration with its old offline time.
     public func commitUnlock(_ user: String, clock: OfflineClock, event: StoredEvent) throws {
         try db.write { db in
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
             try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
                            arguments: [RegistrationState.active.rawValue, user])
+            try Self.save(clock, of: user, db)
             try Self.append(event, db)
         }
-        try saveClocks([(user, clock)])
     }
 
     // MARK: Wipes

@@ -15,6 +15,12 @@ public struct PeerCredentials: Sendable, Equatable {
         self.gid = gid
     }
 
+    /// From the kernel's `struct ucred` layout, as read with SO_PEERCRED by a socket
+    /// library that owns the descriptor (swift-nio's `unsafeGetSocketOption`).
+    public init(_ raw: lockwipe_ucred) {
+        self.init(pid: raw.pid, uid: raw.uid, gid: raw.gid)
+    }
+
     /// Throws ``SystemdError`` (e.g. ENOTSOCK, EBADF) when the descriptor has no peer credentials.
     public static func of(fileDescriptor fd: CInt) throws -> PeerCredentials {
         var pid: pid_t = 0
