@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_journal_sendv, sd_listen_fds) and SO_PEERCRED.
@@ -24,7 +25,7 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
-        // statx mount ids for the wipe walk (header only).
+        // Filesystem calls Swift cannot make directly (statx mount ids, inode-flag ioctls, syncfs).
         .systemLibrary(name: "CLockwipeFS"),
         // The pure policy core: no I/O, no clock reads, no globals.
         .target(name: "LockwipeCore"),
@@ -49,6 +50,8 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         // lockwipectl: the command line and its varlink client.

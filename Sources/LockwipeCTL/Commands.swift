@@ -30,9 +30,42 @@ struct Status: ParsableCommand {
             }
             print()
             print(table(rows))
+            for r in report.registrations {
+                if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
+                if r.wipeProgress == nil, let w = r.wipe, !w.complete {
+                    print("\(r.user): last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))")
+                }
+            }
         }
         for w in report.warnings { print("warning: \(w)") }
     }
+}
+
+/// "wiping: 1200/10000 files, 120 MiB of 1.0 GiB at 410 MiB/s, ETA 2s".
+func describe(_ p: WipeProgressInfo) -> String {
+    if p.phase == "counting" { return "wiping: counting what to overwrite (\(String(format: "%.0f", p.elapsedSeconds)) s)" }
+    var parts = ["wiping: \(p.entriesRemoved) entries removed"]
+    if let total = p.bytesTotal {
+        let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
+        parts.append("\(files), \(bytes(p.bytesOverwritten)) of \(bytes(total)) overwritten at \(bytes(Int64(p.bytesPerSecond)))/s")
+    } else {
+        parts.append(String(format: "%.0f entries/s", p.entriesPerSecond))
+    }
+    if let eta = p.etaSeconds { parts.append("ETA \(RelativeTime.format(seconds: Int64(eta.rounded(.up))))") }
+    if p.skipped > 0 { parts.append("\(p.skipped) skipped") }
+    return parts.joined(separator: ", ")
+}
+
+/// Bytes in binary units, one decimal.
+func bytes(_ n: Int64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(n)
+    var unit = 0
+    while value >= 1024, unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(n) B" : String(format: "%.1f", value) + " " + units[unit]
 }
 
 struct Lock: ParsableCommand {

@@ -115,7 +115,9 @@ func printResults(_ reply: ActionReply) throws {
     for r in reply.results {
         print("\(r.user): \(r.detail)")
         if let w = r.wipe {
-            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(w.bytesOverwritten) bytes) in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            let how = w.passes == 0 ? "no overwrite (passes = 0)" : "\(w.passes) \(w.pattern) pass\(w.passes == 1 ? "" : "es")"
+            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(bytes(w.bytesOverwritten)), \(how)) in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            if w.attributesCleared > 0 { print("  cleared the immutable/append-only attribute of \(w.attributesCleared) entries") }
             for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
             if !w.complete { incomplete = true }
         }

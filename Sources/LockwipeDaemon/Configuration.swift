@@ -17,8 +17,36 @@ public struct Configuration: Sendable, Equatable {
     public var maxConnections = 64
     public var maxMessageBytes = 65_536
     public var idleTimeoutSeconds = 60
+    /// How a wipe erases (`[wipe]`).
+    public var wipe = WipeOptions()
 
     public init() {}
+}
+
+/// How a wipe erases a vault (`[wipe]`).
+public struct WipeOptions: Sendable, Equatable {
+    public enum Pattern: String, Sendable, CaseIterable {
+        /// A fresh ChaCha20 keystream, a new key per wipe.
+        case random
+        case zeros
+    }
+
+    /// Overwrite passes over every regular file with one link (0 = unlink only). Each
+    /// pass but the last is made durable before the next starts.
+    public var passes = 1
+    public var pattern: Pattern = .random
+    /// Remove the vault directory itself too, instead of leaving it empty (and locked).
+    public var removeRoot = false
+
+    public init(passes: Int = 1, pattern: Pattern = .random, removeRoot: Bool = false) {
+        self.passes = passes
+        self.pattern = pattern
+        self.removeRoot = removeRoot
+    }
+
+    /// More passes than this only cost time: one pass already makes the data
+    /// unrecoverable on in-place filesystems.
+    public static let maxPasses = 35
 }
 
 /// One thing wrong in a configuration file, named so an operator can fix it:
@@ -52,7 +80,7 @@ public enum ConfigurationLoader {
         public var notices: [String]
     }
 
-    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName }
+    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern }
 
     private struct Key {
         var table: String
@@ -71,6 +99,9 @@ public enum ConfigurationLoader {
         Key(table: "control", name: "max_connections", kind: .positiveInt) { $0.maxConnections = $1.int! },
         Key(table: "control", name: "max_message_bytes", kind: .positiveInt) { $0.maxMessageBytes = $1.int! },
         Key(table: "control", name: "idle_timeout_seconds", kind: .positiveInt) { $0.idleTimeoutSeconds = $1.int! },
+        Key(table: "wipe", name: "passes", kind: .passes) { $0.wipe.passes = $1.int! },
+        Key(table: "wipe", name: "pattern", kind: .pattern) { $0.wipe.pattern = WipeOptions.Pattern(rawValue: $1.string!)! },
+        Key(table: "wipe", name: "remove_root", kind: .bool) { $0.wipe.removeRoot = $1.bool! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -163,6 +194,13 @@ public enum ConfigurationLoader {
             if kind == .positiveInt, n <= 0 { return "must be 1 or more, not \(n)" }
             if n > Int(Int32.max) { return "is too large (\(n))" }
             return nil
+        case .passes:
+            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            return (0...WipeOptions.maxPasses).contains(n) ? nil : "must be 0 (unlink only) to \(WipeOptions.maxPasses), not \(n)"
+        case .pattern:
+            let names = WipeOptions.Pattern.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
+            guard value.type == .string, let s = value.string else { return "must be \(names), not a \(value.type)" }
+            return WipeOptions.Pattern(rawValue: s) == nil ? "must be \(names), not \"\(s)\"" : nil
         case .bool:
             return value.type == .bool ? nil : "must be true or false, not a \(value.type) (\(value.debugDescription))"
         case .groupName:

@@ -56,7 +56,7 @@ public enum Daemon {
         let notifier = SystemdNotifier()
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(
-            configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: DirectoryEraser(),
+            configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),
             observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
             paths: .init(stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
                          hooksDirectory: paths.hooksDirectory, configPath: paths.configPath))

@@ -34,6 +34,8 @@ public actor Manager {
     private let paths: Paths
     private var authorizer: Authorizer
 
+    /// Wipes running now, for `status` (the wipe runs on its own thread; the actor is free).
+    private var runningWipes: [String: WipeProgress] = [:]
     private var busyUsers: Set<String> = []
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// The one pending wake-up at the next threshold crossing. An event-loop timer (epoll
@@ -222,7 +224,8 @@ public actor Manager {
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
                 nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
-                lockTrigger: r.state == .locked ? r.lockTrigger : nil, wipe: r.lastWipe)
+                lockTrigger: r.state == .locked ? r.lockTrigger : nil, wipe: r.lastWipe,
+                wipeProgress: runningWipes[r.user]?.info())
         }
         var warnings = ["no policy server is configured: offline clocks restart only when an administrator unlocks a registration"]
         if !authorizer.adminGroupExists {
@@ -370,14 +373,26 @@ public actor Manager {
             logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
             return nil
         }
-        let summary = await eraser.erase(directories: r.directories)
+        let progress = WipeProgress()
+        runningWipes[user] = progress
+        // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
+        // long one half-way (it would only resume again), and say how far it is.
+        let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
+        let summary = await eraser.erase(directories: r.directories, options: configuration.wipe, progress: progress)
+        ticker?.cancel()
+        runningWipes[user] = nil
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
         meta["bytes"] = "\(summary.bytesOverwritten)"
         meta["entries"] = "\(summary.entriesRemoved)"
         meta["skipped"] = "\(summary.skipped.count)"
+        meta["passes"] = "\(summary.passes)"
+        meta["attributes_cleared"] = "\(summary.attributesCleared)"
+        let overwritten = summary.passes == 0
+            ? "unlink only (passes = 0)"
+            : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
         let detail = summary.complete
-            ? "\(summary.entriesRemoved) entries removed\(resumed ? " (resumed)" : "")"
+            ? "\(summary.entriesRemoved) entries removed, \(overwritten)\(resumed ? " (resumed)" : "")"
             : "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
         do {
             try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? "wipe" : "wipe-incomplete", trigger, detail, at: clock.now().wall))
@@ -391,6 +406,17 @@ public actor Manager {
         }
         await observers.notify(.didWipe, event)
         return summary
+    }
+
+    /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
+    /// timeout and put the progress in STATUS=. An event-loop timer, like the threshold wake-up.
+    private func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
+        let notifier = self.notifier
+        return timerLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { _ in
+            let p = progress.info()
+            notifier.extendTimeout(by: .seconds(30))
+            notifier.status("resuming the wipe of \(user): \(p.entriesRemoved) entries removed, \(p.bytesOverwritten) bytes overwritten")
+        }
     }
 
     // MARK: Registration

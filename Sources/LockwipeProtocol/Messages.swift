@@ -142,11 +142,13 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var lockTrigger: Trigger?
     /// The last wipe's report, once a wipe ran.
     public var wipe: WipeSummary?
+    /// How far the wipe that is running now has come (state `wiping`).
+    public var wipeProgress: WipeProgressInfo?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
         blocked: Bool, lastContact: String, offlineSeconds: Int64, nextAction: NextAction?,
-        lockTrigger: Trigger? = nil, wipe: WipeSummary? = nil
+        lockTrigger: Trigger? = nil, wipe: WipeSummary? = nil, wipeProgress: WipeProgressInfo? = nil
     ) {
         self.user = user
         self.uid = uid
@@ -159,6 +161,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         self.nextAction = nextAction
         self.lockTrigger = lockTrigger
         self.wipe = wipe
+        self.wipeProgress = wipeProgress
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -174,6 +177,43 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encode(nextAction, forKey: .nextAction)  // explicit null when nothing is due
         try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
         try c.encodeIfPresent(wipe, forKey: .wipe)
+        try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)
+    }
+}
+
+/// A running wipe, as `status` shows it. Totals come from a census taken before the
+/// overwrite starts; an unlink-only wipe has none, so it shows a rate but no ETA.
+public struct WipeProgressInfo: Codable, Sendable, Equatable {
+    /// "counting" (the census before overwriting) or "erasing".
+    public var phase: String
+    public var filesOverwritten: Int
+    public var bytesOverwritten: Int64
+    public var entriesRemoved: Int
+    public var skipped: Int
+    public var filesTotal: Int?
+    public var bytesTotal: Int64?
+    public var elapsedSeconds: Double
+    /// Bytes overwritten per second so far (entries per second for an unlink-only wipe).
+    public var bytesPerSecond: Double
+    public var entriesPerSecond: Double
+    public var etaSeconds: Double?
+
+    public init(
+        phase: String, filesOverwritten: Int, bytesOverwritten: Int64, entriesRemoved: Int, skipped: Int,
+        filesTotal: Int?, bytesTotal: Int64?, elapsedSeconds: Double, bytesPerSecond: Double,
+        entriesPerSecond: Double, etaSeconds: Double?
+    ) {
+        self.phase = phase
+        self.filesOverwritten = filesOverwritten
+        self.bytesOverwritten = bytesOverwritten
+        self.entriesRemoved = entriesRemoved
+        self.skipped = skipped
+        self.filesTotal = filesTotal
+        self.bytesTotal = bytesTotal
+        self.elapsedSeconds = elapsedSeconds
+        self.bytesPerSecond = bytesPerSecond
+        self.entriesPerSecond = entriesPerSecond
+        self.etaSeconds = etaSeconds
     }
 }
 
@@ -188,23 +228,38 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         }
     }
 
+    /// Regular files whose data was overwritten and made durable before they were unlinked.
     public var filesOverwritten: Int
+    /// Bytes written over file data, all passes together.
     public var bytesOverwritten: Int64
+    /// Names unlinked: files, symlinks, special files and directories.
     public var entriesRemoved: Int
     public var skipped: [Skipped]
     public var elapsedSeconds: Double
+    /// Overwrite passes configured for this wipe (0 = unlink only).
+    public var passes: Int
+    /// "random" or "zeros".
+    public var pattern: String
+    /// Immutable or append-only attributes the wipe had to clear.
+    public var attributesCleared: Int
     public var complete: Bool { skipped.isEmpty }
 
-    public init(filesOverwritten: Int, bytesOverwritten: Int64, entriesRemoved: Int, skipped: [Skipped], elapsedSeconds: Double) {
+    public init(
+        filesOverwritten: Int, bytesOverwritten: Int64, entriesRemoved: Int, skipped: [Skipped], elapsedSeconds: Double,
+        passes: Int = 0, pattern: String = "random", attributesCleared: Int = 0
+    ) {
         self.filesOverwritten = filesOverwritten
         self.bytesOverwritten = bytesOverwritten
         self.entriesRemoved = entriesRemoved
         self.skipped = skipped
         self.elapsedSeconds = elapsedSeconds
+        self.passes = passes
+        self.pattern = pattern
+        self.attributesCleared = attributesCleared
     }
 
     enum CodingKeys: String, CodingKey {
-        case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, complete
+        case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, passes, pattern, attributesCleared, complete
     }
 
     public init(from decoder: any Decoder) throws {
@@ -214,6 +269,10 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         entriesRemoved = try c.decode(Int.self, forKey: .entriesRemoved)
         skipped = try c.decode([Skipped].self, forKey: .skipped)
         elapsedSeconds = try c.decode(Double.self, forKey: .elapsedSeconds)
+        // Absent in reports stored by 0.1.0, which never overwrote.
+        passes = try c.decodeIfPresent(Int.self, forKey: .passes) ?? 0
+        pattern = try c.decodeIfPresent(String.self, forKey: .pattern) ?? "random"
+        attributesCleared = try c.decodeIfPresent(Int.self, forKey: .attributesCleared) ?? 0
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -223,6 +282,9 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         try c.encode(entriesRemoved, forKey: .entriesRemoved)
         try c.encode(skipped, forKey: .skipped)
         try c.encode(elapsedSeconds, forKey: .elapsedSeconds)
+        try c.encode(passes, forKey: .passes)
+        try c.encode(pattern, forKey: .pattern)
+        try c.encode(attributesCleared, forKey: .attributesCleared)
         try c.encode(complete, forKey: .complete)
     }
 }

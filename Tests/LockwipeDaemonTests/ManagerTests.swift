@@ -27,7 +27,7 @@ final class ManualClock: ClockSource, Sendable {
         let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
         let manager = Manager(
             configuration: config, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
-            eraser: DirectoryEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
+            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
             paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"))
         try await body(manager, clock, dir)
         await manager.stop()

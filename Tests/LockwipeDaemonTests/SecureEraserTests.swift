@@ -1,0 +1,240 @@
+import Foundation
+import LockwipeCore
+@testable import LockwipeDaemon
+import Testing
+
+/// The wipe must empty the vault and change nothing outside it: canaries beside symlinks
+/// and hard links are compared byte for byte before and after. The adversarial corpus at
+/// scale (mounts, 10,000 levels, 100,000 files, races, kill -9) is in
+/// tests/integration/test_wipe_engine.py, against the real daemon.
+@Suite struct SecureEraserTests {
+    let fm = FileManager.default
+
+    func makeTemp() throws -> String {
+        let dir = fm.temporaryDirectory.appendingPathComponent("lwerase-\(UUID().uuidString)").path
+        try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    func snapshot(_ dir: String) throws -> [String: Data] {
+        var out: [String: Data] = [:]
+        for case let rel as String in fm.enumerator(atPath: dir)! {
+            var st = stat()
+            lstat(dir + "/" + rel, &st)
+            out[rel] = (st.st_mode & S_IFMT) == S_IFREG ? try Data(contentsOf: URL(fileURLWithPath: dir + "/" + rel)) : Data("dir-or-link".utf8)
+        }
+        return out
+    }
+
+    @Test func emptiesTheVaultAndLeavesEverythingOutsideIntact() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let outside = root + "/outside"
+        let vault = root + "/vault"
+        try fm.createDirectory(atPath: outside + "/dir", withIntermediateDirectories: true)
+        try Data("canary file".utf8).write(to: URL(fileURLWithPath: outside + "/canary"))
+        try Data("canary in dir".utf8).write(to: URL(fileURLWithPath: outside + "/dir/inner"))
+        try Data("hard linked".utf8).write(to: URL(fileURLWithPath: outside + "/hard"))
+        try fm.createDirectory(atPath: vault + "/a/b/c", withIntermediateDirectories: true)
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: vault + "/a/b/c/secret"))
+        try fm.createSymbolicLink(atPath: vault + "/abs-file", withDestinationPath: outside + "/canary")
+        try fm.createSymbolicLink(atPath: vault + "/abs-dir", withDestinationPath: outside + "/dir")
+        try fm.createSymbolicLink(atPath: vault + "/a/rel-dir", withDestinationPath: "../../outside/dir")
+        try fm.createSymbolicLink(atPath: vault + "/dangling", withDestinationPath: root + "/nowhere")
+        try fm.createSymbolicLink(atPath: vault + "/loop", withDestinationPath: vault + "/loop")
+        #expect(link(outside + "/hard", vault + "/a/hard") == 0)
+        #expect(mkfifo(vault + "/fifo", 0o600) == 0)
+        var badName = Array((vault + "/bad-\u{1}\n").utf8CString.dropLast())
+        badName.append(CChar(bitPattern: 0xff)); badName.append(0)
+        let fd = open(badName, O_CREAT | O_WRONLY, 0o600)
+        #expect(fd >= 0)
+        close(fd)
+
+        let before = try snapshot(outside)
+        let progress = WipeProgress()
+        let summary = await SecureEraser().erase(directories: [vault], options: WipeOptions(), progress: progress)
+
+        #expect(summary.complete, "skipped: \(summary.skipped)")
+        // Only `secret` has data and one link: the hard link's data belongs to the canary.
+        #expect(summary.filesOverwritten == 1)
+        #expect(summary.bytesOverwritten == 4096)  // 6 bytes, rounded up to the block
+        #expect(summary.passes == 1 && summary.pattern == "random")
+        let info = progress.info()
+        #expect(info.phase == "erasing")
+        #expect(info.entriesRemoved == summary.entriesRemoved && info.filesOverwritten == 1)
+        #expect(info.bytesTotal == 4096 && info.filesTotal == 2)  // secret and the empty bad name
+        #expect(try fm.contentsOfDirectory(atPath: vault).isEmpty)
+        #expect(try snapshot(outside) == before)
+        var st = stat()
+        #expect(stat(outside + "/hard", &st) == 0 && st.st_nlink == 1)
+        #expect(summary.entriesRemoved == 12)  // a, a/b, a/b/c, secret, 3 links, dangling, loop, hard, fifo, bad name
+    }
+
+    @Test func aVaultThatIsASymlinkIsRefusedNotFollowed() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        try fm.createDirectory(atPath: root + "/target", withIntermediateDirectories: true)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: root + "/target/keep"))
+        try fm.createSymbolicLink(atPath: root + "/vault", withDestinationPath: root + "/target")
+        let summary = await SecureEraser().erase(directories: [root + "/vault"], options: WipeOptions(), progress: WipeProgress())
+        #expect(!summary.complete)
+        #expect(fm.fileExists(atPath: root + "/target/keep"))
+    }
+
+    /// Descriptors of this process that point into `root` (other tests run in parallel,
+    /// so a plain count would not do).
+    func openDescriptors(under root: String) -> [String] {
+        let fds = (try? fm.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return fds.compactMap { try? fm.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }.filter { $0.hasPrefix(root) }
+    }
+
+    /// Deeper than the descriptor budget (4 here): parents are re-opened through `..`,
+    /// and the walk ends with no descriptor left open.
+    @Test func deepTreesNeedNeitherStackNorDescriptors() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let vault = root + "/vault"
+        try fm.createDirectory(atPath: vault, withIntermediateDirectories: true)
+        // 1,500 levels with a file and a side directory every 100, built relative to
+        // descriptors (an absolute path would pass PATH_MAX).
+        var dirfd = open(vault, O_RDONLY | O_DIRECTORY)
+        for level in 0..<1500 {
+            #expect(mkdirat(dirfd, "d", 0o700) == 0)
+            if level % 100 == 0 {
+                let f = openat(dirfd, "f", O_CREAT | O_WRONLY, 0o600)
+                _ = write(f, "data", 4)
+                close(f)
+                #expect(mkdirat(dirfd, "side", 0o700) == 0)
+            }
+            let next = openat(dirfd, "d", O_RDONLY | O_DIRECTORY)
+            close(dirfd)
+            dirfd = next
+        }
+        close(dirfd)
+        let summary = await SecureEraser(maxOpenDirectories: 4, batchFiles: 3).erase(
+            directories: [vault], options: WipeOptions(), progress: WipeProgress())
+        #expect(summary.complete, "skipped: \(summary.skipped.prefix(3))")
+        #expect(summary.entriesRemoved == 1500 + 15 + 15)
+        #expect(summary.filesOverwritten == 15)
+        #expect(try fm.contentsOfDirectory(atPath: vault).isEmpty)
+        #expect(openDescriptors(under: root) == [])
+    }
+
+    @Test func unlinkOnlyWhenPassesIsZeroAndTheRootGoesWhenAsked() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let vault = root + "/vault"
+        try fm.createDirectory(atPath: vault + "/sub", withIntermediateDirectories: true)
+        try Data(repeating: 7, count: 10_000).write(to: URL(fileURLWithPath: vault + "/sub/big"))
+        let progress = WipeProgress()
+        let summary = await SecureEraser().erase(
+            directories: [vault], options: WipeOptions(passes: 0, removeRoot: true), progress: progress)
+        #expect(summary.complete)
+        #expect(summary.filesOverwritten == 0 && summary.bytesOverwritten == 0)
+        #expect(summary.entriesRemoved == 3)  // big, sub, and the vault itself
+        #expect(!fm.fileExists(atPath: vault))
+        #expect(fm.fileExists(atPath: root))
+        #expect(progress.info().bytesTotal == nil)  // no census without an overwrite
+    }
+
+    @Test func aMissingVaultIsAlreadyErased() async {
+        let summary = await SecureEraser().erase(directories: ["/nonexistent/lockwipe-vault"], options: WipeOptions(), progress: WipeProgress())
+        #expect(summary.complete)
+        #expect(summary.entriesRemoved == 0)
+    }
+
+    // MARK: The overwrite itself
+
+    func fileWith(_ data: Data, in root: String) throws -> (path: String, fd: Int32) {
+        let path = root + "/file"
+        try data.write(to: URL(fileURLWithPath: path))
+        return (path, open(path, O_RDWR))
+    }
+
+    func run(_ options: WipeOptions) -> WipeRun { WipeRun(engine: SecureEraser(), options: options, progress: WipeProgress()) }
+
+    @Test func zerosReplaceEveryByteUpToTheBlock() throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let original = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 | 1) })
+        let (path, fd) = try fileWith(original, in: root)
+        defer { close(fd) }
+        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: 5000).get()
+        #expect(written == 8192)
+        let after = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(after.count == 8192 && after.allSatisfy { $0 == 0 })
+    }
+
+    @Test func randomPassesWriteFreshKeystreamEveryTime() throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let original = Data(repeating: 0x41, count: 3 << 20)
+        let (path, fd) = try fileWith(original, in: root)
+        defer { close(fd) }
+        let wipe = run(WipeOptions(pattern: .random))
+        _ = try wipe.writeData(fd, size: Int64(original.count)).get()
+        let first = try Data(contentsOf: URL(fileURLWithPath: path))
+        _ = try wipe.writeData(fd, size: Int64(original.count)).get()
+        let second = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(first.count == original.count && second.count == original.count)
+        #expect(first != original && second != first)
+        // Each MiB chunk has its own nonce: no chunk repeats another.
+        let chunks = Set(stride(from: 0, to: first.count, by: 1 << 20).map { first[$0..<($0 + (1 << 20))] })
+        #expect(chunks.count == 3)
+        // Keystream looks random: no byte value is far from 1/256 of the bytes.
+        var counts = [Int](repeating: 0, count: 256)
+        for b in first { counts[Int(b)] += 1 }
+        let expected = first.count / 256
+        #expect(counts.allSatisfy { abs($0 - expected) < expected / 10 })
+    }
+
+    @Test func holesInASparseFileStayHoles() throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let path = root + "/sparse"
+        let fd = open(path, O_CREAT | O_RDWR, 0o600)
+        defer { close(fd) }
+        let size: Int64 = 1 << 30  // 1 GiB apparent, 8 KiB of data at each end
+        #expect(pwrite(fd, [UInt8](repeating: 1, count: 8192), 8192, 0) == 8192)
+        #expect(pwrite(fd, [UInt8](repeating: 1, count: 8192), 8192, off_t(size - 8192)) == 8192)
+        var before = stat()
+        fstat(fd, &before)
+        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: size).get()
+        var after = stat()
+        fstat(fd, &after)
+        #expect(written == 16384)
+        #expect(after.st_blocks <= before.st_blocks)
+        #expect(after.st_size == before.st_size)
+    }
+
+    /// `chattr +i` and `+a` are cleared (CAP_LINUX_IMMUTABLE, so root only).
+    @Test(.enabled(if: getuid() == 0, "needs root to set immutable attributes"))
+    func immutableAndAppendOnlyAreClearedAndCounted() async throws {
+        let root = try makeTemp()
+        defer {
+            _ = try? run(["chattr", "-R", "-i", "-a", root])
+            try? fm.removeItem(atPath: root)
+        }
+        let vault = root + "/vault"
+        try fm.createDirectory(atPath: vault + "/dir", withIntermediateDirectories: true)
+        try Data("frozen".utf8).write(to: URL(fileURLWithPath: vault + "/frozen"))
+        try Data("log".utf8).write(to: URL(fileURLWithPath: vault + "/dir/log"))
+        guard try run(["chattr", "+i", vault + "/frozen"]) == 0, try run(["chattr", "+a", vault + "/dir"]) == 0 else {
+            Issue.record("this filesystem does not support chattr attributes")
+            return
+        }
+        let summary = await SecureEraser().erase(directories: [vault], options: WipeOptions(), progress: WipeProgress())
+        #expect(summary.complete, "skipped: \(summary.skipped)")
+        #expect(summary.attributesCleared == 2)
+        #expect(try fm.contentsOfDirectory(atPath: vault).isEmpty)
+    }
+
+    func run(_ arguments: [String]) throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
