@@ -99,7 +99,9 @@ final class WipeRun {
         var bytes: Int64
     }
 
-    private enum WalkEnd { case finished, lostWay }
+    private enum WalkEnd { case finished, lostWay, cancelled }
+
+    static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
 
     private let engine: SecureEraser
     private let options: WipeOptions
@@ -155,7 +157,11 @@ final class WipeRun {
     func erase(root: String) {
         for attempt in 1...3 {
             let skippedBefore = tally.skipped.count
-            let end = walk(root)
+            let end = progress.isCancelled ? .cancelled : walk(root)
+            if end == .cancelled {
+                discardBatch()  // not durable yet: those files stay, and are overwritten again on resume
+                return skip(root, Self.cancelledReason)
+            }
             flush()
             guard let left = remainingEntries(root) else { return }  // the root is gone
             if left == 0 {
@@ -230,6 +236,7 @@ final class WipeRun {
         }
 
         while let top = stack.indices.last {
+            if progress.isCancelled { return .cancelled }
             errno = 0
             guard let entry = readdir(stack[top].dir!) else {
                 if errno != 0 { skip(stack[top].path, "cannot be read: \(Self.reason(errno))") }
@@ -428,7 +435,7 @@ final class WipeRun {
             case .success(let bytes): written += bytes
             case .failure(let error):
                 close(fd)
-                return skip(path, "could not be overwritten (\(Self.reason(error.code))); left in place")
+                return skip(path, error.code == ECANCELED ? Self.cancelledReason : "could not be overwritten (\(Self.reason(error.code))); left in place")
             }
             // Every pass but the last must reach the disk, or the page cache simply keeps
             // the last one; the last is made durable with its batch.
@@ -447,11 +454,10 @@ final class WipeRun {
     struct WriteError: Error { var code: Int32 }
 
     /// Writes the pattern over every data range of the file (`SEEK_DATA`/`SEEK_HOLE`), so a
-    /// sparse file is not inflated, rounded up to whole blocks to cover the slack after
-    /// the end. Large chunks, positioned writes: no per-block system calls.
+    /// sparse file is not inflated. The file keeps its size: the last block goes to disk
+    /// whole from its page (the part past the end zeroed), so rounding up would only add
+    /// a size change to journal. Large chunks, positioned writes: no per-block calls.
     func writeData(_ fd: Int32, size: Int64) -> Result<Int64, WriteError> {
-        let block: Int64 = 4096
-        let end = (size + block - 1) / block * block
         var offset: Int64 = 0
         var written: Int64 = 0
         while offset < size {
@@ -465,11 +471,12 @@ final class WipeRun {
                 hole = lseek(fd, data, SEEK_HOLE)
                 if hole < 0 { hole = off_t(size) }
             }
-            let to = min((Int64(hole) + block - 1) / block * block, end)
+            let to = min(Int64(hole), size)
             var position = Int64(data)
             while position < to {
+                if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
                 let length = Int(min(Int64(source.chunkSize), to - position))
-                let n = source.withNextChunk { chunk in pwrite(fd, chunk.baseAddress, length, off_t(position)) }
+                let n = source.withNext(length) { chunk in pwrite(fd, chunk.baseAddress, chunk.count, off_t(position)) }
                 if n < 0 {
                     if errno == EINTR { continue }
                     return .failure(WriteError(code: errno))
@@ -491,6 +498,15 @@ final class WipeRun {
         let fd = dup(dirFd)
         batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
         return fd
+    }
+
+    /// Closes the batch's descriptors without unlinking anything.
+    private func discardBatch() {
+        for file in batch { close(file.fd) }
+        for d in batchDirs { close(d.fd) }
+        batch.removeAll()
+        batchDirs.removeAll()
+        batchBytes = 0
     }
 
     /// Makes the batch durable with one `syncfs`, then truncates and unlinks its files.
@@ -552,8 +568,7 @@ final class WipeRun {
             switch st.st_mode & S_IFMT {
             case S_IFREG where st.st_nlink == 1:
                 files += 1
-                let rounded = (Int64(st.st_size) + 4095) / 4096 * 4096
-                bytes += min(rounded, Int64(st.st_blocks) * 512)
+                bytes += min(Int64(st.st_size), Int64(st.st_blocks) * 512)
             case S_IFDIR where stack.count < engine.maxOpenDirectories:
                 let fd = openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0, let child = fdopendir(fd) { stack.append(child) } else if fd >= 0 { close(fd) }
