@@ -338,6 +338,38 @@ def test_kill9_during_wipe_resumes_after_restart(make_daemon, make_user, procs, 
     assert daemon.log_lines("resuming the interrupted wipe"), daemon.log_tail()
 
 
+def test_sigterm_stops_a_running_wipe_which_resumes_at_the_next_start(make_daemon, make_user, procs):
+    daemon = make_daemon(config="[wipe]\npasses = 3\n")
+    user = make_user()
+    vault = daemon.data / "vault"
+    vault.mkdir()
+    chunk = os.urandom(1 << 20)
+    for i in range(64):
+        with open(vault / f"big{i}.bin", "wb") as f:
+            for _ in range(4):
+                f.write(chunk)
+    register(daemon, user, vault)
+    wipe = procs.spawn(None, [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket),
+                              "wipe", "--user", user.name, "--yes"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: ((daemon.registration(user) or {}).get("wipe_progress") or {}).get("bytes_overwritten", 0) > 0,
+               30, "the wipe did not start overwriting")
+    started = time.monotonic()
+    assert daemon.stop() == 0  # fails the test if it takes more than 5 s
+    stopped_in = time.monotonic() - started
+    wipe.communicate(timeout=10)
+    assert list(vault.iterdir()), "the wipe finished before SIGTERM: the test proves nothing"
+    assert daemon.log_lines("stopped because the daemon is shutting down"), daemon.log_tail()
+
+    daemon.start()
+    reg = daemon.registration(user)
+    assert reg["state"] == "wiped", reg
+    assert vault_is_empty(vault)
+    kinds = [e["kind"] for e in daemon.history(user)]
+    assert kinds[-3:] == ["wipe-incomplete", "wipe-resumed", "wipe"], kinds
+    assert stopped_in < 5
+
+
 # --------------------------------------------------------------------------- progress and options
 
 
