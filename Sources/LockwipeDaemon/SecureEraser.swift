@@ -35,15 +35,19 @@ public protocol VaultErasing: Sendable {
 public struct SecureEraser: VaultErasing {
     /// Directory descriptors kept open at most; deeper walks re-open parents through `..`.
     public var maxOpenDirectories: Int
-    /// Overwritten files waiting for one `syncfs`, at most (each holds two descriptors).
+    /// Overwritten files waiting for one `syncfs`, at most. They hold no descriptor: a
+    /// file is closed once written, and found again by name (checked by inode) to unlink.
     public var batchFiles: Int
     /// Overwritten bytes waiting for one `syncfs`, at most.
     public var batchBytes: Int64
+    /// Directories the batch's files are in, at most (each holds one descriptor).
+    public var batchDirectories: Int
 
-    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 64, batchBytes: Int64 = 128 << 20) {
+    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 1024, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32) {
         self.maxOpenDirectories = max(2, maxOpenDirectories)
         self.batchFiles = max(1, batchFiles)
         self.batchBytes = max(1, batchBytes)
+        self.batchDirectories = max(1, batchDirectories)
     }
 
     public func erase(directories: [String], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
@@ -92,10 +96,11 @@ final class WipeRun {
 
     /// An overwritten file waiting for the batch's `syncfs` before it may be unlinked.
     private struct Pending {
-        var fd: Int32
         var dirFd: Int32
         var name: [CChar]
         var path: String
+        var dev: UInt64
+        var ino: UInt64
         var bytes: Int64
     }
 
@@ -445,8 +450,11 @@ final class WipeRun {
                 return skip(path, "overwrite pass could not be made durable (\(Self.reason(code))); left in place")
             }
         }
+        lockwipe_start_writeback(fd)
+        close(fd)
+        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
-        batch.append(Pending(fd: fd, dirFd: dup, name: name, path: path, bytes: written))
+        batch.append(Pending(dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
         batchBytes += written
         if batch.count >= engine.batchFiles || batchBytes >= engine.batchBytes { flush() }
     }
@@ -490,6 +498,12 @@ final class WipeRun {
         return .success(written)
     }
 
+    private func batchDirsHold(_ dirFd: Int32) -> Bool {
+        var st = stat()
+        fstat(dirFd, &st)
+        return batchDirs.last.map { $0.dev == UInt64(st.st_dev) && $0.ino == UInt64(st.st_ino) } ?? false
+    }
+
     /// A duplicate of `dirFd` that stays valid while the walk closes directories.
     private func batchDirectory(_ dirFd: Int32) -> Int32 {
         var st = stat()
@@ -502,7 +516,6 @@ final class WipeRun {
 
     /// Closes the batch's descriptors without unlinking anything.
     private func discardBatch() {
-        for file in batch { close(file.fd) }
         for d in batchDirs { close(d.fd) }
         batch.removeAll()
         batchDirs.removeAll()
@@ -519,17 +532,25 @@ final class WipeRun {
             batchBytes = 0
         }
         guard let first = batch.first else { return }
-        let synced = lockwipe_syncfs(first.fd)
+        let synced = lockwipe_syncfs(first.dirFd)
         for file in batch {
-            defer { close(file.fd) }
             if synced != 0 {
                 skip(file.path, "the overwrite could not be made durable (syncfs: \(Self.reason(-synced))); left in place")
+                continue
+            }
+            // The name must still be the file that was overwritten: anything else in its
+            // place is left for the next walk, which overwrites it first.
+            let fd = openat(file.dirFd, file.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            var st = stat()
+            guard fd >= 0, fstat(fd, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino else {
+                if fd >= 0 { close(fd) }
                 continue
             }
             tally.filesOverwritten += 1
             tally.bytesOverwritten += file.bytes
             progress.update { $0.filesOverwritten += 1 }
-            _ = ftruncate(file.fd, 0)
+            if st.st_nlink == 1 { _ = ftruncate(fd, 0) }  // a new link elsewhere keeps its data
+            close(fd)
             if unlinkat(file.dirFd, file.name, 0) == 0 {
                 removed()
             } else if errno != ENOENT {

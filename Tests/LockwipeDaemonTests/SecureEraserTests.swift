@@ -111,7 +111,7 @@ import Testing
             dirfd = next
         }
         close(dirfd)
-        let summary = await SecureEraser(maxOpenDirectories: 4, batchFiles: 3).erase(
+        let summary = await SecureEraser(maxOpenDirectories: 4, batchFiles: 3, batchDirectories: 2).erase(
             directories: [vault], options: WipeOptions(), progress: WipeProgress())
         #expect(summary.complete, "skipped: \(summary.skipped.prefix(3))")
         #expect(summary.entriesRemoved == 1500 + 15 + 15)
