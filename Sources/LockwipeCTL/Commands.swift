@@ -30,7 +30,22 @@ struct Status: ParsableCommand {
             }
             print()
             print(table(rows))
+            if report.server.configured {
+                var check = [["USER", "POLICY", "CREDENTIALS", "LAST CONTACT", "LAST ATTEMPT", "NEXT CHECK-IN"]]
+                for r in report.registrations {
+                    let policy = r.policy.map { p in
+                        "\(p.offlineDaysBeforeLock == 0 ? "-" : "\(p.offlineDaysBeforeLock)d")/\(p.offlineDaysBeforeWipe == 0 ? "-" : "\(p.offlineDaysBeforeWipe)d") (\(p.source))"
+                    } ?? "-"
+                    let attempt = r.lastAttempt.map { "\(relative($0)): \(r.lastError == nil ? "ok" : "failed")" } ?? "never"
+                    check.append([r.user, policy, r.credentials ?? "-", "\(r.lastContact) (\(relative(r.lastContact)))", attempt,
+                                  r.nextCheckIn.map { relative($0) } ?? "-"])
+                }
+                print()
+                print(table(check))
+            }
             for r in report.registrations {
+                if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
+                if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print("\(r.user): last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))")
@@ -121,21 +136,95 @@ struct Wipe: ParsableCommand {
     }
 }
 
+/// Where a registration's policy-server credentials come from: files, never the command
+/// line (argv is visible to every local user in /proc).
+struct CredentialOptions: ParsableArguments {
+    @Option(name: .customLong("token-file"), help: ArgumentHelp(
+        "File holding the bearer token for the policy server ('-' reads standard input); surrounding whitespace is ignored.",
+        valueName: "path"))
+    var tokenFile: String?
+    @Option(name: .customLong("client-cert"), help: ArgumentHelp("PEM client certificate (chain) for TLS client authentication.", valueName: "path"))
+    var clientCertificateFile: String?
+    @Option(name: .customLong("client-key"), help: ArgumentHelp("PEM private key of --client-cert (unencrypted).", valueName: "path"))
+    var clientKeyFile: String?
+
+    func validate() throws {
+        if (clientCertificateFile == nil) != (clientKeyFile == nil) { throw ValidationError("--client-cert and --client-key go together") }
+    }
+
+    var isEmpty: Bool { tokenFile == nil && clientCertificateFile == nil && clientKeyFile == nil }
+
+    /// The token and PEM texts, read here so that only their contents reach the daemon.
+    func read() throws -> (token: String?, certificate: String?, key: String?) {
+        let token = try tokenFile.map { try readSecret($0, what: "token").trimmingCharacters(in: .whitespacesAndNewlines) }
+        if let token, token.isEmpty { throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty") }
+        return (token, try clientCertificateFile.map { try readSecret($0, what: "client certificate") },
+                try clientKeyFile.map { try readSecret($0, what: "client key") })
+    }
+
+    private func readSecret(_ path: String, what: String) throws -> String {
+        let data: Data?
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            data = FileManager.default.contents(atPath: path)
+        }
+        guard let data, let text = String(data: data, encoding: .utf8) else {
+            throw CommandFailure(code: ExitStatus.failed, message: "cannot read the \(what) from \(path)")
+        }
+        guard data.count <= 32_768 else { throw CommandFailure(code: ExitStatus.usage, message: "the \(what) file \(path) is larger than 32 KiB") }
+        return text
+    }
+}
+
 struct Register: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Register a user's data directories (administrators).",
-        discussion: "Missing directories are created, owned by the user, mode 0700. All or nothing: on any problem nothing changes.")
+        discussion: """
+            Missing directories are created, owned by the user, mode 0700. All or nothing: on any \
+            problem nothing changes. With a policy server, the registration checks in at once; \
+            --token-file (and --client-cert/--client-key) give the credentials it uses, stored \
+            root-only in the state directory and never shown. Change them later with \
+            `lockwipectl credentials`.
+            """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The Unix user.") var user: String
     @Option(name: .customLong("dir"), help: ArgumentHelp("A data directory (absolute path); repeat for more.", valueName: "path"))
     var directories: [String] = []
+    @OptionGroup var credentials: CredentialOptions
 
     func validate() throws {
         if directories.isEmpty { throw ValidationError("give at least one --dir") }
     }
 
     func run() throws {
-        try printResults(try global.call(.register, RegisterRequest(user: user, directories: directories), ActionReply.self))
+        let c = try credentials.read()
+        try printResults(try global.call(.register, RegisterRequest(
+            user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
+    }
+}
+
+struct Credentials: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Replace the policy-server credentials of a registration (administrators), e.g. to rotate its token.",
+        discussion: """
+            Replaces all stored credentials: what is not given is removed (--clear removes \
+            everything). The registration then checks in with the new ones. The values are \
+            never printed, logged or shown by status, which only says which kinds are stored.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The user.") var user: String
+    @OptionGroup var credentials: CredentialOptions
+    @Flag(help: "Remove all credentials.") var clear = false
+
+    func validate() throws {
+        if clear == !credentials.isEmpty { throw ValidationError("give --token-file and/or --client-cert/--client-key, or --clear") }
+    }
+
+    func run() throws {
+        let c = try credentials.read()
+        try printResults(try global.call(.setCredentials, CredentialsRequest(
+            user: user, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
     }
 }
 
@@ -151,12 +240,22 @@ struct Unregister: ParsableCommand {
 }
 
 struct CheckIn: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "check-in", abstract: "Contact the policy server now.")
+    static let configuration = CommandConfiguration(
+        commandName: "check-in", abstract: "Contact the policy server now, for one registration or all.",
+        discussion: """
+            Waits for the answers and prints one line per registration. Exits 1 when any \
+            check-in was not a successful contact (timeout, TLS or HTTP error, bad answer, \
+            blocked). Users may check in their own registration.
+            """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this user's registration.") var user: String?
 
     func run() throws {
-        try printResults(try global.call(.checkIn, UserFilter(user: user), ActionReply.self))
+        let reply = try global.call(.checkIn, UserFilter(user: user), ActionReply.self)
+        try printResults(reply)
+        if reply.results.contains(where: { $0.failed == true }) {
+            throw CommandFailure(code: ExitStatus.failed, message: "check-in failed (see above)")
+        }
     }
 }
 

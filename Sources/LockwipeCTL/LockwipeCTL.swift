@@ -28,7 +28,7 @@ public struct LockwipeCTL: ParsableCommand {
             The socket is /run/lockwipe/io.lockwipe.Manager unless --socket or LOCKWIPE_SOCKET says otherwise.
             """,
         version: LockwipeVersion.current,
-        subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self,
+        subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
                       PolicyCommand.self, History.self])
 
     public init() {}

@@ -19,8 +19,31 @@ public struct Configuration: Sendable, Equatable {
     public var idleTimeoutSeconds = 60
     /// How a wipe erases (`[wipe]`).
     public var wipe = WipeOptions()
+    /// The policy server (`[server]`); no `url` means no server.
+    public var server = ServerConfiguration()
 
     public init() {}
+}
+
+/// The policy server to check in with (`[server]`).
+public struct ServerConfiguration: Sendable, Equatable {
+    /// Base URL: https://..., or http:// to a loopback host only (`ServerURL.problem`).
+    public var url: String?
+    /// Seconds between check-ins of one registration after a success.
+    public var intervalSeconds = 900
+    /// Seconds one check-in may take, connection and TLS handshake included.
+    public var timeoutSeconds = 10
+    /// PEM file of CA certificates trusted in addition to the system trust store.
+    public var caFile: String?
+
+    public var isConfigured: Bool { url != nil }
+
+    public init(url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil) {
+        self.url = url
+        self.intervalSeconds = intervalSeconds
+        self.timeoutSeconds = timeoutSeconds
+        self.caFile = caFile
+    }
 }
 
 /// How a wipe erases a vault (`[wipe]`).
@@ -80,7 +103,7 @@ public enum ConfigurationLoader {
         public var notices: [String]
     }
 
-    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern }
+    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile }
 
     private struct Key {
         var table: String
@@ -102,6 +125,10 @@ public enum ConfigurationLoader {
         Key(table: "wipe", name: "passes", kind: .passes) { $0.wipe.passes = $1.int! },
         Key(table: "wipe", name: "pattern", kind: .pattern) { $0.wipe.pattern = WipeOptions.Pattern(rawValue: $1.string!)! },
         Key(table: "wipe", name: "remove_root", kind: .bool) { $0.wipe.removeRoot = $1.bool! },
+        Key(table: "server", name: "url", kind: .serverURL) { $0.server.url = $1.string! },
+        Key(table: "server", name: "interval", kind: .positiveInt) { $0.server.intervalSeconds = $1.int! },
+        Key(table: "server", name: "timeout", kind: .positiveInt) { $0.server.timeoutSeconds = $1.int! },
+        Key(table: "server", name: "ca_file", kind: .readableFile) { $0.server.caFile = $1.string! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -203,6 +230,17 @@ public enum ConfigurationLoader {
             return WipeOptions.Pattern(rawValue: s) == nil ? "must be \(names), not \"\(s)\"" : nil
         case .bool:
             return value.type == .bool ? nil : "must be true or false, not a \(value.type) (\(value.debugDescription))"
+        case .serverURL:
+            guard value.type == .string, let s = value.string else { return "must be a string (a URL), not a \(value.type)" }
+            return ServerURL.problem(s)
+        case .readableFile:
+            guard value.type == .string, let s = value.string else { return "must be a string (a path), not a \(value.type)" }
+            guard s.hasPrefix("/") else { return "must be an absolute path, not \"\(s)\"" }
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: s, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                return "\(s): no such file"
+            }
+            return FileManager.default.isReadableFile(atPath: s) ? nil : "\(s): not readable"
         case .groupName:
             guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }

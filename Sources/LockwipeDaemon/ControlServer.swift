@@ -268,17 +268,27 @@ public final class ControlServer: Sendable {
         case .register:
             let p = try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data)
             try requireAdmin(caller, "register users")
-            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.register(user: p.user, directories: p.directories, by: caller)]))
+            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.register(
+                user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials, by: caller)]))
+        case .setCredentials:
+            let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
+            try requireAdmin(caller, "set credentials")
+            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.setCredentials(user: p.user, credentials, by: caller)]))
         case .unregister:
             let p = try VarlinkMessage.decodeParameters(UserParameter.self, from: data)
             try requireAdmin(caller, "unregister users")
             return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.unregister(user: p.user, by: caller)]))
         case .checkIn:
             let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
-            if !caller.isAdmin, p.user == nil || p.user != caller.userName {
-                throw VarlinkError.notPermitted("only administrators may check in for other users")
+            if !caller.isAdmin {
+                guard let user = p.user, user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+                    throw VarlinkError.notPermitted("only administrators may check in for other users")
+                }
             }
-            throw VarlinkError.actionFailed("no server configured: there is no policy server to check in with")
+            let users = try await manager.targets(user: p.user, all: p.user == nil)
+            return try VarlinkMessage.encodeReply(ActionReply(results: try await manager.checkIn(users: users)))
         }
     }
 

@@ -54,17 +54,19 @@ public enum Daemon {
 
         let config = loaded.configuration
         let notifier = SystemdNotifier()
+        let checkInClient = CheckInClient()
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(
             configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),
             observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
             paths: .init(stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
-                         hooksDirectory: paths.hooksDirectory, configPath: paths.configPath))
+                         hooksDirectory: paths.hooksDirectory, configPath: paths.configPath),
+            fetcher: checkInClient)
         let control = ControlServer(
             manager: manager, logger: logger,
             limits: .init(maxConnections: config.maxConnections, maxMessageBytes: config.maxMessageBytes,
                           idleTimeout: .seconds(Int64(config.idleTimeoutSeconds))))
-        let service = DaemonService(paths: paths, manager: manager, control: control, notifier: notifier, logger: logger)
+        let service = DaemonService(paths: paths, manager: manager, control: control, notifier: notifier, logger: logger, checkInClient: checkInClient)
         let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
@@ -84,6 +86,7 @@ struct DaemonService: Service {
     let control: ControlServer
     let notifier: SystemdNotifier
     let logger: Logger
+    let checkInClient: CheckInClient
 
     func run() async throws {
         // Enforcement first: a machine that was off for a month locks or wipes before
@@ -124,6 +127,8 @@ struct DaemonService: Service {
         notifier.stopping()
         logger.notice("lockwiped stopping", metadata: ["message_id": MessageID.stopping.metadata])
         await manager.stop()
+        // In-flight check-ins fail (not a contact, nothing changes); connections close.
+        await checkInClient.shutdown()
         if activated == nil { unlink(paths.socketPath) }
     }
 
@@ -143,6 +148,7 @@ struct DaemonService: Service {
                     "message_id": MessageID.configReloaded.metadata,
                     "offline_days_before_lock": "\(loaded.configuration.policy.offlineDaysBeforeLock)",
                     "offline_days_before_wipe": "\(loaded.configuration.policy.offlineDaysBeforeWipe)",
+                    "server": .string(loaded.configuration.server.url ?? "none"),
                 ])
                 if !restartOnly.isEmpty {
                     logger.warning("changes to \(restartOnly.joined(separator: " and ")) take effect at the next restart")

@@ -42,6 +42,12 @@ public struct LockwipedCommand: AsyncParsableCommand {
                 print("configuration valid (\(loaded.files.isEmpty ? "defaults" : loaded.files.joined(separator: ", "))): "
                       + "lock after \(p.offlineDaysBeforeLock == 0 ? "never" : "\(p.offlineDaysBeforeLock)d"), "
                       + "wipe after \(p.offlineDaysBeforeWipe == 0 ? "never" : "\(p.offlineDaysBeforeWipe)d")")
+                let s = loaded.configuration.server
+                if let url = s.url {
+                    print("policy server: \(url) (check-in every \(s.intervalSeconds) s, timeout \(s.timeoutSeconds) s\(s.caFile.map { ", extra CA file \($0)" } ?? ""))")
+                } else {
+                    print("policy server: none configured ([server] url)")
+                }
                 return
             } catch {
                 for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }

@@ -23,16 +23,28 @@ public actor Manager {
         public var configPath: String
     }
 
-    private var configuration: Configuration
-    private let store: StateStore
-    private let clock: any ClockSource
-    private let protection: any VaultProtecting
+    var configuration: Configuration
+    let store: StateStore
+    let clock: any ClockSource
+    let protection: any VaultProtecting
     private let eraser: any VaultErasing
     private let observers: ObserverHub
-    private let logger: Logger
-    private let notifier: SystemdNotifier
+    let logger: Logger
+    let notifier: SystemdNotifier
     private let paths: Paths
     private var authorizer: Authorizer
+    /// The policy server client; nil in tests that need none.
+    let fetcher: (any SettingsFetching)?
+    /// Uniform in [0, 1): the jitter of the check-in backoff (injected by tests).
+    let random: @Sendable () -> Double
+    /// When each registration checks in next (monotonic); absent while one is in flight.
+    var nextCheckIn: [String: NIODeadline] = [:]
+    var checkInsInFlight: [String: Int] = [:]
+    /// The one pending wake-up for the soonest due check-in (an event-loop timer, as for thresholds).
+    var checkInTimer: Scheduled<Void>?
+    /// Check-ins are scheduled from the start-up pass on (before it, and in tests that do not
+    /// run it, only explicit check-ins happen).
+    var checkInScheduling = false
 
     /// Wipes running now, for `status` (the wipe runs on its own thread; the actor is free).
     private var runningWipes: [String: WipeProgress] = [:]
@@ -40,14 +52,17 @@ public actor Manager {
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// The one pending wake-up at the next threshold crossing. An event-loop timer (epoll
     /// on CLOCK_MONOTONIC) rather than `Task.sleep`, which never returns under libfaketime.
-    private var wakeTimer: Scheduled<Void>?
-    private let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
-    private var stopped = false
+    var wakeTimer: Scheduled<Void>?
+    let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    var stopped = false
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
-        eraser: any VaultErasing, observers: ObserverHub, logger: Logger, notifier: SystemdNotifier, paths: Paths
+        eraser: any VaultErasing, observers: ObserverHub, logger: Logger, notifier: SystemdNotifier, paths: Paths,
+        fetcher: (any SettingsFetching)? = nil, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
     ) {
+        self.fetcher = fetcher
+        self.random = random
         self.configuration = configuration
         self.store = store
         self.clock = clock
@@ -90,13 +105,20 @@ public actor Manager {
             logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(store.path)])
         }
         await evaluate()
+        checkInScheduling = true
+        scheduleCheckInsForAll(now: false)
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
     public func reload(_ new: Configuration) async {
+        let serverChanged = configuration.server != new.server
         configuration = new
         authorizer = Authorizer(adminGroup: new.adminGroup)
         await evaluate()
+        if serverChanged {
+            nextCheckIn = [:]
+            scheduleCheckInsForAll(now: true)
+        }
     }
 
     public func stop() {
@@ -104,16 +126,34 @@ public actor Manager {
         for progress in runningWipes.values { progress.cancel() }
         wakeTimer?.cancel()
         wakeTimer = nil
+        checkInTimer?.cancel()
+        checkInTimer = nil
+        nextCheckIn = [:]
     }
 
     // MARK: Policy evaluation and scheduling
 
     /// Moves every offline clock to now, carries out what is due, and sleeps until the next
     /// threshold crossing (no polling).
+    ///
+    /// Before an offline-triggered action, each registration it concerns makes one check-in
+    /// attempt (bounded by `[server] timeout`): a machine that is in fact online is not
+    /// punished. What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
-        let due = checkpointClocks()
-        for (user, action, reason) in due {
+        var due = checkpointClocks()
+        if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
+            let users = Set(due.map(\.0))
+            await withTaskGroup(of: Void.self) { group in
+                for user in users {
+                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction) }
+                }
+            }
+            due = checkpointClocks()
+        }
+        for (user, action, _) in due {
             await withUser(user) {
+                // Decided again now: a check-in may have answered while this waited its turn.
+                guard let (current, reason) = self.dueNow(user), current == action else { return }
                 switch action {
                 case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
                 case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason)
@@ -123,8 +163,29 @@ public actor Manager {
         reschedule()
     }
 
+    /// The policy in force for `r`: the server's once it sent a valid one (while a server
+    /// is configured), the local one otherwise.
+    func policy(for r: RegistrationRecord) -> (policy: Policy, source: String) {
+        if configuration.server.isConfigured, let p = r.server.policy { return (p, "server") }
+        return (configuration.policy, "local")
+    }
+
+    /// The action due for `user` right now, if any, with its reason.
+    func dueNow(_ user: String) -> (Action, String)? {
+        guard let r = try? store.registration(user), !r.state.isWipeCommitted else { return nil }
+        let offline = offlineNow(r, clock.now())
+        let (p, source) = policy(for: r)
+        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
+        return (action, reason(action, offline: offline, policy: p, source: source))
+    }
+
+    func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
+        let days = action == .lock ? p.offlineDaysBeforeLock : p.offlineDaysBeforeWipe
+        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(action.rawValue) after \(days)d)"
+    }
+
     /// Checkpoints clocks (persisted) and returns the actions now due.
-    private func checkpointClocks() -> [(String, Action, String)] {
+    func checkpointClocks() -> [(String, Action, String)] {
         let reading = clock.now()
         let registrations: [RegistrationRecord]
         do {
@@ -145,10 +206,10 @@ public actor Manager {
                 try? store.append(event(r.user, "clock-rollback", nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
             }
             clocks.append((r.user, advance.clock))
-            let evaluation = PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
+            let (p, source) = policy(for: r)
+            let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
             if let action = evaluation.due {
-                let days = action == .lock ? configuration.policy.offlineDaysBeforeLock : configuration.policy.offlineDaysBeforeWipe
-                due.append((r.user, action, "offline for \(RelativeTime.format(seconds: advance.clock.offlineSeconds)) (policy: \(action.rawValue) after \(days)d)"))
+                due.append((r.user, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
             }
         }
         do {
@@ -159,7 +220,7 @@ public actor Manager {
         return due
     }
 
-    private func reschedule() {
+    func reschedule() {
         wakeTimer?.cancel()
         wakeTimer = nil
         let entries = summaryEntries()
@@ -177,14 +238,14 @@ public actor Manager {
         return ((try? store.registrations()) ?? []).map { r in
             StatusSummary.Entry(
                 user: r.user, state: r.state,
-                next: PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
+                next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
         }
     }
 
     /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
     /// never write). Every schedule and report is computed from this, never from the stored
     /// checkpoint alone, which is as old as the last evaluation.
-    private func offlineNow(_ r: RegistrationRecord, _ reading: ClockReading) -> Int64 {
+    func offlineNow(_ r: RegistrationRecord, _ reading: ClockReading) -> Int64 {
         r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
     }
 
@@ -192,7 +253,7 @@ public actor Manager {
 
     // MARK: Per-user serialization
 
-    private func withUser<T: Sendable>(_ user: String, _ body: () async throws -> T) async rethrows -> T {
+    func withUser<T: Sendable>(_ user: String, _ body: () async throws -> T) async rethrows -> T {
         while busyUsers.contains(user) {
             await withCheckedContinuation { waiters[user, default: []].append($0) }
         }
@@ -218,26 +279,49 @@ public actor Manager {
             list = list.filter { $0.user == user }
             if list.isEmpty { throw VarlinkError.noSuchRegistration(user) }
         }
+        let server = configuration.server
         let infos = list.map { r -> RegistrationInfo in
             let offline = offlineNow(r, reading)
-            let next = PolicyEvaluator.evaluate(policy: configuration.policy, state: r.state, offlineSeconds: offline).next
-            return RegistrationInfo(
+            let (p, source) = policy(for: r)
+            let next = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).next
+            var info = RegistrationInfo(
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
                 nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
                 lockTrigger: r.state == .locked ? r.lockTrigger : nil, wipe: r.lastWipe,
                 wipeProgress: runningWipes[r.user]?.info())
+            info.policy = PolicyInfo(policy: p, source: source)
+            info.policySource = source
+            info.blockedCode = r.blocked ? r.server.blockedCode : nil
+            info.lastAttempt = r.server.lastAttempt.map(Timestamp.iso)
+            info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
+            info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
+            info.credentials = r.server.credentials
+            info.passcodePolicy = r.server.settings?.passcode
+            info.sharedDevice = r.server.settings?.sharedDevice
+            return info
         }
-        var warnings = ["no policy server is configured: offline clocks restart only when an administrator unlocks a registration"]
+        var warnings: [String] = []
+        if !server.isConfigured {
+            warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
+        }
         if !authorizer.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
         for r in list where r.state == .wipePending {
             warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
         }
+        for r in list where r.blocked {
+            warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
+        }
+        if server.isConfigured {
+            for r in list where r.server.failures > 0 && !r.state.isWipeCommitted {
+                warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
+            }
+        }
         return StatusReport(
-            version: LockwipeVersion.current, server: ServerInfo(configured: false, url: nil),
-            policy: PolicyInfo(policy: configuration.policy, source: "local"), registrations: infos, warnings: warnings)
+            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url),
+            policy: policyInfo(list), registrations: infos, warnings: warnings)
     }
 
     public func history(for caller: Caller, user: String?, limit: Int) throws -> HistoryReply {
@@ -253,7 +337,18 @@ public actor Manager {
         })
     }
 
-    public func policyInfo() -> PolicyInfo { PolicyInfo(policy: configuration.policy, source: "local") }
+    /// The machine's policy: the newest valid policy the server sent (normally the same for
+    /// every registration), else the local one. Each registration shows its own too.
+    public func policyInfo() -> PolicyInfo { policyInfo((try? store.registrations()) ?? []) }
+
+    private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
+        if configuration.server.isConfigured,
+           let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
+           let p = newest.server.policy {
+            return PolicyInfo(policy: p, source: "server")
+        }
+        return PolicyInfo(policy: configuration.policy, source: "local")
+    }
 
     /// The users an action targets: one by name, or every registration.
     public func targets(user: String?, all: Bool) throws -> [String] {
@@ -285,7 +380,7 @@ public actor Manager {
 
     // MARK: Lock
 
-    private func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
@@ -334,7 +429,7 @@ public actor Manager {
 
     // MARK: Wipe
 
-    private func wipeLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    func wipeLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
@@ -429,8 +524,12 @@ public actor Manager {
 
     // MARK: Registration
 
-    public func register(user: String, directories: [String], by caller: Caller) async throws -> ActionResult {
-        try await withUser(user) {
+    public func register(user: String, directories: [String], credentials: ServerCredentials? = nil, by caller: Caller) async throws -> ActionResult {
+        if let credentials {
+            let problems = CheckInClient.credentialProblems(credentials)
+            if !problems.isEmpty { throw VarlinkError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
+        }
+        let result = try await withUser(user) {
             if let existing = try store.registration(user) {
                 throw VarlinkError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
             }
@@ -477,8 +576,10 @@ public actor Manager {
                 let record = RegistrationRecord(
                     user: user, uid: account!.uid, state: .active, protection: self.protection.kind, directories: normalized,
                     lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
-                try self.store.insert(record, event: self.event(user, "register", caller.isAdmin ? .admin : .user,
-                                                                "directories: \(normalized.joined(separator: ", "))", at: reading.wall))
+                let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
+                try self.store.insert(record, credentials: stored, event: self.event(
+                    user, "register", caller.isAdmin ? .admin : .user,
+                    "directories: \(normalized.joined(separator: ", "))" + (stored.map { "; credentials: \($0.kind)" } ?? ""), at: reading.wall))
             }
             do throws(RegistrationFlow.Failure) {
                 try flow.execute()
@@ -495,6 +596,9 @@ public actor Manager {
             return ActionResult(user: user, action: "register", state: .active,
                                 detail: "registered \(normalized.joined(separator: ", "))" + (created.isEmpty ? "" : " (created \(created.joined(separator: ", ")))"))
         }
+        // A new registration fetches its settings at once (SAP onboarding: settings download).
+        scheduleCheckIn(user, in: 0)
+        return result
     }
 
     /// Checks that need the filesystem: the directory (if it exists) is a real directory and
@@ -530,6 +634,7 @@ public actor Manager {
                 detail = "unregistered; the lock was lifted (owner and mode restored)"
             }
             try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
+            nextCheckIn[user] = nil
             logger.notice("unregistered \(user)", metadata: [
                 "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
                 "peer_uid": "\(caller.credentials.uid)",
@@ -541,11 +646,11 @@ public actor Manager {
 
     // MARK: Helpers
 
-    private func event(_ user: String, _ kind: String, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
+    func event(_ user: String, _ kind: String, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
         StoredEvent(time: time, user: user, kind: kind, trigger: trigger, detail: detail)
     }
 
-    private func journalFields(_ r: RegistrationRecord, action: String, trigger: Trigger, reason: String, id: MessageID) -> Logger.Metadata {
+    func journalFields(_ r: RegistrationRecord, action: String, trigger: Trigger, reason: String, id: MessageID) -> Logger.Metadata {
         [
             "message_id": id.metadata, "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action),
             "trigger": .string(trigger.rawValue), "reason": .string(reason),
@@ -554,7 +659,7 @@ public actor Manager {
     }
 
     /// Runs a filesystem step; a failure is logged and becomes the caller's `ActionFailed`.
-    private func orFail<T>(_ user: String, _ action: String, _ body: () throws -> T) throws -> T {
+    func orFail<T>(_ user: String, _ action: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch {

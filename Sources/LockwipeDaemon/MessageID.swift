@@ -19,6 +19,18 @@ public enum MessageID: String, CaseIterable, Sendable {
     case clockRollback = "2768463987e044d1a5f1cf27e67d5a8f"
     case actionFailed = "962717f01dd74810989dbeb4dca409ce"
     case hookFailed = "6634976ae3844318b46a7223893d3ee4"
+    /// A check-in reached the server and got its settings (a successful contact).
+    case checkInOK = "049f382461ed4627825944168c347d59"
+    /// A check-in was not a contact: timeout, TLS, HTTP error, bad answer.
+    case checkInFailed = "ce1d3d564ad148beb1e1a41af46c9fda"
+    /// The server says the registration is blocked (403 TRAFFIC_BLOCKED and kin).
+    case registrationBlocked = "61443cbf29af46a3b6d734a472097798"
+    /// The server sent a policy that cannot be enforced; the last valid one is kept.
+    case serverPolicyRejected = "ac7ef98728d24c7580c9b7203d3c8e14"
+    /// A new server policy replaced the one in force for a registration.
+    case serverPolicyApplied = "0552c6b5ee60459dbb5144e73d981a2e"
+    /// Credentials of a registration were set or replaced (never their values).
+    case credentialsChanged = "718a7839714a4a7fb8c8daab9bb976bb"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

@@ -14,6 +14,57 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var blocked: Bool
     public var clock: OfflineClock
     public var lastWipe: WipeSummary?
+    /// What the policy server said and when it was last tried.
+    public var server = ServerRecord()
+}
+
+/// The check-in side of a registration, as persisted (table `server_state`).
+public struct ServerRecord: Sendable, Equatable {
+    /// The last valid policy the server sent; nil before the first one (local policy applies).
+    public var policy: Policy?
+    /// The settings document that policy came with (passcode and shared-device settings).
+    public var settings: ServerSettings?
+    /// Wall time the server policy was last received.
+    public var policyReceivedAt: Int64?
+    /// Wall time of the last check-in attempt, and its error (nil when it was a contact).
+    public var lastAttempt: Int64?
+    public var lastError: String?
+    /// Failed attempts in a row (drives the backoff).
+    public var failures = 0
+    /// The x-message-code that blocked the registration, while it is blocked.
+    public var blockedCode: String?
+    /// Which credentials are stored: "none", "token", "certificate", "token+certificate".
+    public var credentials = "none"
+
+    public init() {}
+}
+
+/// A registration's credentials for the policy server. Secret: stored in the state
+/// database only (0600 in a 0700 directory), never logged, never shown; its description
+/// says only what is present.
+public struct ServerCredentials: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    public var token: String?
+    /// PEM certificate chain and PEM private key for TLS client authentication.
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init(token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+        self.token = token
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+
+    public var kind: String {
+        switch (token != nil, clientCertificate != nil) {
+        case (false, false): return "none"
+        case (true, false): return "token"
+        case (false, true): return "certificate"
+        case (true, true): return "token+certificate"
+        }
+    }
+
+    public var description: String { "ServerCredentials(\(kind))" }
+    public var debugDescription: String { description }
 }
 
 /// Owner and mode of a vault directory as it was before a permission lock: what unlock restores.
@@ -109,6 +160,30 @@ public final class StateStore: Sendable {
                 CREATE INDEX events_user ON events(user, id);
                 """)
         }
+        // Policy server check-in: per-registration credentials (secret) and what the
+        // server last said.
+        m.registerMigration("v2-server") { db in
+            try db.execute(sql: """
+                CREATE TABLE credentials (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    token TEXT,
+                    client_certificate TEXT,
+                    client_key TEXT,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE TABLE server_state (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    policy_lock INTEGER,
+                    policy_wipe INTEGER,
+                    settings TEXT,
+                    policy_received_at INTEGER,
+                    last_attempt INTEGER,
+                    last_error TEXT,
+                    failures INTEGER NOT NULL DEFAULT 0,
+                    blocked_code TEXT
+                );
+                """)
+        }
         return m
     }
 
@@ -130,6 +205,21 @@ public final class StateStore: Sendable {
             let name: String = row["user"]
             let dirs = try String.fetchAll(db, sql: "SELECT path FROM directories WHERE user = ? ORDER BY position", arguments: [name])
             let wipeJSON: String? = row["last_wipe"]
+            var server = ServerRecord()
+            if let s = try Row.fetchOne(db, sql: "SELECT * FROM server_state WHERE user = ?", arguments: [name]) {
+                if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
+                    server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
+                }
+                server.settings = (s["settings"] as String?).flatMap { try? JSONDecoder().decode(ServerSettings.self, from: Data($0.utf8)) }
+                server.policyReceivedAt = s["policy_received_at"]
+                server.lastAttempt = s["last_attempt"]
+                server.lastError = s["last_error"]
+                server.failures = s["failures"]
+                server.blockedCode = s["blocked_code"]
+            }
+            if let c = try Row.fetchOne(db, sql: "SELECT token IS NOT NULL AS t, client_certificate IS NOT NULL AS c FROM credentials WHERE user = ?", arguments: [name]) {
+                server.credentials = ServerCredentials(token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil).kind
+            }
             return RegistrationRecord(
                 user: name,
                 uid: UInt32(row["uid"] as Int64),
@@ -142,14 +232,16 @@ public final class StateStore: Sendable {
                     lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"],
                     bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
                     offlineSeconds: row["clock_offline_seconds"]),
-                lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) }
+                lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) },
+                server: server
             )
         }
     }
 
-    /// Persists a new registration and its `register` event in one transaction.
-    public func insert(_ r: RegistrationRecord, event: StoredEvent) throws {
+    /// Persists a new registration (and its credentials) and its `register` event in one transaction.
+    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, event: StoredEvent) throws {
         try db.write { db in
+            if let credentials { try Self.saveCredentials(credentials, of: r.user, at: event.time, db) }
             try db.execute(
                 sql: """
                     INSERT INTO registrations (user, uid, state, protection, lock_trigger, blocked, created_at,
@@ -172,6 +264,8 @@ public final class StateStore: Sendable {
             try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             try Self.append(event, db)
         }
@@ -239,6 +333,89 @@ public final class StateStore: Sendable {
                            arguments: [RegistrationState.active.rawValue, user])
             try Self.save(clock, of: user, db)
             try Self.append(event, db)
+        }
+    }
+
+    // MARK: Server check-in
+
+    public func credentials(_ user: String) throws -> ServerCredentials? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
+                ServerCredentials(token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"])
+            }
+        }
+    }
+
+    /// Replaces a registration's credentials (all of them) and records `event` (which must
+    /// not contain them).
+    public func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) throws {
+        try db.write { db in
+            try Self.saveCredentials(credentials, of: user, at: event.time, db)
+            try Self.append(event, db)
+        }
+    }
+
+    private static func saveCredentials(_ c: ServerCredentials, of user: String, at time: Int64, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO credentials (user, token, client_certificate, client_key, updated_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(user) DO UPDATE SET token = excluded.token, client_certificate = excluded.client_certificate,
+                    client_key = excluded.client_key, updated_at = excluded.updated_at
+                """,
+            arguments: [user, c.token, c.clientCertificate, c.clientKey, time])
+    }
+
+    private static func ensureServerRow(_ user: String, _ db: Database) throws {
+        try db.execute(sql: "INSERT OR IGNORE INTO server_state (user) VALUES (?)", arguments: [user])
+    }
+
+    /// Records an attempt that was not a contact: nothing else changes.
+    public func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) throws {
+        try db.write { db in
+            try Self.ensureServerRow(user, db)
+            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
+                           arguments: [time, error, failures, user])
+        }
+    }
+
+    /// Records a successful contact in one transaction: the offline clock restarts, the
+    /// block is lifted, the server policy (when valid) replaces the stored one, and a
+    /// server or offline lock is lifted (`unlock`, after the filesystem was restored).
+    public func commitContact(
+        _ user: String, clock: OfflineClock, at time: Int64, policy: Policy?, settings: ServerSettings?, policyError: String?,
+        unlock: Bool, events: [StoredEvent]
+    ) throws {
+        let settingsJSON = try settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        try db.write { db in
+            try Self.ensureServerRow(user, db)
+            try Self.save(clock, of: user, db)
+            try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
+            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL WHERE user = ?",
+                           arguments: [time, policyError, user])
+            if let policy {
+                try db.execute(
+                    sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, settings = ?, policy_received_at = ? WHERE user = ?",
+                    arguments: [policy.offlineDaysBeforeLock, policy.offlineDaysBeforeWipe, settingsJSON, time, user])
+            } else if let settingsJSON {
+                try db.execute(sql: "UPDATE server_state SET settings = ? WHERE user = ?", arguments: [settingsJSON, user])
+            }
+            if unlock {
+                try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+                               arguments: [RegistrationState.active.rawValue, user])
+            }
+            for e in events { try Self.append(e, db) }
+        }
+    }
+
+    /// Marks a registration blocked by the server (`code` as sent); not a contact.
+    public func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) throws {
+        try db.write { db in
+            try Self.ensureServerRow(user, db)
+            try db.execute(sql: "UPDATE registrations SET blocked = 1 WHERE user = ?", arguments: [user])
+            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
+                           arguments: [time, "blocked by the server (\(code))", failures, code, user])
+            if let event { try Self.append(event, db) }
         }
     }
 

@@ -35,10 +35,17 @@ public enum InterfaceDescription {
           offline_seconds: int,
           next_action: ?NextAction,
           lock_trigger: ?string,
-          wipe: ?WipeSummary
+          wipe: ?WipeSummary,
+          policy: ?PolicyInfo,
+          policy_source: ?string,
+          blocked_code: ?string,
+          last_attempt: ?string,
+          last_error: ?string,
+          next_check_in: ?string,
+          credentials: ?string
         )
 
-        type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary)
+        type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)
 
         type Event (time: string, user: string, kind: string, trigger: ?string, detail: string)
 
@@ -63,7 +70,22 @@ public enum InterfaceDescription {
         # Irreversible. Exactly one of user or all.
         method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
 
-        method Register(user: string, directories: []string) -> (results: []ActionResult)
+        # The credentials are stored root-only and never shown or logged.
+        method Register(
+          user: string,
+          directories: []string,
+          token: ?string,
+          client_certificate: ?string,
+          client_key: ?string
+        ) -> (results: []ActionResult)
+
+        # Replaces all credentials of a registration (absent fields are removed).
+        method SetCredentials(
+          user: string,
+          token: ?string,
+          client_certificate: ?string,
+          client_key: ?string
+        ) -> (results: []ActionResult)
 
         method Unregister(user: string) -> (results: []ActionResult)
 

@@ -16,6 +16,7 @@ public enum ManagerMethod: String, Sendable, CaseIterable {
     case register = "io.lockwipe.Manager.Register"
     case unregister = "io.lockwipe.Manager.Unregister"
     case checkIn = "io.lockwipe.Manager.CheckIn"
+    case setCredentials = "io.lockwipe.Manager.SetCredentials"
 }
 
 // MARK: Requests
@@ -46,12 +47,39 @@ public struct UserParameter: Codable, Sendable, Equatable {
     public init(user: String) { self.user = user }
 }
 
+/// `Register`. The credentials are secret: the daemon stores them root-only and never
+/// logs or shows them.
 public struct RegisterRequest: Codable, Sendable, Equatable {
     public var user: String
     public var directories: [String]
-    public init(user: String, directories: [String]) {
+    /// Bearer token for the policy server.
+    public var token: String?
+    /// PEM certificate (chain) and private key for TLS client authentication.
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init(user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
         self.user = user
         self.directories = directories
+        self.token = token
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+}
+
+/// `SetCredentials`: replaces all stored credentials of a registration (a field left out
+/// is removed), e.g. to rotate a token.
+public struct CredentialsRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var token: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init(user: String, token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+        self.user = user
+        self.token = token
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
     }
 }
 
@@ -144,6 +172,23 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var wipe: WipeSummary?
     /// How far the wipe that is running now has come (state `wiping`).
     public var wipeProgress: WipeProgressInfo?
+    /// The policy in force for this registration: the server's once it sent a valid one.
+    public var policy: PolicyInfo?
+    /// "local" or "server" (the same as `policy.source`).
+    public var policySource: String?
+    /// The x-message-code the server blocked this registration with, while blocked.
+    public var blockedCode: String?
+    /// ISO 8601, UTC: the last check-in attempt and why it was not a contact (null when it was).
+    public var lastAttempt: String?
+    public var lastError: String?
+    /// ISO 8601, UTC: when the next check-in is planned (null without a server).
+    public var nextCheckIn: String?
+    /// Which credentials are stored: "none", "token", "certificate", "token+certificate".
+    public var credentials: String?
+    /// The server's passcode policy (stored and shown; enforced by the passcode feature).
+    public var passcodePolicy: PasscodeSettings?
+    /// The server's shared-device settings (stored and shown).
+    public var sharedDevice: SharedDeviceSettings?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -178,6 +223,18 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
         try c.encodeIfPresent(wipe, forKey: .wipe)
         try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)
+        try c.encodeIfPresent(policy, forKey: .policy)
+        try c.encodeIfPresent(policySource, forKey: .policySource)
+        try c.encodeIfPresent(blockedCode, forKey: .blockedCode)
+        if policySource != nil {
+            // Check-in fields: explicit nulls, so scripts can rely on the keys.
+            try c.encode(lastAttempt, forKey: .lastAttempt)
+            try c.encode(lastError, forKey: .lastError)
+            try c.encode(nextCheckIn, forKey: .nextCheckIn)
+        }
+        try c.encodeIfPresent(credentials, forKey: .credentials)
+        try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
+        try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)
     }
 }
 
@@ -299,13 +356,17 @@ public struct ActionResult: Codable, Sendable, Equatable {
     /// One human sentence: what happened.
     public var detail: String
     public var wipe: WipeSummary?
+    /// True when the action did not achieve what was asked (a check-in that was not a
+    /// contact); absent otherwise.
+    public var failed: Bool?
 
-    public init(user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil) {
+    public init(user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil, failed: Bool? = nil) {
         self.user = user
         self.action = action
         self.state = state
         self.detail = detail
         self.wipe = wipe
+        self.failed = failed
     }
 }
 
@@ -320,7 +381,8 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     public var time: String
     public var user: String
     /// "register", "unregister", "lock", "unlock", "wipe-started", "wipe-resumed", "wipe",
-    /// "wipe-incomplete", "clock-rollback".
+    /// "wipe-incomplete", "clock-rollback", "server-policy", "server-policy-rejected",
+    /// "blocked", "unblocked", "credentials".
     public var kind: String
     public var trigger: Trigger?
     public var detail: String

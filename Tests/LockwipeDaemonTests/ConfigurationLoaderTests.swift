@@ -76,4 +76,29 @@ import Testing
             #expect(found.first?.message.hasPrefix("not valid TOML") == true)
         }
     }
+
+    @Test func serverTableWithDefaultsAndUnits() throws {
+        try withFiles(["lockwiped.toml": "[server]\nurl = \"https://mdm.example.com/lw\"\n"]) { path in
+            let s = try ConfigurationLoader.load(path: path).configuration.server
+            #expect(s == ServerConfiguration(url: "https://mdm.example.com/lw", intervalSeconds: 900, timeoutSeconds: 10, caFile: nil))
+        }
+        #expect(Configuration().server.isConfigured == false)
+    }
+
+    @Test func plainHTTPOnlyToLoopbackAndEveryServerProblemHasItsLine() throws {
+        try withFiles([
+            "lockwiped.toml": "[server]\nurl = \"http://mdm.example.com\"\ninterval = 0\ntimeout = \"10\"\nca_file = \"/nonexistent/ca.pem\"\n",
+        ]) { path in
+            let text = problems(path).map(\.description)
+            #expect(text.contains { $0.hasPrefix("\(path):2: server.url: plain http:// is allowed only to a loopback host") })
+            #expect(text.contains("\(path):3: server.interval: must be 1 or more, not 0"))
+            #expect(text.contains { $0.hasPrefix("\(path):4: server.timeout: must be an integer") })
+            #expect(text.contains("\(path):5: server.ca_file: /nonexistent/ca.pem: no such file"))
+            #expect(text.count == 4)
+        }
+        try withFiles(["lockwiped.toml": "[server]\nurl = \"http://127.0.0.1:8470\"\ninterval = 60\n"]) { path in
+            let interval = try ConfigurationLoader.load(path: path).configuration.server.intervalSeconds
+            #expect(interval == 60)
+        }
+    }
 }

@@ -1,0 +1,43 @@
+import Foundation
+
+/// The rule for `[server] url`: HTTPS anywhere, plain HTTP only to this machine (a demo or
+/// a local proxy), and nothing that would put a secret where it gets logged or shown.
+public enum ServerURL {
+    /// Why `text` cannot be the policy server's URL, or nil when it can.
+    public static func problem(_ text: String) -> String? {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased() else {
+            return "must be an absolute URL such as https://mdm.example.com, not \"\(text)\""
+        }
+        guard let host = c.host, !host.isEmpty else { return "must name a host (https://HOST[:PORT][/PATH]), not \"\(text)\"" }
+        if c.user != nil || c.password != nil {
+            return "must not carry credentials (user:password@); give a token per registration with lockwipectl register --token-file"
+        }
+        if c.query != nil || c.fragment != nil { return "must not have a query (?...) or fragment (#...)" }
+        switch scheme {
+        case "https": return nil
+        case "http":
+            return isLoopback(host) ? nil
+                : "plain http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, [::1]), not \(host); use https://"
+        default:
+            return "must start with https:// (or http:// to a loopback host), not \(scheme)://"
+        }
+    }
+
+    /// localhost, 127.0.0.0/8 and ::1 (with or without brackets).
+    public static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if h == "localhost" || h == "::1" || h == "0:0:0:0:0:0:0:1" { return true }
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "127" else { return false }
+        return parts.allSatisfy { p in !p.isEmpty && p.count <= 3 && p.allSatisfy(\.isASCII) && UInt8(p) != nil }
+    }
+
+    /// The settings URL of one registration: `{base}/mobileservices/settingsExchange/v1/registrations/{user}`.
+    public static func settings(base: String, user: String) -> String {
+        var trimmed = base
+        while trimmed.hasSuffix("/") { trimmed.removeLast() }
+        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+        let escaped = user.addingPercentEncoding(withAllowedCharacters: allowed) ?? user
+        return "\(trimmed)/mobileservices/settingsExchange/v1/registrations/\(escaped)"
+    }
+}

@@ -1,0 +1,413 @@
+"""Server check-in against a real HTTP server on loopback (scripts/lockwipe-demo-server):
+the settings document and its policy, server-initiated lock, wipe and block, every kind of
+bad answer, check-in before an offline action, credentials, TLS, and many registrations.
+
+Daemon runs that travel in time are under libfaketime (wall clock only, see conftest.py);
+the demo server runs in real time, which the protocol does not care about.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import (
+    DAY,
+    can_list,
+    config_text,
+    empty_or_absent,
+    fingerprint,
+    fmt_owner,
+    owner_of,
+    parse_time,
+    server_config,
+    wait_until,
+)
+
+POLICY_3_9 = {"blockWipingPolicy": {"blockWipeEnabled": "true", "blockDisconnectedPeriod": "3",
+                                    "wipeDisconnectedPeriod": 9}}
+ID_CHECKIN_FAILED = "ce1d3d564ad148beb1e1a41af46c9fda"
+ID_BLOCKED = "61443cbf29af46a3b6d734a472097798"
+ID_POLICY_REJECTED = "ac7ef98728d24c7580c9b7203d3c8e14"
+
+
+def registered(d, make_user, *extra):
+    user = make_user()
+    user.vault = d.make_vault(user, f"vault-{user.name}")
+    d.ok("register", "--user", user.name, "--dir", user.vault, *extra)
+    return user
+
+
+def served_daemon(make_daemon, srv, lock=0, wipe=0, interval=3600, timeout=3, faketime=None, **kw):
+    return make_daemon(config=config_text(lock=lock, wipe=wipe, extra=server_config(srv.url, interval, timeout, **kw)),
+                       faketime=faketime)
+
+
+def requests_of(srv, user):
+    return srv.stats(user)["requests"]
+
+
+# --------------------------------------------------------------------------- policy
+
+
+def test_server_policy_arrives_is_applied_and_survives_a_restart(make_daemon, make_server, make_user):
+    srv = make_server()
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    d = served_daemon(make_daemon, srv, lock=20, wipe=40, faketime="+0")
+    user = registered(d, make_user)
+
+    r = d.ok("check-in", "--user", user.name)
+    assert "contact ok" in r.out, r.describe()
+    reg = d.registration(user)
+    assert reg["policy_source"] == "server", reg
+    assert reg["policy"] == {"offline_days_before_lock": 3, "offline_days_before_wipe": 9, "source": "server"}, reg
+    contact = parse_time(reg["last_contact"])
+    assert reg["next_action"]["action"] == "lock", reg
+    locks_at = parse_time(reg["next_action"]["at"])
+    assert abs((locks_at - contact).total_seconds() - 3 * DAY) < 300, (
+        f"the lock is announced for {locks_at}, not 3 server days after the contact at {contact}")
+    assert reg["last_error"] is None and reg["last_attempt"], reg
+    assert parse_time(reg["next_check_in"]) > parse_time(reg["last_attempt"]), reg
+    assert reg["blocked"] is False
+    assert reg["passcode_policy"]["min_length"] == 8 and reg["passcode_policy"]["retry_limit"] == 10, reg
+    doc = d.status()
+    assert doc["server"] == {"configured": True, "url": srv.url}, doc["server"]
+    assert doc["policy"]["source"] == "server" and doc["policy"]["offline_days_before_lock"] == 3, doc["policy"]
+    assert not [w for w in doc["warnings"] if "no policy server" in w], doc["warnings"]
+    assert [e for e in d.history(user) if e["kind"] == "server-policy"], d.history(user)
+    human = d.ok("status").out
+    assert "3d/9d (server)" in human, human
+
+    # The user may check in their own registration.
+    r = d.ctl("check-in", "--user", user.name, user=user)
+    assert r.code == 0, r.describe()
+
+    # Durable: the server is gone, the daemon restarts, the server's policy still holds.
+    srv.stop()
+    d.restart(faketime="+1d")
+    reg = d.registration(user)
+    assert reg["policy_source"] == "server" and reg["policy"]["offline_days_before_lock"] == 3, reg
+    assert reg["state"] == "active"
+    wait_until(lambda: d.registration(user)["last_error"], 10, "the failed start-up check-in is not shown")
+    assert "connect" in d.registration(user)["last_error"], d.registration(user)
+
+
+def test_an_invalid_server_policy_is_rejected_and_the_last_valid_kept(make_daemon, make_server, make_user):
+    srv = make_server()
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    d.ok("check-in", "--user", user.name)
+    for bad in ({"blockDisconnectedPeriod": "9", "wipeDisconnectedPeriod": "3"},
+                {"blockDisconnectedPeriod": "nine"},
+                {"blockDisconnectedPeriod": -2}):
+        srv.set(user, settings={"blockWipingPolicy": bad})
+        d.ok("check-in", "--user", user.name)
+        reg = d.registration(user)
+        assert reg["policy"]["offline_days_before_lock"] == 3 and reg["policy"]["offline_days_before_wipe"] == 9, (
+            f"after the invalid server policy {bad} the policy is {reg['policy']}")
+        assert "rejected" in (reg["last_error"] or ""), reg
+    assert d.log_lines(f"MESSAGE_ID={ID_POLICY_REJECTED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+    assert d.running()
+
+
+# --------------------------------------------------------------------------- server commands
+
+
+def test_traffic_reg_locked_locks_one_registration_and_a_contact_unlocks_it(make_daemon, make_server, make_user):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    a = registered(d, make_user)
+    b = registered(d, make_user)
+    before_b = fingerprint(b.vault)
+    srv.set(a, mode="lock")
+
+    r = d.ctl("check-in")
+    assert r.code == 0, r.describe()
+    assert d.state_of(a) == "locked", d.registration(a)
+    assert d.registration(a)["lock_trigger"] == "server"
+    assert owner_of(a.vault) == (0, 0, 0), fmt_owner(owner_of(a.vault))
+    assert not can_list(a, a.vault)
+    assert d.state_of(b) == "active" and fingerprint(b.vault) == before_b, "the other registration was touched"
+    locks = [e for e in d.history(a) if e["kind"] == "lock"]
+    assert locks and locks[-1]["trigger"] == "server", locks
+
+    # The server no longer says locked: the next contact lifts its lock.
+    srv.set(a, mode="ok")
+    d.ok("check-in", "--user", a.name)
+    assert d.state_of(a) == "active", d.registration(a)
+    assert owner_of(a.vault) == (a.uid, a.gid, 0o750), fmt_owner(owner_of(a.vault))
+    unlocks = [e for e in d.history(a) if e["kind"] == "unlock"]
+    assert unlocks and unlocks[-1]["trigger"] == "server", unlocks
+
+    # An administrator's lock is not the server's to lift.
+    d.ok("lock", "--user", b.name)
+    d.ok("check-in", "--user", b.name)
+    assert d.state_of(b) == "locked" and d.registration(b)["lock_trigger"] == "admin"
+
+
+def test_traffic_reg_wiped_wipes_one_registration_within_a_second(make_daemon, make_server, make_user):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    a = registered(d, make_user)
+    b = registered(d, make_user)
+    d.outside.joinpath("canary.txt").write_text("outside\n")
+    (a.vault / "link").symlink_to(d.outside / "canary.txt")
+    outside = fingerprint(d.outside)
+    before_b = fingerprint(b.vault)
+    srv.set(a, mode="wipe")
+
+    d.ctl("check-in", "--user", a.name)
+    wait_until(lambda: empty_or_absent(a.vault), 5, "the server-ordered wipe did not happen", details=d.log_tail)
+    done = time.time()
+    answered = srv.stats(a)["last_answered_at"]
+    assert done - answered < 1.0, f"the vault was empty {done - answered:.2f} s after the server's answer"
+    reg = d.registration(a)
+    assert reg["state"] == "wiped", reg
+    wipes = [e for e in d.history(a) if e["kind"] == "wipe"]
+    assert wipes and wipes[-1]["trigger"] == "server", wipes
+    assert fingerprint(d.outside) == outside, "the wipe touched files outside the vault"
+    assert d.state_of(b) == "active" and fingerprint(b.vault) == before_b, "the other registration was touched"
+    # A wiped registration checks in no more.
+    n = requests_of(srv, a)
+    d.ctl("check-in")
+    assert requests_of(srv, a) == n
+    assert reg["next_check_in"] is None
+
+
+@pytest.mark.parametrize("code", ["TRAFFIC_BLOCKED", "REG_BLOCKED", "TRAFFIC_REG_BLOCKED"])
+def test_blocked_is_shown_and_touches_no_data(make_daemon, make_server, make_user, code):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    before = fingerprint(user.vault)
+    srv.set(user, mode="block", message_code=code)
+    r = d.ctl("check-in", "--user", user.name)
+    assert r.code == 1, "a blocked check-in is not a success: " + r.describe()
+    reg = d.registration(user)
+    assert reg["blocked"] is True and reg["blocked_code"] == code, reg
+    assert reg["state"] == "active" and fingerprint(user.vault) == before
+    assert any("blocked" in w for w in d.status()["warnings"])
+    assert "BLOCKED" in d.ok("status").out
+    assert d.log_lines(f"MESSAGE_ID={ID_BLOCKED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+    assert [e for e in d.history(user) if e["kind"] == "blocked"]
+
+    srv.set(user, mode="ok")
+    d.ok("check-in", "--user", user.name)
+    reg = d.registration(user)
+    assert reg["blocked"] is False and "blocked_code" not in reg, reg
+
+
+# --------------------------------------------------------------------------- bad answers
+
+
+BAD = [
+    ("500", {}, "HTTP 500"),
+    ("slow", {"delay": 6}, "timed out"),
+    ("truncated", {}, ""),
+    ("malformed", {}, "malformed"),
+    ("not-object", {}, "malformed"),
+    ("huge", {}, "larger than"),
+    ("wrong-type", {}, "content type"),
+    ("forbidden", {}, "403"),
+    ("unauthorized", {}, "401"),
+]
+
+
+@pytest.mark.parametrize("mode,extra,why", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_answer_is_not_a_contact_and_changes_nothing(make_daemon, make_server, make_user, mode, extra, why):
+    srv = make_server()
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    d = served_daemon(make_daemon, srv, timeout=2, faketime="+0")
+    user = registered(d, make_user)
+    d.ok("check-in", "--user", user.name)
+    contact = d.registration(user)["last_contact"]
+    before = fingerprint(user.vault)
+
+    srv.set(user, mode=mode, **extra)
+    d.restart(faketime="+1d")  # a day offline; the start-up check-in fails too
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", d.ctl("check-in", "--user", user.name)))
+    started = time.monotonic()
+    t.start()
+    # The daemon keeps serving while a check-in hangs.
+    assert d.ctl("status", timeout=2).code == 0
+    t.join(timeout=30)
+    r = result["r"]
+    assert r.code == 1, f"`check-in` against a {mode} answer did not fail: " + r.describe()
+    if mode == "slow":
+        assert time.monotonic() - started < 5, "the check-in was not bounded by [server] timeout = 2"
+    reg = d.registration(user)
+    assert reg["last_contact"] == contact, f"a {mode} answer moved the last contact: {reg}"
+    assert reg["offline_seconds"] >= DAY - 300, f"a {mode} answer restarted the offline clock: {reg}"
+    assert reg["policy"]["offline_days_before_lock"] == 3, reg
+    assert reg["state"] == "active" and reg["blocked"] is False, reg
+    assert fingerprint(user.vault) == before
+    assert reg["last_error"] and why in reg["last_error"], f"last_error for {mode}: {reg['last_error']!r}"
+    assert d.log_lines(f"MESSAGE_ID={ID_CHECKIN_FAILED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+    assert d.running()
+
+    # Only a real success restarts the clock.
+    srv.set(user, mode="ok")
+    d.ok("check-in", "--user", user.name)
+    reg = d.registration(user)
+    assert reg["offline_seconds"] < 300 and reg["last_contact"] != contact, reg
+    assert reg["last_error"] is None
+
+
+# --------------------------------------------------------------------------- check-in before acting
+
+
+def test_offline_lock_checks_in_first_and_locks_only_when_the_server_is_down(make_daemon, make_server, make_user):
+    srv = make_server()
+    srv.set("*", mode="ok", settings={"blockWipingPolicy": {"blockWipeEnabled": True, "blockDisconnectedPeriod": 2,
+                                                            "wipeDisconnectedPeriod": 0}})
+    d = served_daemon(make_daemon, srv, lock=2, faketime="+0")
+    user = registered(d, make_user)
+    d.ok("check-in", "--user", user.name)
+
+    # Three days later the lock is due, but the server answers: nothing is locked.
+    d.restart(faketime="+3d")
+    reg = d.registration(user)
+    assert reg["state"] == "active", f"locked although the server was reachable: {reg}"
+    assert reg["offline_seconds"] < 300, reg
+    assert owner_of(user.vault)[2] == 0o750
+    assert not [e for e in d.history(user) if e["kind"] == "lock"]
+
+    # Three more days with the server down: the check-in fails, the vault locks.
+    srv.stop()
+    d.restart(faketime="+6d")
+    reg = d.registration(user)
+    assert reg["state"] == "locked" and reg["lock_trigger"] == "offline", reg
+    assert owner_of(user.vault) == (0, 0, 0)
+    assert "connect" in reg["last_error"], reg
+
+
+def test_scheduled_check_ins_run_at_the_interval(make_daemon, make_server, make_user):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv, interval=1)
+    user = registered(d, make_user)
+    wait_until(lambda: requests_of(srv, user) >= 4, 15, "check-ins did not repeat at interval = 1 s")
+    reg = d.registration(user)
+    assert reg["last_error"] is None and reg["next_check_in"], reg
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def write_secret(d, name, text):
+    path = d.root / name
+    path.write_text(text + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def test_the_token_is_sent_stored_root_only_and_never_shown_or_logged(make_daemon, make_server, make_user):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    token = "lwtok-" + os.urandom(16).hex()
+    srv.set("*", token=token)
+    reg_out = registered(d, make_user, "--token-file", write_secret(d, "token", token))
+    user = reg_out
+    d.ok("check-in", "--user", user.name)
+    assert srv.stats(user)["last_authorization"] == f"Bearer {token}"
+    assert d.registration(user)["credentials"] == "token"
+
+    # Rotate: the old token stops working at the server, the new one is used at once.
+    new = "lwtok-" + os.urandom(16).hex()
+    srv.set("*", token=new)
+    r = d.ok("credentials", "--user", user.name, "--token-file", write_secret(d, "token2", new))
+    d.ok("check-in", "--user", user.name)
+    assert srv.stats(user)["last_authorization"] == f"Bearer {new}"
+
+    seen = [d.ok("status").out, d.ok("status", "--json").out, d.ok("history", "--json").out, d.ok("history").out,
+            d.ctl("status", user=user).out, r.out, d.full_log()]
+    for text in seen:
+        assert token not in text and new not in text, "a token shows up in output or the log"
+    st = os.stat(d.state_dir)
+    assert stat.S_IMODE(st.st_mode) == 0o700
+    for name in os.listdir(d.state_dir):
+        assert stat.S_IMODE(os.stat(d.state_dir / name).st_mode) & 0o077 == 0, f"{name} is readable by others"
+
+    d.ok("credentials", "--user", user.name, "--clear")
+    assert d.registration(user)["credentials"] == "none"
+    r = d.ctl("check-in", "--user", user.name)
+    assert r.code == 1 and "401" in r.out, r.describe()
+
+    bad = d.ctl("credentials", "--user", user.name, "--token-file", write_secret(d, "bad", "two words"))
+    assert bad.code != 0 and "two words" not in bad.text, bad.describe()
+
+
+def make_pki(dir):
+    """A CA, a server certificate for localhost/127.0.0.1 and a client certificate."""
+    def run(*argv):
+        subprocess.run(argv, check=True, capture_output=True, cwd=dir)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=lockwipe test CA")
+    for name, cn, ext in (("server", "localhost", "subjectAltName=DNS:localhost,IP:127.0.0.1"),
+                          ("client", "lockwipe-client", "extendedKeyUsage=clientAuth")):
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+            "-subj", f"/CN={cn}")
+        (dir / f"{name}.ext").write_text(ext + "\n")
+        run("openssl", "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return dir
+
+
+def test_https_with_ca_file_and_client_certificate(make_daemon, make_server, make_user, tmp_path):
+    pki = make_pki(tmp_path)
+    srv = make_server(extra_args=["--tls-cert", pki / "server.pem", "--tls-key", pki / "server.key",
+                                  "--client-ca", pki / "ca.pem"])
+    url = srv.url.replace("127.0.0.1", "localhost")
+    os.chmod(tmp_path, 0o755)
+
+    # Without the CA the server's certificate is not trusted: not a contact.
+    d = make_daemon(config=config_text(extra=server_config(url, 3600, 3)))
+    user = registered(d, make_user, "--client-cert", pki / "client.pem", "--client-key", pki / "client.key")
+    r = d.ctl("check-in", "--user", user.name)
+    assert r.code == 1 and "TLS" in r.out, r.describe()
+
+    d.write_config(config_text(extra=server_config(url, 3600, 3, ca_file=pki / "ca.pem")))
+    d.hup()
+    wait_until(lambda: d.log_lines("configuration reloaded"), 10, "no reload")
+    d.ok("check-in", "--user", user.name)
+    reg = d.registration(user)
+    assert reg["last_error"] is None and reg["credentials"] == "certificate", reg
+    assert srv.stats(user)["last_client_certificate"] == {"commonName": "lockwipe-client"}, srv.stats(user)
+
+
+def test_http_is_refused_for_a_host_that_is_not_loopback(make_daemon):
+    d = make_daemon(config=config_text(extra='\n[server]\nurl = "http://192.0.2.10:8470"\n'), start=False)
+    r = subprocess.run(d.argv("--check-config"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r
+    line = next(i for i, l in enumerate(d.config.read_text().splitlines(), 1) if l.startswith("url"))
+    assert f"{d.config}:{line}: server.url: plain http:// is allowed only to a loopback host" in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- many registrations
+
+
+def test_200_registrations_check_in_with_bounded_connections(make_daemon, make_server, make_user):
+    srv = make_server()
+    d = served_daemon(make_daemon, srv, timeout=5)
+    users = [registered(d, make_user) for _ in range(200)]
+    # Every answer takes 0.2 s, so unbounded clients would pile up connections.
+    srv.set("*", mode="slow", delay=0.2)
+    wait_until(lambda: srv.stats()["active_connections"] <= 8 and all(
+        d2["requests"] >= 1 for d2 in srv.stats()["stats"].values()) and len(srv.stats()["stats"]) >= 200,
+        60, "the registration-time check-ins did not finish")
+    srv.reset_stats()
+    started = time.monotonic()
+    r = d.ok("check-in", timeout=120)
+    elapsed = time.monotonic() - started
+    stats = srv.stats()
+    assert len(r.out.splitlines()) == 200, r.out[-2000:]
+    assert stats["requests"] == 200, stats["requests"]
+    peak = stats["max_concurrent_connections"]
+    print(f"\n200 check-ins in {elapsed:.1f} s, at most {peak} concurrent connections at the server")
+    assert 2 <= peak <= 8, f"{peak} concurrent connections for 200 registrations (bound: 8)"
+    assert all(d.registration(u)["last_error"] is None for u in users[:5])
