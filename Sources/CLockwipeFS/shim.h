@@ -65,6 +65,12 @@ static inline int lockwipe_syncfs(int fd) {
     return syncfs(fd) == 0 ? 0 : -errno;
 }
 
+/// Starts writeback of a file's dirty pages without waiting for it, so the disk works
+/// on one file while the next is being written; the batch's `syncfs` then waits for all.
+static inline void lockwipe_start_writeback(int fd) {
+    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 static const unsigned int lockwipe_immutable_flag = FS_IMMUTABLE_FL;
 static const unsigned int lockwipe_append_flag = FS_APPEND_FL;
 

@@ -99,7 +99,13 @@ struct Unlock: ParsableCommand {
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Irreversibly erase a registration's data (administrators).",
-        discussion: "Asks for confirmation on a terminal; needs --yes otherwise.")
+        discussion: """
+            Asks for confirmation on a terminal; needs --yes otherwise. Files are overwritten \
+            ([wipe] passes, default 1 random pass) and made durable before they are unlinked; \
+            symlinks are never followed and other filesystems never entered. Waits until the \
+            wipe is done (lockwipectl status shows its progress meanwhile) and prints the report; \
+            a wipe that could not remove everything exits 1 and stays pending.
+            """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The user whose data to wipe.") var user: String?
     @Flag(help: "Wipe every registration.") var all = false

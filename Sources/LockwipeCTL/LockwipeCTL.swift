@@ -84,7 +84,9 @@ struct GlobalOptions: ParsableArguments {
     /// Calls the daemon, mapping every failure to SPEC's exit codes.
     func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
         do {
-            let client = try VarlinkClient(path: socketPath)
+            // A wipe takes as long as its data needs (minutes for many GiB); everything
+            // else answers within seconds.
+            let client = try VarlinkClient(path: socketPath, timeout: method == .wipe ? nil : 120)
             return try client.call(method.rawValue, parameters, returning: R.self)
         } catch let error as VarlinkClient.ConnectionError {
             if case .unreachable = error { throw CommandFailure(code: ExitStatus.unreachable, message: "\(error)") }

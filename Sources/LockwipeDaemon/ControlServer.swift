@@ -37,13 +37,35 @@ struct NULFrameDecoder: ByteToMessageDecoder {
 }
 
 /// Closes a connection that stays idle past the limit, and one whose framing failed
-/// (after telling it why).
-final class ConnectionGuard: ChannelInboundHandler, Sendable {
+/// (after telling it why). A connection waiting for the answer to a long request (a
+/// wipe of many GiB) is not idle: every request read is counted until its reply (an
+/// empty one for a oneway call) is written.
+final class ConnectionGuard: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Requests read and not yet answered; touched on the channel's event loop only.
+    private var inFlight = 0
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        inFlight += 1
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        inFlight = max(0, inFlight - 1)
+        if unwrapOutboundIn(data).readableBytes == 0 {
+            promise?.succeed(())  // the marker of an answered oneway call: nothing to send
+            return
+        }
+        context.write(data, promise: promise)
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
+            if inFlight == 0 { context.close(promise: nil) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -139,7 +161,10 @@ public final class ControlServer: Sendable {
             try await connection.executeThenClose { inbound, outbound in
                 for try await message in inbound {
                     let data = Data(message.readableBytesView)
-                    guard let reply = await self.respond(to: data, credentials: credentials) else { continue }
+                    guard let reply = await self.respond(to: data, credentials: credentials) else {
+                        try await outbound.write(ByteBuffer())  // answered (oneway): no longer in flight
+                        continue
+                    }
                     var out = ByteBuffer(bytes: reply.data)
                     out.writeInteger(UInt8(0))
                     try await outbound.write(out)

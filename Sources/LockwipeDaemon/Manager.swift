@@ -101,6 +101,7 @@ public actor Manager {
 
     public func stop() {
         stopped = true
+        for progress in runningWipes.values { progress.cancel() }
         wakeTimer?.cancel()
         wakeTimer = nil
     }
@@ -378,7 +379,13 @@ public actor Manager {
         // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
         // long one half-way (it would only resume again), and say how far it is.
         let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
-        let summary = await eraser.erase(directories: r.directories, options: configuration.wipe, progress: progress)
+        // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
+        // and stays pending, instead of holding the stop until it is done.
+        let summary = await withTaskCancellationHandler {
+            await eraser.erase(directories: r.directories, options: configuration.wipe, progress: progress)
+        } onCancel: {
+            progress.cancel()
+        }
         ticker?.cancel()
         runningWipes[user] = nil
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)

@@ -35,15 +35,19 @@ public protocol VaultErasing: Sendable {
 public struct SecureEraser: VaultErasing {
     /// Directory descriptors kept open at most; deeper walks re-open parents through `..`.
     public var maxOpenDirectories: Int
-    /// Overwritten files waiting for one `syncfs`, at most (each holds two descriptors).
+    /// Overwritten files waiting for one `syncfs`, at most. They hold no descriptor: a
+    /// file is closed once written, and found again by name (checked by inode) to unlink.
     public var batchFiles: Int
     /// Overwritten bytes waiting for one `syncfs`, at most.
     public var batchBytes: Int64
+    /// Directories the batch's files are in, at most (each holds one descriptor).
+    public var batchDirectories: Int
 
-    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 64, batchBytes: Int64 = 128 << 20) {
+    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 1024, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32) {
         self.maxOpenDirectories = max(2, maxOpenDirectories)
         self.batchFiles = max(1, batchFiles)
         self.batchBytes = max(1, batchBytes)
+        self.batchDirectories = max(1, batchDirectories)
     }
 
     public func erase(directories: [String], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
@@ -92,14 +96,17 @@ final class WipeRun {
 
     /// An overwritten file waiting for the batch's `syncfs` before it may be unlinked.
     private struct Pending {
-        var fd: Int32
         var dirFd: Int32
         var name: [CChar]
         var path: String
+        var dev: UInt64
+        var ino: UInt64
         var bytes: Int64
     }
 
-    private enum WalkEnd { case finished, lostWay }
+    private enum WalkEnd { case finished, lostWay, cancelled }
+
+    static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
 
     private let engine: SecureEraser
     private let options: WipeOptions
@@ -155,7 +162,11 @@ final class WipeRun {
     func erase(root: String) {
         for attempt in 1...3 {
             let skippedBefore = tally.skipped.count
-            let end = walk(root)
+            let end = progress.isCancelled ? .cancelled : walk(root)
+            if end == .cancelled {
+                discardBatch()  // not durable yet: those files stay, and are overwritten again on resume
+                return skip(root, Self.cancelledReason)
+            }
             flush()
             guard let left = remainingEntries(root) else { return }  // the root is gone
             if left == 0 {
@@ -230,6 +241,7 @@ final class WipeRun {
         }
 
         while let top = stack.indices.last {
+            if progress.isCancelled { return .cancelled }
             errno = 0
             guard let entry = readdir(stack[top].dir!) else {
                 if errno != 0 { skip(stack[top].path, "cannot be read: \(Self.reason(errno))") }
@@ -428,7 +440,7 @@ final class WipeRun {
             case .success(let bytes): written += bytes
             case .failure(let error):
                 close(fd)
-                return skip(path, "could not be overwritten (\(Self.reason(error.code))); left in place")
+                return skip(path, error.code == ECANCELED ? Self.cancelledReason : "could not be overwritten (\(Self.reason(error.code))); left in place")
             }
             // Every pass but the last must reach the disk, or the page cache simply keeps
             // the last one; the last is made durable with its batch.
@@ -438,8 +450,11 @@ final class WipeRun {
                 return skip(path, "overwrite pass could not be made durable (\(Self.reason(code))); left in place")
             }
         }
+        lockwipe_start_writeback(fd)
+        close(fd)
+        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
-        batch.append(Pending(fd: fd, dirFd: dup, name: name, path: path, bytes: written))
+        batch.append(Pending(dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
         batchBytes += written
         if batch.count >= engine.batchFiles || batchBytes >= engine.batchBytes { flush() }
     }
@@ -447,11 +462,10 @@ final class WipeRun {
     struct WriteError: Error { var code: Int32 }
 
     /// Writes the pattern over every data range of the file (`SEEK_DATA`/`SEEK_HOLE`), so a
-    /// sparse file is not inflated, rounded up to whole blocks to cover the slack after
-    /// the end. Large chunks, positioned writes: no per-block system calls.
+    /// sparse file is not inflated. The file keeps its size: the last block goes to disk
+    /// whole from its page (the part past the end zeroed), so rounding up would only add
+    /// a size change to journal. Large chunks, positioned writes: no per-block calls.
     func writeData(_ fd: Int32, size: Int64) -> Result<Int64, WriteError> {
-        let block: Int64 = 4096
-        let end = (size + block - 1) / block * block
         var offset: Int64 = 0
         var written: Int64 = 0
         while offset < size {
@@ -465,11 +479,12 @@ final class WipeRun {
                 hole = lseek(fd, data, SEEK_HOLE)
                 if hole < 0 { hole = off_t(size) }
             }
-            let to = min((Int64(hole) + block - 1) / block * block, end)
+            let to = min(Int64(hole), size)
             var position = Int64(data)
             while position < to {
+                if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
                 let length = Int(min(Int64(source.chunkSize), to - position))
-                let n = source.withNextChunk { chunk in pwrite(fd, chunk.baseAddress, length, off_t(position)) }
+                let n = source.withNext(length) { chunk in pwrite(fd, chunk.baseAddress, chunk.count, off_t(position)) }
                 if n < 0 {
                     if errno == EINTR { continue }
                     return .failure(WriteError(code: errno))
@@ -483,6 +498,12 @@ final class WipeRun {
         return .success(written)
     }
 
+    private func batchDirsHold(_ dirFd: Int32) -> Bool {
+        var st = stat()
+        fstat(dirFd, &st)
+        return batchDirs.last.map { $0.dev == UInt64(st.st_dev) && $0.ino == UInt64(st.st_ino) } ?? false
+    }
+
     /// A duplicate of `dirFd` that stays valid while the walk closes directories.
     private func batchDirectory(_ dirFd: Int32) -> Int32 {
         var st = stat()
@@ -491,6 +512,14 @@ final class WipeRun {
         let fd = dup(dirFd)
         batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
         return fd
+    }
+
+    /// Closes the batch's descriptors without unlinking anything.
+    private func discardBatch() {
+        for d in batchDirs { close(d.fd) }
+        batch.removeAll()
+        batchDirs.removeAll()
+        batchBytes = 0
     }
 
     /// Makes the batch durable with one `syncfs`, then truncates and unlinks its files.
@@ -503,17 +532,25 @@ final class WipeRun {
             batchBytes = 0
         }
         guard let first = batch.first else { return }
-        let synced = lockwipe_syncfs(first.fd)
+        let synced = lockwipe_syncfs(first.dirFd)
         for file in batch {
-            defer { close(file.fd) }
             if synced != 0 {
                 skip(file.path, "the overwrite could not be made durable (syncfs: \(Self.reason(-synced))); left in place")
+                continue
+            }
+            // The name must still be the file that was overwritten: anything else in its
+            // place is left for the next walk, which overwrites it first.
+            let fd = openat(file.dirFd, file.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            var st = stat()
+            guard fd >= 0, fstat(fd, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino else {
+                if fd >= 0 { close(fd) }
                 continue
             }
             tally.filesOverwritten += 1
             tally.bytesOverwritten += file.bytes
             progress.update { $0.filesOverwritten += 1 }
-            _ = ftruncate(file.fd, 0)
+            if st.st_nlink == 1 { _ = ftruncate(fd, 0) }  // a new link elsewhere keeps its data
+            close(fd)
             if unlinkat(file.dirFd, file.name, 0) == 0 {
                 removed()
             } else if errno != ENOENT {
@@ -552,8 +589,7 @@ final class WipeRun {
             switch st.st_mode & S_IFMT {
             case S_IFREG where st.st_nlink == 1:
                 files += 1
-                let rounded = (Int64(st.st_size) + 4095) / 4096 * 4096
-                bytes += min(rounded, Int64(st.st_blocks) * 512)
+                bytes += min(Int64(st.st_size), Int64(st.st_blocks) * 512)
             case S_IFDIR where stack.count < engine.maxOpenDirectories:
                 let fd = openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 if fd >= 0, let child = fdopendir(fd) { stack.append(child) } else if fd >= 0 { close(fd) }

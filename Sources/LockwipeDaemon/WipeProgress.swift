@@ -26,6 +26,12 @@ public final class WipeProgress: Sendable {
 
     private let counters = Mutex(Counters())
     private let started: ContinuousClock.Instant
+    private let cancelled = Atomic<Bool>(false)
+
+    /// Asks the wipe to stop at the next entry (daemon shutdown). What it did stays done,
+    /// the intent stays pending, and the next start resumes it.
+    public func cancel() { cancelled.store(true, ordering: .relaxed) }
+    public var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
 
     public init(now: ContinuousClock.Instant = .now) { started = now }
 

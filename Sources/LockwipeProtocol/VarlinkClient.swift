@@ -26,8 +26,9 @@ public final class VarlinkClient {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
-    /// Connects to `path`; `timeout` bounds every later read and write.
-    public init(path: String, timeout: TimeInterval = 120) throws {
+    /// Connects to `path`; `timeout` bounds every later read and write (nil: wait as long
+    /// as the daemon works, for actions whose length depends on the data, like a wipe).
+    public init(path: String, timeout: TimeInterval? = 120) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw ConnectionError.unreachable(path: path, reason: String(cString: strerror(errno))) }
         var addr = sockaddr_un()
@@ -42,7 +43,7 @@ public final class VarlinkClient {
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: 0)
+        var tv = timeval(tv_sec: Int(timeout ?? 0), tv_usec: 0)  // 0: no timeout
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &addr) {
