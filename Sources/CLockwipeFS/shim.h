@@ -11,6 +11,9 @@
 #include <sys/ioctl.h>
 #include <linux/fs.h>
 #include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/fscrypt.h>
 
 /// The mount id of `name` relative to `dirfd` (not following a final symlink), so a walk
 /// can refuse to enter any mount point, including bind mounts of the same filesystem,
@@ -65,13 +68,89 @@ static inline int lockwipe_syncfs(int fd) {
     return syncfs(fd) == 0 ? 0 : -errno;
 }
 
-/// Starts writeback of a file's dirty pages without waiting for it, so the disk works
-/// on one file while the next is being written; the batch's `syncfs` then waits for all.
-static inline void lockwipe_start_writeback(int fd) {
-    (void)sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
-}
-
 static const unsigned int lockwipe_immutable_flag = FS_IMMUTABLE_FL;
 static const unsigned int lockwipe_append_flag = FS_APPEND_FL;
+
+// MARK: fscrypt v2 (encrypted vaults). Every function returns 0 (or a documented
+// non-negative value) or -errno. Keys are identified by their 16-byte identifier, which
+// the kernel derives from the key itself.
+
+/// Adds a raw key (64 bytes for AES-256-XTS) to the filesystem of `fd` for all users
+/// and returns its identifier.
+static inline int lockwipe_fscrypt_add_key(int fd, const uint8_t *raw, uint32_t raw_size, uint8_t identifier[16]) {
+    struct fscrypt_add_key_arg *arg = calloc(1, sizeof(*arg) + raw_size);
+    if (arg == NULL) {
+        return -ENOMEM;
+    }
+    arg->key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
+    arg->raw_size = raw_size;
+    memcpy(arg->raw, raw, raw_size);
+    int rc = ioctl(fd, FS_IOC_ADD_ENCRYPTION_KEY, arg) == 0 ? 0 : -errno;
+    if (rc == 0) {
+        memcpy(identifier, arg->key_spec.u.identifier, 16);
+    }
+    explicit_bzero(arg->raw, raw_size);
+    free(arg);
+    return rc;
+}
+
+/// Makes the empty directory `fd` an fscrypt v2 directory under the key `identifier`
+/// (AES-256-XTS contents, AES-256-CTS file names).
+static inline int lockwipe_fscrypt_set_policy(int fd, const uint8_t identifier[16]) {
+    struct fscrypt_policy_v2 policy;
+    memset(&policy, 0, sizeof(policy));
+    policy.version = FSCRYPT_POLICY_V2;
+    policy.contents_encryption_mode = FSCRYPT_MODE_AES_256_XTS;
+    policy.filenames_encryption_mode = FSCRYPT_MODE_AES_256_CTS;
+    policy.flags = FSCRYPT_POLICY_FLAGS_PAD_32;
+    memcpy(policy.master_key_identifier, identifier, 16);
+    return ioctl(fd, FS_IOC_SET_ENCRYPTION_POLICY, &policy) == 0 ? 0 : -errno;
+}
+
+/// The v2 key identifier of the encrypted directory `fd`: 0, -ENODATA when it is not
+/// encrypted, -EINVAL for a v1 policy, -ENOTTY/-EOPNOTSUPP without fscrypt.
+static inline int lockwipe_fscrypt_get_policy(int fd, uint8_t identifier[16]) {
+    struct fscrypt_get_policy_ex_arg arg;
+    memset(&arg, 0, sizeof(arg));
+    arg.policy_size = sizeof(arg.policy);
+    if (ioctl(fd, FS_IOC_GET_ENCRYPTION_POLICY_EX, &arg) != 0) {
+        return -errno;
+    }
+    if (arg.policy.version != FSCRYPT_POLICY_V2) {
+        return -EINVAL;
+    }
+    memcpy(identifier, arg.policy.v2.master_key_identifier, 16);
+    return 0;
+}
+
+/// Removes the key from the kernel for all users. Returns the removal status flags:
+/// 0, or FSCRYPT_KEY_REMOVAL_STATUS_FLAG_FILES_BUSY when open files keep it partly in use.
+static inline int lockwipe_fscrypt_remove_key(int fd, const uint8_t identifier[16]) {
+    struct fscrypt_remove_key_arg arg;
+    memset(&arg, 0, sizeof(arg));
+    arg.key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
+    memcpy(arg.key_spec.u.identifier, identifier, 16);
+    if (ioctl(fd, FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS, &arg) != 0) {
+        return -errno;
+    }
+    return (int)arg.removal_status_flags;
+}
+
+/// FSCRYPT_KEY_STATUS_ABSENT, _PRESENT or _INCOMPLETELY_REMOVED for the key, or -errno.
+static inline int lockwipe_fscrypt_key_status(int fd, const uint8_t identifier[16]) {
+    struct fscrypt_get_key_status_arg arg;
+    memset(&arg, 0, sizeof(arg));
+    arg.key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
+    memcpy(arg.key_spec.u.identifier, identifier, 16);
+    if (ioctl(fd, FS_IOC_GET_ENCRYPTION_KEY_STATUS, &arg) != 0) {
+        return -errno;
+    }
+    return (int)arg.status;
+}
+
+static const int lockwipe_fscrypt_status_absent = FSCRYPT_KEY_STATUS_ABSENT;
+static const int lockwipe_fscrypt_status_present = FSCRYPT_KEY_STATUS_PRESENT;
+static const int lockwipe_fscrypt_status_incompletely_removed = FSCRYPT_KEY_STATUS_INCOMPLETELY_REMOVED;
+static const int lockwipe_fscrypt_removal_files_busy = FSCRYPT_KEY_REMOVAL_STATUS_FLAG_FILES_BUSY;
 
 #endif

@@ -395,11 +395,12 @@ public actor Manager {
         meta["skipped"] = "\(summary.skipped.count)"
         meta["passes"] = "\(summary.passes)"
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
+        meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
         let overwritten = summary.passes == 0
             ? "unlink only (passes = 0)"
             : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
         let detail = summary.complete
-            ? "\(summary.entriesRemoved) entries removed, \(overwritten)\(resumed ? " (resumed)" : "")"
+            ? "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
             : "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
         do {
             try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? "wipe" : "wipe-incomplete", trigger, detail, at: clock.now().wall))

@@ -450,7 +450,6 @@ final class WipeRun {
                 return skip(path, "overwrite pass could not be made durable (\(Self.reason(code))); left in place")
             }
         }
-        lockwipe_start_writeback(fd)
         close(fd)
         if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)

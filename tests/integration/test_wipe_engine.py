@@ -143,6 +143,9 @@ def test_adversarial_corpus_is_wiped_and_nothing_outside_changes(daemon, make_us
     assert int(fields["LOCKWIPE_BYTES"]) < 1 << 20, fields
     assert fields["LOCKWIPE_ATTRIBUTES_CLEARED"] == "2", fields
     assert "overwrote 10 files" in r.out and "1 random pass" in r.out, r.out
+    assert float(fields["LOCKWIPE_ELAPSED_SECONDS"]) > 0, fields
+    last = [e for e in daemon.history(user) if e["kind"] == "wipe"][-1]
+    assert "10 files overwritten" in last["detail"] and " s" in last["detail"], last
     report = daemon.registration(user)["wipe"]
     assert report["complete"] is True and report["skipped"] == []
     assert report["files_overwritten"] == 10 and report["passes"] == 1
@@ -317,9 +320,7 @@ def test_kill9_during_wipe_resumes_after_restart(make_daemon, make_user, procs, 
     register(daemon, user, vault)
     before = fingerprint(daemon.outside)
 
-    wipe = procs.spawn(None, [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket),
-                              "wipe", "--user", user.name, "--yes"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wipe = spawn_wipe(daemon, procs, user)
     # From the moment the intent is durable, kill at a random point of the wipe.
     wait_until(lambda: daemon.state_of(user) in ("wipe-pending", "wiping"), 10, "the wipe did not start")
     time.sleep(rng.uniform(0, 0.4))
@@ -338,20 +339,31 @@ def test_kill9_during_wipe_resumes_after_restart(make_daemon, make_user, procs, 
     assert daemon.log_lines("resuming the interrupted wipe"), daemon.log_tail()
 
 
-def test_sigterm_stops_a_running_wipe_which_resumes_at_the_next_start(make_daemon, make_user, procs):
-    daemon = make_daemon(config="[wipe]\npasses = 3\n")
-    user = make_user()
+def make_big_vault(daemon, user, files, mib_each):
+    """A registered vault of `files` files of `mib_each` MiB of random data."""
     vault = daemon.data / "vault"
     vault.mkdir()
     chunk = os.urandom(1 << 20)
-    for i in range(64):
+    for i in range(files):
         with open(vault / f"big{i}.bin", "wb") as f:
-            for _ in range(4):
+            for _ in range(mib_each):
                 f.write(chunk)
     register(daemon, user, vault)
-    wipe = procs.spawn(None, [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket),
+    return vault
+
+
+def spawn_wipe(daemon, procs, user):
+    """`lockwipectl wipe --yes` in the background (it waits for the whole wipe)."""
+    return procs.spawn(None, [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket),
                               "wipe", "--user", user.name, "--yes"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigterm_stops_a_running_wipe_which_resumes_at_the_next_start(make_daemon, make_user, procs):
+    daemon = make_daemon(config="[wipe]\npasses = 3\n")
+    user = make_user()
+    vault = make_big_vault(daemon, user, 64, 4)
+    wipe = spawn_wipe(daemon, procs, user)
     wait_until(lambda: ((daemon.registration(user) or {}).get("wipe_progress") or {}).get("bytes_overwritten", 0) > 0,
                30, "the wipe did not start overwriting")
     started = time.monotonic()
@@ -376,17 +388,8 @@ def test_sigterm_stops_a_running_wipe_which_resumes_at_the_next_start(make_daemo
 def test_status_shows_progress_while_wiping(make_daemon, make_user, procs):
     daemon = make_daemon(config="[wipe]\npasses = 2\n")
     user = make_user()
-    vault = daemon.data / "vault"
-    vault.mkdir()
-    chunk = os.urandom(1 << 20)
-    for i in range(96):
-        with open(vault / f"big{i}.bin", "wb") as f:
-            for _ in range(4):
-                f.write(chunk)
-    register(daemon, user, vault)
-    wipe = procs.spawn(None, [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket),
-                              "wipe", "--user", user.name, "--yes"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    vault = make_big_vault(daemon, user, 96, 4)
+    wipe = spawn_wipe(daemon, procs, user)
     seen = wait_until(
         lambda: (p := (daemon.registration(user) or {}).get("wipe_progress")) and p["phase"] == "erasing"
         and p["bytes_overwritten"] > 0 and p,

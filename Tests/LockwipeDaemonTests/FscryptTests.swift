@@ -1,0 +1,134 @@
+import Foundation
+@testable import LockwipeDaemon
+import Testing
+
+/// A real fscrypt filesystem: an ext4 image made with `-O encrypt`, loop-mounted in a
+/// temporary directory, unmounted and removed afterwards (also when a test fails).
+final class EncryptedFilesystem {
+    let root: String
+    let mountPoint: String
+    private(set) var mounted = false
+
+    /// nil, with the reason, where this machine cannot do it (not root, no loop device,
+    /// a kernel without ext4 encryption).
+    static func make() -> (EncryptedFilesystem?, String?) {
+        guard getuid() == 0 else { return (nil, "needs root to loop-mount an ext4 image") }
+        guard FileManager.default.fileExists(atPath: "/sys/fs/ext4/features/encryption") else {
+            return (nil, "this kernel's ext4 has no encryption (/sys/fs/ext4/features/encryption)")
+        }
+        let fs = EncryptedFilesystem()
+        let image = fs.root + "/fs.img"
+        guard run(["truncate", "-s", "64M", image]) == 0, run(["mkfs.ext4", "-q", "-O", "encrypt", image]) == 0 else {
+            return (nil, "mkfs.ext4 -O encrypt failed")
+        }
+        guard run(["mount", "-o", "loop", image, fs.mountPoint]) == 0 else { return (nil, "cannot loop-mount the image") }
+        fs.mounted = true
+        return (fs, nil)
+    }
+
+    private init() {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("lwfscrypt-\(UUID().uuidString)").path
+        mountPoint = root + "/mnt"
+        try? FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        if mounted { _ = Self.run(["umount", mountPoint]) }
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    @discardableResult
+    static func run(_ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}
+
+@Suite(.serialized) struct FscryptTests {
+    func randomKey() -> [UInt8] { (0..<Fscrypt.keySize).map { _ in UInt8.random(in: 0...255) } }
+
+    func openDirectory(_ path: String) -> Int32 { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+
+    @Test func lockedVaultIsCiphertextEvenForRootAndUnlocksByteIdentical() throws {
+        let (made, why) = EncryptedFilesystem.make()
+        guard let fs = made else {
+            print("FscryptTests skipped: \(why!)")
+            return
+        }
+        let vault = fs.mountPoint + "/vault"
+        #expect(mkdir(vault, 0o700) == 0)
+        // Key operations go through the filesystem's root: a descriptor open inside the
+        // vault would itself keep the key in use.
+        let fd = openDirectory(fs.mountPoint)
+        defer { close(fd) }
+        let vaultFd = openDirectory(vault)
+        #expect(try Fscrypt.policy(of: vaultFd, path: vault) == nil)
+        #expect(Fscrypt.isSupported(fd: vaultFd))
+
+        let key = randomKey()
+        let id = try Fscrypt.encrypt(emptyDirectory: vaultFd, path: vault, key: key)
+        #expect(try Fscrypt.policy(of: vaultFd, path: vault) == id)
+        close(vaultFd)
+        #expect(try Fscrypt.status(of: id, fd: fd, path: vault) == .present)
+        let secret = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try secret.write(to: URL(fileURLWithPath: vault + "/report.bin"))
+
+        #expect(try Fscrypt.removeKey(id, fd: fd, path: vault) == .removed)
+        #expect(try Fscrypt.status(of: id, fd: fd, path: vault) == .absent)
+        // The name is ciphertext now, and the contents cannot be opened, not even by root.
+        let names = try FileManager.default.contentsOfDirectory(atPath: vault)
+        #expect(names.count == 1 && names != ["report.bin"])
+        let opened = open(vault + "/" + names[0], O_RDONLY)
+        #expect(opened < 0 && errno == ENOKEY)  // "Required key not available"
+
+        #expect(try Fscrypt.addKey(key, fd: fd, path: vault) == id)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: vault + "/report.bin")) == secret)
+    }
+
+    @Test func openFilesKeepTheKeyBusyUntilTheyClose() throws {
+        let (made, why) = EncryptedFilesystem.make()
+        guard let fs = made else {
+            print("FscryptTests skipped: \(why!)")
+            return
+        }
+        let vault = fs.mountPoint + "/vault"
+        mkdir(vault, 0o700)
+        let fd = openDirectory(fs.mountPoint)
+        defer { close(fd) }
+        let vaultFd = openDirectory(vault)
+        let id = try Fscrypt.encrypt(emptyDirectory: vaultFd, path: vault, key: randomKey())
+        close(vaultFd)
+        let holder = open(vault + "/open.txt", O_CREAT | O_RDWR, 0o600)
+        #expect(holder >= 0)
+        #expect(try Fscrypt.removeKey(id, fd: fd, path: vault) == .filesBusy)
+        #expect(try Fscrypt.status(of: id, fd: fd, path: vault) == .incompletelyRemoved)
+        close(holder)
+        #expect(try Fscrypt.removeKey(id, fd: fd, path: vault) == .removed)
+        #expect(try Fscrypt.status(of: id, fd: fd, path: vault) == .absent)
+    }
+
+    @Test func onlyEmptyDirectoriesOnFscryptFilesystemsCanBecomeVaults() throws {
+        let (made, why) = EncryptedFilesystem.make()
+        guard let fs = made else {
+            print("FscryptTests skipped: \(why!)")
+            return
+        }
+        let vault = fs.mountPoint + "/full"
+        mkdir(vault, 0o700)
+        #expect(FileManager.default.createFile(atPath: vault + "/already-here", contents: Data("x".utf8)))
+        let fd = openDirectory(vault)
+        defer { close(fd) }
+        #expect(throws: FileSystemError.self) { try Fscrypt.encrypt(emptyDirectory: fd, path: vault, key: randomKey()) }
+
+        // /tmp's own filesystem (made without -O encrypt) cannot hold vaults.
+        let plain = openDirectory(fs.root)
+        defer { close(plain) }
+        #expect(!Fscrypt.isSupported(fd: plain))
+    }
+}
