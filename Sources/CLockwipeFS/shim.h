@@ -11,9 +11,15 @@
 #include <sys/ioctl.h>
 #include <linux/fs.h>
 #include <unistd.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stddef.h>
 #include <linux/fscrypt.h>
+
+// Declared here, not through <stdlib.h>/<string.h>: with _GNU_SOURCE those pull in
+// <sys/select.h>, whose fd_set then differs from the one in Dispatch's module and a clean
+// build of every module that imports both fails ("__fds_bits ... is not present").
+extern void *calloc(size_t nmemb, size_t size);
+extern void free(void *ptr);
+extern void explicit_bzero(void *s, size_t n);
 
 /// The mount id of `name` relative to `dirfd` (not following a final symlink), so a walk
 /// can refuse to enter any mount point, including bind mounts of the same filesystem,
@@ -84,10 +90,10 @@ static inline int lockwipe_fscrypt_add_key(int fd, const uint8_t *raw, uint32_t 
     }
     arg->key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
     arg->raw_size = raw_size;
-    memcpy(arg->raw, raw, raw_size);
+    __builtin_memcpy(arg->raw, raw, raw_size);
     int rc = ioctl(fd, FS_IOC_ADD_ENCRYPTION_KEY, arg) == 0 ? 0 : -errno;
     if (rc == 0) {
-        memcpy(identifier, arg->key_spec.u.identifier, 16);
+        __builtin_memcpy(identifier, arg->key_spec.u.identifier, 16);
     }
     explicit_bzero(arg->raw, raw_size);
     free(arg);
@@ -98,12 +104,12 @@ static inline int lockwipe_fscrypt_add_key(int fd, const uint8_t *raw, uint32_t 
 /// (AES-256-XTS contents, AES-256-CTS file names).
 static inline int lockwipe_fscrypt_set_policy(int fd, const uint8_t identifier[16]) {
     struct fscrypt_policy_v2 policy;
-    memset(&policy, 0, sizeof(policy));
+    __builtin_memset(&policy, 0, sizeof(policy));
     policy.version = FSCRYPT_POLICY_V2;
     policy.contents_encryption_mode = FSCRYPT_MODE_AES_256_XTS;
     policy.filenames_encryption_mode = FSCRYPT_MODE_AES_256_CTS;
     policy.flags = FSCRYPT_POLICY_FLAGS_PAD_32;
-    memcpy(policy.master_key_identifier, identifier, 16);
+    __builtin_memcpy(policy.master_key_identifier, identifier, 16);
     return ioctl(fd, FS_IOC_SET_ENCRYPTION_POLICY, &policy) == 0 ? 0 : -errno;
 }
 
@@ -111,7 +117,7 @@ static inline int lockwipe_fscrypt_set_policy(int fd, const uint8_t identifier[1
 /// encrypted, -EINVAL for a v1 policy, -ENOTTY/-EOPNOTSUPP without fscrypt.
 static inline int lockwipe_fscrypt_get_policy(int fd, uint8_t identifier[16]) {
     struct fscrypt_get_policy_ex_arg arg;
-    memset(&arg, 0, sizeof(arg));
+    __builtin_memset(&arg, 0, sizeof(arg));
     arg.policy_size = sizeof(arg.policy);
     if (ioctl(fd, FS_IOC_GET_ENCRYPTION_POLICY_EX, &arg) != 0) {
         return -errno;
@@ -119,7 +125,7 @@ static inline int lockwipe_fscrypt_get_policy(int fd, uint8_t identifier[16]) {
     if (arg.policy.version != FSCRYPT_POLICY_V2) {
         return -EINVAL;
     }
-    memcpy(identifier, arg.policy.v2.master_key_identifier, 16);
+    __builtin_memcpy(identifier, arg.policy.v2.master_key_identifier, 16);
     return 0;
 }
 
@@ -127,9 +133,9 @@ static inline int lockwipe_fscrypt_get_policy(int fd, uint8_t identifier[16]) {
 /// 0, or FSCRYPT_KEY_REMOVAL_STATUS_FLAG_FILES_BUSY when open files keep it partly in use.
 static inline int lockwipe_fscrypt_remove_key(int fd, const uint8_t identifier[16]) {
     struct fscrypt_remove_key_arg arg;
-    memset(&arg, 0, sizeof(arg));
+    __builtin_memset(&arg, 0, sizeof(arg));
     arg.key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
-    memcpy(arg.key_spec.u.identifier, identifier, 16);
+    __builtin_memcpy(arg.key_spec.u.identifier, identifier, 16);
     if (ioctl(fd, FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS, &arg) != 0) {
         return -errno;
     }
@@ -139,9 +145,9 @@ static inline int lockwipe_fscrypt_remove_key(int fd, const uint8_t identifier[1
 /// FSCRYPT_KEY_STATUS_ABSENT, _PRESENT or _INCOMPLETELY_REMOVED for the key, or -errno.
 static inline int lockwipe_fscrypt_key_status(int fd, const uint8_t identifier[16]) {
     struct fscrypt_get_key_status_arg arg;
-    memset(&arg, 0, sizeof(arg));
+    __builtin_memset(&arg, 0, sizeof(arg));
     arg.key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
-    memcpy(arg.key_spec.u.identifier, identifier, 16);
+    __builtin_memcpy(arg.key_spec.u.identifier, identifier, 16);
     if (ioctl(fd, FS_IOC_GET_ENCRYPTION_KEY_STATUS, &arg) != 0) {
         return -errno;
     }
