@@ -1,10 +1,5 @@
 import LockwipeCore
 
-/// The version both binaries report (`--version`, `GetStatus.version`, `GetInfo`).
-public enum LockwipeVersion {
-    public static let current = "0.1.0"
-}
-
 /// The methods of `io.lockwipe.Manager` (see `InterfaceDescription`).
 public enum ManagerMethod: String, Sendable, CaseIterable {
     case getStatus = "io.lockwipe.Manager.GetStatus"
