@@ -64,6 +64,25 @@ public struct PasscodePolicy: Sendable, Equatable, Codable {
         retryLimit > 0 && failedAttempts >= retryLimit
     }
 
+    /// This policy with every rule the server sent (`passwordPolicy*`) in place of the
+    /// local one: the server wins rule by rule, what it did not send stays local. A server
+    /// that sends `passwordPolicyEnabled: false` imposes nothing, and the local policy stays.
+    public func overridden(by server: PasscodeSettings?) -> PasscodePolicy {
+        guard let server, server.enabled != false else { return self }
+        var p = self
+        if let v = server.minLength { p.minLength = v }
+        if let v = server.requiresDigit { p.requiresDigit = v }
+        if let v = server.requiresLower { p.requiresLower = v }
+        if let v = server.requiresUpper { p.requiresUpper = v }
+        if let v = server.requiresSpecial { p.requiresSpecial = v }
+        if let v = server.minUniqueChars { p.minUniqueChars = v }
+        if let v = server.expirationDays { p.expirationDays = v }
+        if let v = server.retryLimit { p.retryLimit = v }
+        if let v = server.lockTimeout { p.lockTimeout = v }
+        if let v = server.defaultPasswordAllowed { p.defaultPasswordAllowed = v }
+        return p
+    }
+
     /// Settings that cannot be satisfied or make no sense, by key: nothing is fixed up.
     public var problems: [(key: String, message: String)] {
         var out: [(String, String)] = []

@@ -64,4 +64,8 @@ public enum Trigger: String, Sendable, Codable, Equatable {
     case server
     /// The daemon resumed an action interrupted by a crash or reboot.
     case resume
+    /// The user's last login session ended `lock_timeout` seconds ago.
+    case logout
+    /// Failed passcode attempts reached the passcode policy's `retry_limit`.
+    case retryLimit = "retry-limit"
 }

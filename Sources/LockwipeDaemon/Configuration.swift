@@ -21,6 +21,8 @@ public struct Configuration: Sendable, Equatable {
     public var wipe = WipeOptions()
     /// The policy server (`[server]`); no `url` means no server.
     public var server = ServerConfiguration()
+    /// The passcode policy of encrypted vaults (`[passcode]`); the server's replaces it rule by rule.
+    public var passcode = PasscodePolicy()
 
     public init() {}
 }
@@ -103,7 +105,7 @@ public enum ConfigurationLoader {
         public var notices: [String]
     }
 
-    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile }
+    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses }
 
     private struct Key {
         var table: String
@@ -129,6 +131,17 @@ public enum ConfigurationLoader {
         Key(table: "server", name: "interval", kind: .positiveInt) { $0.server.intervalSeconds = $1.int! },
         Key(table: "server", name: "timeout", kind: .positiveInt) { $0.server.timeoutSeconds = $1.int! },
         Key(table: "server", name: "ca_file", kind: .readableFile) { $0.server.caFile = $1.string! },
+        Key(table: "passcode", name: "min_length", kind: .nonNegativeInt) { $0.passcode.minLength = $1.int! },
+        Key(table: "passcode", name: "requires_digit", kind: .bool) { $0.passcode.requiresDigit = $1.bool! },
+        Key(table: "passcode", name: "requires_lower", kind: .bool) { $0.passcode.requiresLower = $1.bool! },
+        Key(table: "passcode", name: "requires_upper", kind: .bool) { $0.passcode.requiresUpper = $1.bool! },
+        Key(table: "passcode", name: "requires_special", kind: .bool) { $0.passcode.requiresSpecial = $1.bool! },
+        Key(table: "passcode", name: "min_unique_chars", kind: .nonNegativeInt) { $0.passcode.minUniqueChars = $1.int! },
+        Key(table: "passcode", name: "min_character_classes", kind: .characterClasses) { $0.passcode.minCharacterClasses = $1.int! },
+        Key(table: "passcode", name: "expiration_days", kind: .nonNegativeInt) { $0.passcode.expirationDays = $1.int! },
+        Key(table: "passcode", name: "retry_limit", kind: .nonNegativeInt) { $0.passcode.retryLimit = $1.int! },
+        Key(table: "passcode", name: "lock_timeout", kind: .nonNegativeInt) { $0.passcode.lockTimeout = $1.int! },
+        Key(table: "passcode", name: "default_password_allowed", kind: .bool) { $0.passcode.defaultPasswordAllowed = $1.bool! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -224,6 +237,9 @@ public enum ConfigurationLoader {
         case .passes:
             guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
             return (0...WipeOptions.maxPasses).contains(n) ? nil : "must be 0 (unlink only) to \(WipeOptions.maxPasses), not \(n)"
+        case .characterClasses:
+            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            return (0...4).contains(n) ? nil : "must be 0 (no rule) to 4 (all of digits, lower case, upper case, special), not \(n)"
         case .pattern:
             let names = WipeOptions.Pattern.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
             guard value.type == .string, let s = value.string else { return "must be \(names), not a \(value.type)" }

@@ -170,6 +170,14 @@ public actor Manager {
         return (configuration.policy, "local")
     }
 
+    /// The passcode policy in force for `r`: the local `[passcode]` table with every rule
+    /// the server sent in its place (while a server is configured).
+    func passcodePolicy(for r: RegistrationRecord) -> (policy: PasscodePolicy, source: String) {
+        let server = configuration.server.isConfigured ? r.server.settings?.passcode : nil
+        let p = configuration.passcode.overridden(by: server)
+        return (p, p == configuration.passcode ? "local" : "server")
+    }
+
     /// The action due for `user` right now, if any, with its reason.
     func dueNow(_ user: String) -> (Action, String)? {
         guard let r = try? store.registration(user), !r.state.isWipeCommitted else { return nil }

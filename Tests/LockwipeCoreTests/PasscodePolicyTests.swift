@@ -81,4 +81,36 @@ import Testing
         p.retryLimit = -1
         #expect(p.problems.map(\.key) == ["retry_limit", "min_character_classes"])
     }
+
+    @Test func serverRulesReplaceLocalOnesRuleByRuleAndOnlyThose() {
+        var local = PasscodePolicy()
+        local.minLength = 12
+        local.requiresDigit = true
+        local.retryLimit = 3
+        var server = PasscodeSettings()
+        server.enabled = true
+        server.minLength = 6
+        server.requiresUpper = true
+        server.lockTimeout = 60
+        server.defaultPasswordAllowed = false
+        let p = local.overridden(by: server)
+        #expect(p.minLength == 6)  // the server's
+        #expect(p.requiresUpper && p.lockTimeout == 60 && !p.defaultPasswordAllowed)
+        #expect(p.requiresDigit && p.retryLimit == 3)  // not sent: local stays
+        #expect(rules(p, "abcdefg") == ["requires_digit", "requires_upper"])
+        #expect(rules(local, "abcdefg") == ["min_length", "requires_digit"])
+    }
+
+    @Test func aServerPolicyThatIsDisabledOrAbsentLeavesTheLocalOne() {
+        var local = PasscodePolicy()
+        local.minLength = 12
+        var disabled = PasscodeSettings()
+        disabled.enabled = false
+        disabled.minLength = 4
+        #expect(local.overridden(by: disabled) == local)
+        #expect(local.overridden(by: nil) == local)
+        var unstated = PasscodeSettings()  // enabled not sent: the rules it sends apply
+        unstated.minLength = 4
+        #expect(local.overridden(by: unstated).minLength == 4)
+    }
 }

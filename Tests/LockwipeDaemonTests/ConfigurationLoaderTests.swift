@@ -56,6 +56,47 @@ import Testing
         }
     }
 
+    @Test func passcodeTableSetsEveryRuleAndRejectsImpossibleOnes() throws {
+        try withFiles([
+            "lockwiped.toml": """
+            [passcode]
+            min_length = 10
+            requires_digit = true
+            requires_lower = true
+            requires_upper = true
+            requires_special = true
+            min_unique_chars = 6
+            min_character_classes = 3
+            expiration_days = 90
+            retry_limit = 5
+            lock_timeout = 120
+            default_password_allowed = false
+
+            """,
+        ]) { path in
+            let p = try ConfigurationLoader.load(path: path).configuration.passcode
+            var expected = PasscodePolicy()
+            expected.minLength = 10
+            (expected.requiresDigit, expected.requiresLower, expected.requiresUpper, expected.requiresSpecial) = (true, true, true, true)
+            expected.minUniqueChars = 6
+            expected.minCharacterClasses = 3
+            expected.expirationDays = 90
+            expected.retryLimit = 5
+            expected.lockTimeout = 120
+            expected.defaultPasswordAllowed = false
+            #expect(p == expected)
+        }
+        try withFiles([
+            "lockwiped.toml": "[passcode]\nmin_character_classes = 5\nretry_limit = -1\nrequires_digit = \"yes\"\n",
+        ]) { path in
+            let text = problems(path).map(\.description)
+            #expect(text.contains("\(path):2: passcode.min_character_classes: must be 0 (no rule) to 4 (all of digits, lower case, upper case, special), not 5"))
+            #expect(text.contains("\(path):3: passcode.retry_limit: must be 0 or more, not -1"))
+            #expect(text.contains { $0.hasPrefix("\(path):4: passcode.requires_digit: must be true or false") })
+            #expect(text.count == 3)
+        }
+    }
+
     @Test func wipeNotAfterLockNamesTheFileThatSetIt() throws {
         try withFiles([
             "lockwiped.toml": "[policy]\noffline_days_before_lock = 7\n",
