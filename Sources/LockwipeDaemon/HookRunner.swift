@@ -94,6 +94,7 @@ public struct HookRunner: LockAndWipeEventObserving {
             }
             meta["elapsed"] = "\(ContinuousClock.now - started)"
             guard let outcome else {
+                meta["message_id"] = MessageID.hookFailed.metadata
                 logger.error("hook timed out after \(limit) and was terminated", metadata: meta)
                 return
             }
@@ -103,10 +104,12 @@ public struct HookRunner: LockAndWipeEventObserving {
                 logger.info("hook finished", metadata: meta)
             } else {
                 meta["hook_status"] = .string(outcome.status)
+                meta["message_id"] = MessageID.hookFailed.metadata
                 logger.warning("hook failed; the action goes ahead", metadata: meta)
             }
         } catch {
             meta["error"] = .string("\(error)")
+            meta["message_id"] = MessageID.hookFailed.metadata
             logger.error("hook could not be run; the action goes ahead", metadata: meta)
         }
     }

@@ -6,6 +6,9 @@ import time
 
 from conftest import config_text, empty_or_absent, owner_of, wait_until
 
+# systemd/lockwipe.catalog explains it; MessageID.hookFailed.
+ID_HOOK_FAILED = "6634976ae3844318b46a7223893d3ee4"
+
 RECORDER = """#!/bin/bash
 first=$(printf '%s\\n' "$LOCKWIPE_DIRECTORIES" | head -n 1)
 mode=$(stat -c %a -- "$first" 2>/dev/null || echo missing)
@@ -127,6 +130,8 @@ def test_hanging_hook_is_killed_and_lock_happens(make_daemon, make_user, procs):
     wait_until(all_gone, 15, "the hanging hook was not killed after its timeout",
                details=d.log_tail)
     assert d.log_lines("10-hang"), "the hook timeout is not in the daemon log\n" + d.log_tail()
+    assert d.log_lines(f"MESSAGE_ID={ID_HOOK_FAILED}", "10-hang"), \
+        "the hook timeout was not logged with the hook-failed MESSAGE_ID\n" + d.log_tail()
     assert d.state_of(user) == "locked"
 
 
@@ -145,3 +150,5 @@ def test_failing_hook_is_logged_and_lock_happens(make_daemon, make_user):
     assert lines
     d.wait_log(lambda l: "hook-says-no" in l, 10,
                "the failing hook's stderr did not reach the daemon log")
+    assert d.log_lines(f"MESSAGE_ID={ID_HOOK_FAILED}", "10-fail"), \
+        "the failure was not logged with the hook-failed MESSAGE_ID, which the catalog explains\n" + d.log_tail()
