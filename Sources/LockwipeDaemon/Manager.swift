@@ -40,7 +40,8 @@ public actor Manager {
     /// When each registration checks in next (monotonic); absent while one is in flight.
     var nextCheckIn: [String: NIODeadline] = [:]
     var checkInsInFlight: [String: Int] = [:]
-    /// The one pending wake-up for the soonest due check-in (an event-loop timer, as for thresholds).
+    /// The one pending wake-up for the soonest due check-in (an event-loop timer; after a
+    /// resume or a clock set the wake-up timer reschedules every check-in at once).
     var checkInTimer: Scheduled<Void>?
     /// Check-ins are scheduled from the start-up pass on (before it, and in tests that do not
     /// run it, only explicit check-ins happen).
@@ -50,9 +51,10 @@ public actor Manager {
     private var runningWipes: [String: WipeProgress] = [:]
     private var busyUsers: Set<String> = []
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
-    /// The one pending wake-up at the next threshold crossing. An event-loop timer (epoll
-    /// on CLOCK_MONOTONIC) rather than `Task.sleep`, which never returns under libfaketime.
-    var wakeTimer: Scheduled<Void>?
+    /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
+    /// time counts), which also wakes when the wall clock is set or the machine resumes.
+    /// Created at the first schedule.
+    var wakeTimer: WakeTimer?
     let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     var stopped = false
 
@@ -124,7 +126,7 @@ public actor Manager {
     public func stop() {
         stopped = true
         for progress in runningWipes.values { progress.cancel() }
-        wakeTimer?.cancel()
+        wakeTimer?.stop()
         wakeTimer = nil
         checkInTimer?.cancel()
         checkInTimer = nil
@@ -229,17 +231,39 @@ public actor Manager {
     }
 
     func reschedule() {
-        wakeTimer?.cancel()
-        wakeTimer = nil
         let entries = summaryEntries()
         notifier.status(StatusSummary.line(entries))
-        guard !stopped, let soonest = entries.compactMap({ $0.next?.inSeconds }).min() else { return }
-        // Offline time grows at least as fast as real time, so the crossing is at most this far.
-        wakeTimer = timerLoop.scheduleTask(in: .seconds(max(1, soonest))) { [weak self] in
-            guard let self else { return }
-            Task { await self.evaluate() }
+        guard !stopped else { return }
+        if wakeTimer == nil {
+            do {
+                wakeTimer = try WakeTimer { [weak self] reason in
+                    guard let self else { return }
+                    Task { await self.woke(reason) }
+                }
+            } catch {
+                logger.critical("cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
+                                metadata: ["error": .string("\(error)")])
+                return
+            }
         }
+        // Offline time grows at least as fast as real time (suspended time included), so
+        // the crossing is at most this far.
+        wakeTimer?.schedule(in: entries.compactMap({ $0.next?.inSeconds }).min())
     }
+
+    /// The wake-up timer fired: a threshold is due, or the wall clock was set or the
+    /// machine resumed, which may have made one due (and made check-in timers, which stop
+    /// while suspended, late).
+    func woke(_ reason: WakeTimer.Reason) async {
+        guard !stopped else { return }
+        if reason == .clockChanged {
+            logger.info("the wall clock was set or the machine resumed from suspend; re-evaluating every registration")
+            if checkInScheduling { scheduleCheckInsForAll(now: true) }
+        }
+        await evaluate()
+    }
+
+    deinit { wakeTimer?.stop() }
 
     private func summaryEntries() -> [StatusSummary.Entry] {
         let reading = clock.now()
@@ -520,7 +544,7 @@ public actor Manager {
     }
 
     /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
-    /// timeout and put the progress in STATUS=. An event-loop timer, like the threshold wake-up.
+    /// timeout and put the progress in STATUS=. An event-loop timer.
     private func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
         let notifier = self.notifier
         return timerLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { _ in

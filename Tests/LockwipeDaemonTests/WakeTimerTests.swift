@@ -1,0 +1,89 @@
+import Foundation
+@testable import LockwipeDaemon
+import Synchronization
+import Testing
+
+/// The wake-up timer on real timerfds: it fires once when due, can be moved or disarmed,
+/// wakes when the wall clock is set, and leaves no descriptor behind.
+@Suite(.serialized) struct WakeTimerTests {
+    final class Wakes: Sendable {
+        let list = Mutex<[WakeTimer.Reason]>([])
+        func record(_ r: WakeTimer.Reason) { list.withLock { $0.append(r) } }
+        var all: [WakeTimer.Reason] { list.withLock { $0 } }
+
+        /// Waits up to `seconds` for `reason`; true when it came.
+        func wait(for reason: WakeTimer.Reason, seconds: Double) async -> Bool {
+            let end = ContinuousClock.now + .seconds(seconds)
+            while ContinuousClock.now < end {
+                if all.contains(reason) { return true }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+            return all.contains(reason)
+        }
+    }
+
+    @Test func firesOnceWhenDue() async throws {
+        let wakes = Wakes()
+        let timer = try WakeTimer { wakes.record($0) }
+        defer { timer.stop() }
+        timer.schedule(in: 1)
+        #expect(await wakes.wait(for: .due, seconds: 10))
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(wakes.all == [.due], "a one-shot wake-up fired again")
+    }
+
+    @Test func aNewScheduleReplacesTheOldAndNilDisarms() async throws {
+        let wakes = Wakes()
+        let timer = try WakeTimer { wakes.record($0) }
+        defer { timer.stop() }
+        timer.schedule(in: 1)
+        timer.schedule(in: nil)
+        try await Task.sleep(for: .milliseconds(2500))
+        #expect(wakes.all.isEmpty, "a disarmed timer fired")
+        timer.schedule(in: 600)
+        timer.schedule(in: 1)
+        #expect(await wakes.wait(for: .due, seconds: 10), "the later, shorter schedule did not replace the longer one")
+    }
+
+    /// Sets the wall clock to what it already is: the kernel still reports a clock set,
+    /// and the time moves by microseconds at most. Needs CAP_SYS_TIME; skipped without it.
+    @Test func settingTheWallClockWakesIt() async throws {
+        let wakes = Wakes()
+        let timer = try WakeTimer { wakes.record($0) }
+        defer { timer.stop() }
+        timer.schedule(in: 3600)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        guard clock_settime(CLOCK_REALTIME, &now) == 0 else {
+            print("skipped: setting the wall clock is not permitted here (\(String(cString: strerror(errno))))")
+            return
+        }
+        #expect(await wakes.wait(for: .clockChanged, seconds: 10), "a clock set did not wake the timer")
+        #expect(!wakes.all.contains(.due))
+        // Re-armed: a second set wakes it again.
+        try await Task.sleep(for: .milliseconds(100))
+        clock_gettime(CLOCK_REALTIME, &now)
+        _ = clock_settime(CLOCK_REALTIME, &now)
+        let end = ContinuousClock.now + .seconds(10)
+        while wakes.all.filter({ $0 == .clockChanged }).count < 2, ContinuousClock.now < end {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(wakes.all.filter { $0 == .clockChanged }.count == 2, "the clock watch was not re-armed")
+    }
+
+    @Test func stopEndsTheThreadAndNothingFiresAfter() async throws {
+        let wakes = Wakes()
+        let timer = try WakeTimer { wakes.record($0) }
+        #expect(timer.isRunning)
+        timer.schedule(in: 1)
+        timer.stop()
+        timer.schedule(in: 1)  // after stop: ignored, never touches a closed descriptor
+        let end = ContinuousClock.now + .seconds(10)
+        while timer.isRunning, ContinuousClock.now < end {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(!timer.isRunning, "the timer's thread did not end and close its descriptors")
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(wakes.all.isEmpty, "a stopped timer fired")
+    }
+}
