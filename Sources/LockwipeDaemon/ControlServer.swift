@@ -84,6 +84,67 @@ final class ConnectionGuard: ChannelDuplexHandler {
     }
 }
 
+/// Who may hold how many control connections. Each user but root at most a quarter of
+/// `max_connections`, so one user cannot take them all; all of them together at most
+/// `max_connections`; root as many again of its own, so an operator always gets through.
+/// A peer whose credentials could not be read counts as one more non-root user.
+struct ConnectionAdmission: Sendable {
+    enum Refusal: Equatable, CustomStringConvertible {
+        case perUser(Int), nonRootTotal(Int), root(Int)
+        var description: String {
+            switch self {
+            case .perUser(let n): return "this user already has \(n)"
+            case .nonRootTotal(let n): return "users other than root already have \(n)"
+            case .root(let n): return "root already has \(n)"
+            }
+        }
+    }
+
+    let maxConnections: Int
+    var perUser: Int { max(1, maxConnections / 4) }
+    private(set) var byUser: [UInt32?: Int] = [:]
+    private(set) var nonRoot = 0
+
+    init(maxConnections: Int) { self.maxConnections = maxConnections }
+
+    /// Counts the connection in and returns nil, or returns why it is refused.
+    mutating func admit(uid: UInt32?) -> Refusal? {
+        let mine = byUser[uid, default: 0]
+        if uid == 0 {
+            if mine >= maxConnections { return .root(mine) }
+        } else {
+            if mine >= perUser { return .perUser(mine) }
+            if nonRoot >= maxConnections { return .nonRootTotal(nonRoot) }
+            nonRoot += 1
+        }
+        byUser[uid] = mine + 1
+        return nil
+    }
+
+    mutating func release(uid: UInt32?) {
+        guard let mine = byUser[uid], mine > 0 else { return }
+        byUser[uid] = mine == 1 ? nil : mine - 1
+        if uid != 0 { nonRoot -= 1 }
+    }
+}
+
+/// A flood of refused connections is logged once per 10 s, with how many went unlogged.
+struct RefusalLogThrottle: Sendable {
+    private var last: ContinuousClock.Instant?
+    private var unlogged = 0
+
+    /// The number refused without a log line since the last one, when this one is to be logged.
+    mutating func shouldLog(now: ContinuousClock.Instant) -> Int? {
+        if let last, now - last < .seconds(10) {
+            unlogged += 1
+            return nil
+        }
+        defer { unlogged = 0 }
+        last = now
+        return unlogged
+    }
+}
+
 /// The varlink server on the control socket. Authorization comes from the peer's
 /// credentials (SO_PEERCRED) only; a connection whose credentials cannot be read may do
 /// nothing that needs them (fail closed).
@@ -91,7 +152,8 @@ public final class ControlServer: Sendable {
     private let manager: Manager
     private let logger: Logger
     private let limits: Limits
-    private let active = Atomic<Int>(0)
+    private let admission: Mutex<ConnectionAdmission>
+    private let refusalLog = Mutex(RefusalLogThrottle())
 
     public struct Limits: Sendable {
         public var maxConnections: Int
@@ -103,6 +165,7 @@ public final class ControlServer: Sendable {
         self.manager = manager
         self.logger = logger
         self.limits = limits
+        self.admission = Mutex(ConnectionAdmission(maxConnections: limits.maxConnections))
     }
 
     public typealias ServerChannel = NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
@@ -132,31 +195,44 @@ public final class ControlServer: Sendable {
     }
 
     /// Accepts connections until the server channel closes; one child task per connection.
+    /// Admission is per peer (`ConnectionAdmission`): one user holding connections open
+    /// cannot lock out another, nor root.
     public func serve(_ server: ServerChannel) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { inbound in
                 for try await connection in inbound {
-                    let count = active.add(1, ordering: .relaxed).newValue
-                    if count > limits.maxConnections {
-                        active.subtract(1, ordering: .relaxed)
-                        logger.warning("connection refused: too many connections", metadata: ["max_connections": "\(limits.maxConnections)"])
-                        connection.channel.close(promise: nil)
+                    let credentials = await Self.credentials(of: connection.channel)
+                    let uid = credentials?.uid
+                    if let refusal = admission.withLock({ $0.admit(uid: uid) }) {
+                        if let suppressed = refusalLog.withLock({ $0.shouldLog(now: .now) }) {
+                            logger.warning("connection refused: too many connections (\(refusal))", metadata: [
+                                "peer_uid": .string(uid.map { "\($0)" } ?? "unknown"),
+                                "peer_pid": .string(credentials.map { "\($0.pid)" } ?? "unknown"),
+                                "max_connections": "\(limits.maxConnections)", "refused_unlogged": "\(suppressed)",
+                            ])
+                        }
+                        // Through executeThenClose: an NIOAsyncChannel dropped unclosed traps.
+                        group.addTask { try? await connection.executeThenClose { _, _ in } }
                         continue
                     }
                     group.addTask {
-                        defer { self.active.subtract(1, ordering: .relaxed) }
-                        await self.handle(connection)
+                        defer { self.admission.withLock { $0.release(uid: uid) } }
+                        await self.handle(connection, credentials: credentials)
                     }
                 }
             }
         }
     }
 
-    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>) async {
-        let provider = connection.channel as? SocketOptionProvider
+    /// The peer's SO_PEERCRED; nil when it cannot be read (then it may do nothing that needs them).
+    private static func credentials(of channel: Channel) async -> PeerCredentials? {
         // NIO owns the descriptor, so SO_PEERCRED is read through it into the C layout.
-        let raw: lockwipe_ucred? = try? await provider?.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
-        let credentials = raw.map(PeerCredentials.init)
+        let raw: lockwipe_ucred? = try? await (channel as? SocketOptionProvider)?
+            .unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
+        return raw.map(PeerCredentials.init)
+    }
+
+    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, credentials: PeerCredentials?) async {
         do {
             try await connection.executeThenClose { inbound, outbound in
                 for try await message in inbound {
