@@ -46,6 +46,17 @@ public enum Daemon {
         let store: StateStore
         do {
             store = try StateStore(directory: paths.stateDirectory)
+        } catch let damage as StateStoreDamage {
+            // Never start afresh over a database that was there: run, enforce nothing,
+            // and answer status with the reason, so the operator learns what happened.
+            logger.critical("\(damage)", metadata: [
+                "message_id": MessageID.stateDamaged.metadata, "path": .string(paths.stateDirectory + "/" + StateStore.fileName),
+            ])
+            do {
+                store = try StateStore(damaged: damage)
+            } catch {
+                return 1
+            }
         } catch {
             logger.critical("cannot open the state database; refusing to run without it",
                             metadata: ["path": .string(paths.stateDirectory + "/" + StateStore.fileName), "error": .string("\(error)")])

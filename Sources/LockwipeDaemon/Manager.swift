@@ -75,6 +75,11 @@ public actor Manager {
         self.notifier = notifier
         self.paths = paths
         self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
+        store.onDamage { [logger] damage in
+            logger.critical("\(damage)", metadata: [
+                "message_id": MessageID.stateDamaged.metadata, "path": .string(store.path),
+            ])
+        }
     }
 
     public var currentConfiguration: Configuration { configuration }
@@ -231,6 +236,11 @@ public actor Manager {
     }
 
     func reschedule() {
+        if let damage = store.damage {
+            wakeTimer?.schedule(in: nil)
+            notifier.status("DEGRADED, nothing is enforced: \(damage)")
+            return
+        }
         let entries = summaryEntries()
         notifier.status(StatusSummary.line(entries))
         guard !stopped else { return }
@@ -281,7 +291,10 @@ public actor Manager {
         r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
     }
 
-    public var statusLine: String { StatusSummary.line(summaryEntries()) }
+    public var statusLine: String {
+        if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
+        return StatusSummary.line(summaryEntries())
+    }
 
     // MARK: Per-user serialization
 

@@ -31,6 +31,8 @@ public enum MessageID: String, CaseIterable, Sendable {
     case serverPolicyApplied = "0552c6b5ee60459dbb5144e73d981a2e"
     /// Credentials of a registration were set or replaced (never their values).
     case credentialsChanged = "718a7839714a4a7fb8c8daab9bb976bb"
+    /// The state database is missing, damaged or was replaced: nothing is enforced.
+    case stateDamaged = "471f20d5adca4cf9a6f492401a109b66"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import LockwipeCore
 import LockwipeProtocol
 
@@ -84,17 +85,53 @@ public struct StoredEvent: Sendable, Equatable {
     public var detail: String
 }
 
+/// Why the state database cannot be trusted. The daemon then enforces nothing (it cannot
+/// know what it would be enforcing), says so loudly, and `status` shows this text.
+public enum StateStoreDamage: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The database was created once (the marker says so) and is gone now.
+    case missing(path: String)
+    /// It exists but cannot be opened or read, or fails SQLite's integrity check.
+    case damaged(path: String, reason: String)
+    /// Deleted or replaced while the daemon had it open.
+    case replaced(path: String)
+
+    public var description: String { what + "; lockwiped enforces nothing until it is restored from a backup, or moved aside together with \(StateStore.markerName) to start afresh (lockwiped(8))" }
+
+    private var what: String {
+        switch self {
+        case .missing(let path):
+            return "the state database \(path) is missing, but this machine had one (\(StateStore.markerName) is there): registrations, lock records and pending wipes are unknown"
+        case .damaged(let path, let reason):
+            return "the state database \(path) is damaged (\(reason))"
+        case .replaced(let path):
+            return "the state database \(path) was deleted or replaced while lockwiped was running"
+        }
+    }
+}
+
 /// The daemon's durable state: one SQLite database (WAL, `secure_delete`) in the state
 /// directory. Every state transition and the event that records it are written in one
 /// transaction, so history and state never disagree after a crash.
+///
+/// A database that was once created and is now missing or damaged is never silently
+/// replaced by an empty one (that would forget every lock and pending wipe): opening
+/// throws `StateStoreDamage`. A database deleted or replaced while open is noticed at the
+/// next access, and every access after that fails with the same damage.
 public final class StateStore: Sendable {
     public static let fileName = "state.sqlite"
-    private let db: DatabaseQueue
+    /// Created beside the database once it exists: "there was a database here".
+    public static let markerName = "state.created"
+    private let db: CheckedQueue
     public let path: String
 
     public init(directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         path = directory + "/" + Self.fileName
+        let marker = directory + "/" + Self.markerName
+        let existed = FileManager.default.fileExists(atPath: path)
+        if !existed, FileManager.default.fileExists(atPath: marker) {
+            throw StateStoreDamage.missing(path: path)
+        }
         var config = GRDB.Configuration()
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
@@ -102,11 +139,45 @@ public final class StateStore: Sendable {
         config.busyMode = .timeout(5)
         let previousMask = umask(0o077)
         defer { umask(previousMask) }
-        db = try DatabaseQueue(path: path, configuration: config)
-        try db.writeWithoutTransaction { db in
-            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, configuration: config)
+            try queue.writeWithoutTransaction { db in
+                _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+            }
+            if existed {
+                let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
+                if check != ["ok"] { throw StateStoreDamage.damaged(path: path, reason: "integrity check: " + check.prefix(3).joined(separator: "; ")) }
+            }
+            try Self.migrator.migrate(queue)
+        } catch let damage as StateStoreDamage {
+            throw damage
+        } catch {
+            throw StateStoreDamage.damaged(path: path, reason: "\(error)")
         }
-        try Self.migrator.migrate(db)
+        if !FileManager.default.fileExists(atPath: marker) {
+            guard FileManager.default.createFile(atPath: marker, contents: Data("lockwiped created \(Self.fileName) here; if it goes missing, lockwiped refuses to start afresh\n".utf8)) else {
+                throw FileSystemError("create", marker)
+            }
+        }
+        db = try CheckedQueue(queue, path: path)
+    }
+
+    /// The damage noticed while running, if any (then every access fails with it).
+    public var damage: StateStoreDamage? { db.damage }
+
+    /// Called once, when damage is first noticed while running (to log it loudly).
+    public func onDamage(_ observer: @escaping @Sendable (StateStoreDamage) -> Void) { db.setObserver(observer) }
+
+    /// A store that fails every access with `damage`: what the daemon runs with when its
+    /// database cannot be trusted, so that it still answers `status` with the reason.
+    public init(damaged damage: StateStoreDamage) throws {
+        path = {
+            switch damage {
+            case .missing(let p), .damaged(let p, _), .replaced(let p): return p
+            }
+        }()
+        db = try CheckedQueue(DatabaseQueue(), path: path, damage: damage)
     }
 
     private static var migrator: DatabaseMigrator {
@@ -499,4 +570,67 @@ public final class StateStore: Sendable {
             }
         }
     }
+}
+
+/// The database queue, checked before every access: the file at `path` must still be the
+/// one that was opened (same device and inode). A state directory cleaned out by hand
+/// would otherwise let the daemon write on into an unlinked file and start empty at the
+/// next restart.
+final class CheckedQueue: Sendable {
+    private let queue: DatabaseQueue
+    private let path: String
+    private let identity: (dev: UInt64, ino: UInt64)
+    private let noticed: Mutex<StateStoreDamage?>
+    private let observer = Mutex<(@Sendable (StateStoreDamage) -> Void)?>(nil)
+
+    init(_ queue: DatabaseQueue, path: String, damage: StateStoreDamage? = nil) throws {
+        self.queue = queue
+        self.path = path
+        noticed = Mutex(damage)
+        var st = stat()
+        if damage == nil {
+            guard stat(path, &st) == 0 else { throw StateStoreDamage.replaced(path: path) }
+        }
+        identity = (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    func setObserver(_ o: @escaping @Sendable (StateStoreDamage) -> Void) { observer.withLock { $0 = o } }
+
+    var damage: StateStoreDamage? {
+        try? check()
+        return noticed.withLock { $0 }
+    }
+
+    private func latch(_ damage: StateStoreDamage) -> StateStoreDamage {
+        let first = noticed.withLock { current -> Bool in
+            guard current == nil else { return false }
+            current = damage
+            return true
+        }
+        if first { observer.withLock { $0 }?(damage) }
+        return noticed.withLock { $0 } ?? damage
+    }
+
+    private func check() throws {
+        if let known = noticed.withLock({ $0 }) { throw known }
+        var st = stat()
+        guard stat(path, &st) == 0, UInt64(st.st_dev) == identity.dev, UInt64(st.st_ino) == identity.ino else {
+            throw latch(.replaced(path: path))
+        }
+    }
+
+    /// Runs `body`; SQLite saying the file is corrupt or not a database latches that damage.
+    private func guarded<T>(_ body: () throws -> T) throws -> T {
+        try check()
+        do {
+            return try body()
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+            throw latch(.damaged(path: path, reason: "\(error)"))
+        }
+    }
+
+    func read<T>(_ value: (Database) throws -> T) throws -> T { try guarded { try queue.read(value) } }
+    func write<T>(_ updates: (Database) throws -> T) throws -> T { try guarded { try queue.write(updates) } }
+    func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try guarded { try queue.writeWithoutTransaction(updates) } }
+    func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try guarded { try queue.inDatabase(work) } }
 }

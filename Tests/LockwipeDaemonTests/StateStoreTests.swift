@@ -2,6 +2,7 @@ import Foundation
 import LockwipeCore
 import LockwipeProtocol
 @testable import LockwipeDaemon
+import Synchronization
 import Testing
 
 @Suite struct StateStoreTests {
@@ -67,5 +68,77 @@ import Testing
             #expect(try store.registration("carol") == nil)  // the transaction rolled back whole
             #expect(try store.events(user: "carol", limit: 10).isEmpty)
         }
+    }
+
+    // MARK: Damage: never start afresh over a database that was there
+
+    func damage(_ body: () throws -> Void) -> StateStoreDamage? {
+        do {
+            try body()
+            return nil
+        } catch let d as StateStoreDamage {
+            return d
+        } catch {
+            Issue.record("expected StateStoreDamage, got \(error)")
+            return nil
+        }
+    }
+
+    @Test func aMissingDatabaseIsNotReplacedByAnEmptyOne() throws {
+        try withStore { store, dir in
+            try store.insert(record("alice"), event: ev("alice", "register"))
+            #expect(FileManager.default.fileExists(atPath: dir + "/" + StateStore.markerName))
+            for suffix in ["", "-wal", "-shm"] { unlink(dir + "/" + StateStore.fileName + suffix) }
+            #expect(damage { _ = try StateStore(directory: dir) } == .missing(path: dir + "/" + StateStore.fileName))
+            #expect(!FileManager.default.fileExists(atPath: dir + "/" + StateStore.fileName), "an empty database was created")
+        }
+    }
+
+    @Test func aDamagedDatabaseIsRefusedAtOpen() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        do {  // closed at the end of this scope: the WAL is checkpointed into the file
+            let store = try StateStore(directory: dir)
+            try store.insert(record("alice"), event: ev("alice", "register"))
+        }
+        let path = dir + "/" + StateStore.fileName
+        let fd = open(path, O_WRONLY)
+        #expect(fd >= 0)
+        let junk = [UInt8](repeating: 0xa5, count: 100)
+        #expect(pwrite(fd, junk, junk.count, 0) == 100)
+        close(fd)
+        let found = damage { _ = try StateStore(directory: dir) }
+        guard case .damaged(let p, _) = found else {
+            Issue.record("expected .damaged, got \(String(describing: found))")
+            return
+        }
+        #expect(p == path)
+    }
+
+    @Test func deletionWhileOpenIsNoticedAtTheNextAccessAndLatched() throws {
+        try withStore { store, dir in
+            try store.insert(record("alice"), event: ev("alice", "register"))
+            let seen = Mutex<[StateStoreDamage]>([])
+            store.onDamage { d in seen.withLock { $0.append(d) } }
+            #expect(store.damage == nil)
+            let path = dir + "/" + StateStore.fileName
+            for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
+            #expect(damage { _ = try store.registrations() } == .replaced(path: path))
+            // Latched: a database that reappears does not make the store trusted again.
+            _ = try StateStore(directory: dir + "-other")
+            FileManager.default.createFile(atPath: path, contents: Data())
+            #expect(damage { try store.insert(record("bob"), event: ev("bob", "register")) } == .replaced(path: path))
+            #expect(seen.withLock { $0 } == [.replaced(path: path)], "the damage was reported more or less than once")
+            try? FileManager.default.removeItem(atPath: dir + "-other")
+        }
+    }
+
+    @Test func aFirstStartWithoutMarkerCreatesIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try StateStore(directory: dir)
+        unlink(dir + "/" + StateStore.markerName)  // a database from before the marker existed
+        _ = try StateStore(directory: dir)
+        #expect(FileManager.default.fileExists(atPath: dir + "/" + StateStore.markerName))
     }
 }
