@@ -69,6 +69,9 @@ let package = Package(
         ),
         .executableTarget(name: "lockwiped", dependencies: ["LockwipeDaemon"]),
         .executableTarget(name: "lockwipectl", dependencies: ["LockwipeCTL"]),
+        // The control socket's message parser under libFuzzer (scripts/fuzz); a normal
+        // build replays inputs instead.
+        .executableTarget(name: "lockwipe-fuzz-varlink", dependencies: ["LockwipeProtocol"], path: "Fuzz/VarlinkParser"),
         .testTarget(name: "LockwipeCoreTests", dependencies: ["LockwipeCore"]),
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(name: "LockwipeDaemonTests", dependencies: ["LockwipeDaemon"]),

@@ -17,16 +17,17 @@ struct NULFrameDecoder: ByteToMessageDecoder {
     struct TooLarge: Error {}
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let end = buffer.readableBytesView.firstIndex(of: 0) else {
-            if buffer.readableBytes > maxMessageBytes { throw TooLarge() }
+        switch VarlinkFraming.next(in: buffer.readableBytesView, maxMessageBytes: maxMessageBytes) {
+        case .needMore:
             return .needMoreData
+        case .tooLarge:
+            throw TooLarge()
+        case .message(let range):
+            let message = buffer.readSlice(length: range.count)!
+            buffer.moveReaderIndex(forwardBy: 1)
+            context.fireChannelRead(Self.wrapInboundOut(message))
+            return .continue
         }
-        let length = end - buffer.readerIndex
-        if length > maxMessageBytes { throw TooLarge() }
-        let message = buffer.readSlice(length: length)!
-        buffer.moveReaderIndex(forwardBy: 1)
-        context.fireChannelRead(Self.wrapInboundOut(message))
-        return .continue
     }
 
     mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
