@@ -9,6 +9,8 @@ public struct Caller: Sendable, Equatable {
     public var userName: String?
     /// Root, or a member of the configured admin group.
     public var isAdmin: Bool
+    /// Whether the configured admin group existed when the caller was looked up.
+    public var adminGroupExists = true
 }
 
 /// Decides who is an administrator. Fails closed: unknown uid, unknown group or any lookup
@@ -22,15 +24,17 @@ public struct Authorizer: Sendable {
 
     public func caller(_ credentials: PeerCredentials) -> Caller {
         let name = Self.userName(uid: credentials.uid)
-        return Caller(credentials: credentials, userName: name, isAdmin: isAdmin(credentials, name: name))
+        let gid = Self.groupID(adminGroup)
+        return Caller(credentials: credentials, userName: name, isAdmin: isAdmin(credentials, name: name, adminGID: gid),
+                      adminGroupExists: gid != nil)
     }
 
     /// Whether the configured admin group exists (for a start-up warning).
     public var adminGroupExists: Bool { Self.groupID(adminGroup) != nil }
 
-    private func isAdmin(_ c: PeerCredentials, name: String?) -> Bool {
+    private func isAdmin(_ c: PeerCredentials, name: String?, adminGID: UInt32?) -> Bool {
         if c.uid == 0 { return true }
-        guard let gid = Self.groupID(adminGroup) else { return false }
+        guard let gid = adminGID else { return false }
         if c.gid == gid { return true }
         guard let name else { return false }
         return Self.groups(of: name, primary: c.gid).contains(gid)

@@ -234,11 +234,12 @@ public final class ControlServer: Sendable {
     }
 
     private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, credentials: PeerCredentials?) async {
+        let peer = Peer(credentials)
         do {
             try await connection.executeThenClose { inbound, outbound in
                 for try await message in inbound {
                     let data = Data(message.readableBytesView)
-                    guard let reply = await self.respond(to: data, credentials: credentials) else {
+                    guard let reply = await self.respond(to: data, peer: peer) else {
                         try await outbound.write(ByteBuffer())  // answered (oneway): no longer in flight
                         continue
                     }
@@ -258,8 +259,29 @@ public final class ControlServer: Sendable {
         var close = false
     }
 
+    /// One connection's peer: its SO_PEERCRED, and who that is (user name, admin or not),
+    /// looked up once, at its first request that needs it. User and group lookups can
+    /// cost dozens of system calls (nss-systemd searches userdb directories); a connection
+    /// that sends thousands of requests pays them once. Group membership is therefore
+    /// read when a connection starts to use it, not per request.
+    final class Peer {
+        let credentials: PeerCredentials?
+        private var known: Caller?
+
+        init(_ credentials: PeerCredentials?) { self.credentials = credentials }
+
+        func caller(_ lookUp: (PeerCredentials) async -> Caller) async throws -> Caller {
+            if let known { return known }
+            guard let credentials else { throw VarlinkError.notPermitted("the caller's credentials could not be read") }
+            let found = await lookUp(credentials)
+            known = found
+            return found
+        }
+    }
+
     /// Answers one message; nil for a oneway call.
-    func respond(to data: Data, credentials: PeerCredentials?) async -> Reply? {
+    func respond(to data: Data, peer: Peer) async -> Reply? {
+        let credentials = peer.credentials
         let header: VarlinkCallHeader
         do {
             header = try VarlinkMessage.decodeHeader(data)
@@ -268,7 +290,7 @@ public final class ControlServer: Sendable {
         }
         let oneway = header.oneway ?? false
         do {
-            let result = try await dispatch(header.method, data, credentials: credentials)
+            let result = try await dispatch(header.method, data, peer: peer)
             return oneway ? nil : Reply(data: result)
         } catch let error as VarlinkError {
             if error.name == VarlinkError.notPermittedName {
@@ -286,7 +308,7 @@ public final class ControlServer: Sendable {
         }
     }
 
-    private func dispatch(_ method: String, _ data: Data, credentials: PeerCredentials?) async throws -> Data {
+    private func dispatch(_ method: String, _ data: Data, peer: Peer) async throws -> Data {
         switch method {
         case "org.varlink.service.GetInfo":
             return try VarlinkMessage.encodeReply(ServiceInfo(
@@ -308,8 +330,7 @@ public final class ControlServer: Sendable {
             let interface = method.split(separator: ".").dropLast().joined(separator: ".")
             throw VarlinkError.interfaceNotFound(interface)
         }
-        guard let credentials else { throw VarlinkError.notPermitted("the caller's credentials could not be read") }
-        let caller = await manager.caller(credentials)
+        let caller = try await peer.caller { await manager.caller($0) }
 
         switch m {
         case .getStatus:

@@ -350,7 +350,7 @@ public actor Manager {
         if !server.isConfigured {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
         }
-        if !authorizer.adminGroupExists {
+        if !caller.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
         for r in list where r.state == .wipePending {

@@ -123,6 +123,7 @@ public final class StateStore: Sendable {
     public static let markerName = "state.created"
     private let db: CheckedQueue
     public let path: String
+    private let registrationCache = Mutex<(generation: UInt64, list: [RegistrationRecord])?>(nil)
 
     public init(directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -260,12 +261,19 @@ public final class StateStore: Sendable {
 
     // MARK: Registrations
 
+    /// Every registration, by user. Served from memory until the next write: `status`,
+    /// the scheduler and every request read them, and reading them from SQLite each time
+    /// made GetStatus cost a query per registration and table.
     public func registrations() throws -> [RegistrationRecord] {
-        try db.read { db in try Self.fetchRegistrations(db, user: nil) }
+        let generation = try db.writeGeneration()
+        if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
+        let list = try db.read { db in try Self.fetchRegistrations(db, user: nil) }
+        registrationCache.withLock { $0 = (generation, list) }
+        return list
     }
 
     public func registration(_ user: String) throws -> RegistrationRecord? {
-        try db.read { db in try Self.fetchRegistrations(db, user: user).first }
+        try registrations().first { $0.user == user }
     }
 
     private static func fetchRegistrations(_ db: Database, user: String?) throws -> [RegistrationRecord] {
@@ -629,8 +637,23 @@ final class CheckedQueue: Sendable {
         }
     }
 
+    /// Counts the writes (bumped after each one returns, committed or not): what was read
+    /// at generation g is still what the database holds while the generation is g.
+    private let writes = Atomic<UInt64>(0)
+
+    /// The current write generation, after checking the file is still the one opened.
+    func writeGeneration() throws -> UInt64 {
+        try check()
+        return writes.load(ordering: .acquiring)
+    }
+
+    private func written<T>(_ body: () throws -> T) throws -> T {
+        defer { writes.add(1, ordering: .releasing) }
+        return try guarded(body)
+    }
+
     func read<T>(_ value: (Database) throws -> T) throws -> T { try guarded { try queue.read(value) } }
-    func write<T>(_ updates: (Database) throws -> T) throws -> T { try guarded { try queue.write(updates) } }
-    func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try guarded { try queue.writeWithoutTransaction(updates) } }
-    func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try guarded { try queue.inDatabase(work) } }
+    func write<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.write(updates) } }
+    func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.writeWithoutTransaction(updates) } }
+    func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try written { try queue.inDatabase(work) } }
 }
