@@ -55,6 +55,8 @@ public actor Manager {
     var wakeTimer: Scheduled<Void>?
     let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     var stopped = false
+    /// Lock on logout (ManagerSessions.swift).
+    var logout = LogoutLocks()
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
@@ -129,6 +131,7 @@ public actor Manager {
         checkInTimer?.cancel()
         checkInTimer = nil
         nextCheckIn = [:]
+        stopLockOnLogout()
     }
 
     // MARK: Policy evaluation and scheduling
@@ -229,6 +232,7 @@ public actor Manager {
     }
 
     func reschedule() {
+        refreshLogoutLocks()
         wakeTimer?.cancel()
         wakeTimer = nil
         let entries = summaryEntries()
@@ -316,6 +320,7 @@ public actor Manager {
         if !authorizer.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
+        warnings += logoutLockWarnings(list)
         for r in list where r.state == .wipePending {
             warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
         }

@@ -31,6 +31,8 @@ public enum MessageID: String, CaseIterable, Sendable {
     case serverPolicyApplied = "0552c6b5ee60459dbb5144e73d981a2e"
     /// Credentials of a registration were set or replaced (never their values).
     case credentialsChanged = "718a7839714a4a7fb8c8daab9bb976bb"
+    /// Lock on logout (`lock_timeout`) cannot work: logind is not running or cannot be watched.
+    case logoutLockUnavailable = "099c44df8d5c475ab516ef3467a47c3b"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }
