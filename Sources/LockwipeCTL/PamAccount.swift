@@ -65,6 +65,9 @@ struct PamAccount: ParsableCommand {
     /// To syslog, facility authpriv as PAM modules log; the identifier is the program's
     /// name (glibc's default), so `journalctl SYSLOG_IDENTIFIER=lockwipectl` finds it.
     static func syslog(_ priority: Int32, _ message: String) {
-        withVaList([message]) { vsyslog(LOG_AUTHPRIV | priority, "%s", $0) }
+        // A C string for %s: a Swift String passed as CVarArg is not one.
+        message.withCString { text in
+            withVaList([text]) { vsyslog(LOG_AUTHPRIV | priority, "%s", $0) }
+        }
     }
 }
