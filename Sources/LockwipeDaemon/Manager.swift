@@ -311,6 +311,7 @@ public actor Manager {
             info.credentials = r.server.credentials
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
+            info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             return info
         }
         var warnings: [String] = []

@@ -192,9 +192,10 @@ extension Manager {
         return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
     }
 
-    /// When the pending logout lock of `user` is due (monotonic), for tests and status.
-    func logoutLockDue(_ user: String) -> Duration? {
+    /// When the pending logout lock of `user` is due, as ISO 8601 for `status` (`wall`: now).
+    func logoutLockTime(_ user: String, wall: Int64) -> String? {
         guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince else { return nil }
-        return since + .seconds(t.timeout)
+        let remaining = since + .seconds(t.timeout) - logout.timers.now()
+        return Timestamp.iso(wall + max(0, remaining.components.seconds))
     }
 }

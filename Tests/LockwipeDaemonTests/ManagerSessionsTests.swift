@@ -108,10 +108,14 @@ final class ManualDeadlines: DeadlineScheduling {
             #expect(sessions.started)
             #expect(timers.pending == 0, "no lock is pending while the user is logged in")
 
+            #expect(try await m.status(for: root, user: "root").registrations.first?.logoutLockAt == nil)
             sessions.set(uid: 0, sessions: 0)
             await m.sessionsChanged()
             #expect(timers.pending == 1)
-            await timers.advance(seconds: 119)
+            await timers.advance(seconds: 100)
+            // status says when (the test's wall clock stands still at 1_800_000_000).
+            #expect(try await m.status(for: root, user: "root").registrations.first?.logoutLockAt == "2027-01-15T08:00:20Z")
+            await timers.advance(seconds: 19)
             #expect(try await state(m, "root") == (.active, nil))
             await timers.advance(seconds: 1)
             #expect(try await state(m, "root") == (.locked, .logout))
@@ -119,6 +123,7 @@ final class ManualDeadlines: DeadlineScheduling {
             var st = stat()
             #expect(stat(dir + "/data/root", &st) == 0 && st.st_mode & 0o7777 == 0, "the vault is really locked")
             #expect(timers.pending == 0, "a locked vault has nothing pending")
+            #expect(try await m.status(for: root, user: "root").registrations.first?.logoutLockAt == nil)
 
             // Logging in again does not unlock it.
             sessions.set(uid: 0, sessions: 1)
