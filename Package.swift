@@ -21,7 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
-        // libsystemd (sd_notify, sd_journal_sendv, sd_listen_fds) and SO_PEERCRED.
+        // libsystemd (sd_notify, sd_journal_sendv, sd_listen_fds, sd-login) and SO_PEERCRED.
         .systemLibrary(
             name: "CSystemd",
             pkgConfig: "libsystemd",

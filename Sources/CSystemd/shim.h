@@ -12,6 +12,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
 #include <systemd/sd-id128.h>
+#include <systemd/sd-login.h>
 
 /// struct ucred's layout (linux/socket.h), without needing _GNU_SOURCE.
 struct lockwipe_ucred {

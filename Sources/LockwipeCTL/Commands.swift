@@ -44,6 +44,7 @@ struct Status: ParsableCommand {
                 print(table(check))
             }
             for r in report.registrations {
+                if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
                 if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }

@@ -29,7 +29,7 @@ public struct LockwipeCTL: ParsableCommand {
             """,
         version: LockwipeVersion.current,
         subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
-                      PolicyCommand.self, History.self])
+                      PolicyCommand.self, History.self, PamAccount.self])
 
     public init() {}
 

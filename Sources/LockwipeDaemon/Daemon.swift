@@ -103,6 +103,9 @@ struct DaemonService: Service {
         // Enforcement first: a machine that was off for a month locks or wipes before
         // anyone can log in (READY=1 releases systemd-user-sessions).
         await manager.startUp()
+        // Lock on logout starts after the pass: its clocks count from now.
+        let unavailable = LogindSessionWatcher.unavailableReason()
+        await manager.startLockOnLogout(watcher: unavailable == nil ? LogindSessionWatcher() : nil, unavailableReason: unavailable)
 
         let activated = SocketActivation.listenFileDescriptors().first
         let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)

@@ -57,6 +57,8 @@ public actor Manager {
     var wakeTimer: WakeTimer?
     let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
     var stopped = false
+    /// Lock on logout (ManagerSessions.swift).
+    var logout = LogoutLocks()
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
@@ -136,6 +138,7 @@ public actor Manager {
         checkInTimer?.cancel()
         checkInTimer = nil
         nextCheckIn = [:]
+        stopLockOnLogout()
     }
 
     // MARK: Policy evaluation and scheduling
@@ -241,6 +244,7 @@ public actor Manager {
             notifier.status("DEGRADED, nothing is enforced: \(damage)")
             return
         }
+        refreshLogoutLocks()
         let entries = summaryEntries()
         notifier.status(StatusSummary.line(entries))
         guard !stopped else { return }
@@ -344,6 +348,7 @@ public actor Manager {
             info.credentials = r.server.credentials
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
+            info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             return info
         }
         var warnings: [String] = []
@@ -353,6 +358,7 @@ public actor Manager {
         if !caller.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
+        warnings += logoutLockWarnings(list)
         for r in list where r.state == .wipePending {
             warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
         }

@@ -212,7 +212,9 @@ extension Manager {
         }
         do {
             try store.commitContact(user, clock: .started(at: reading), at: reading.wall, policy: newPolicy,
-                                    settings: newPolicy != nil ? settings : nil, policyError: policyError, unlock: unlock, events: events)
+                                    // A valid answer's settings are kept also when it has no lock/wipe policy
+                                    // (e.g. only a passwordPolicy, whose lock timeout then applies).
+                                    settings: rejected.isEmpty ? settings : nil, policyError: policyError, unlock: unlock, events: events)
         } catch {
             logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)

@@ -33,6 +33,8 @@ public enum MessageID: String, CaseIterable, Sendable {
     case credentialsChanged = "718a7839714a4a7fb8c8daab9bb976bb"
     /// The state database is missing, damaged or was replaced: nothing is enforced.
     case stateDamaged = "471f20d5adca4cf9a6f492401a109b66"
+    /// Lock on logout (`lock_timeout`) cannot work: logind is not running or cannot be watched.
+    case logoutLockUnavailable = "099c44df8d5c475ab516ef3467a47c3b"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

@@ -35,6 +35,7 @@ public enum InterfaceDescription {
           offline_seconds: int,
           next_action: ?NextAction,
           lock_trigger: ?string,
+          logout_lock_at: ?string,
           wipe: ?WipeSummary,
           policy: ?PolicyInfo,
           policy_source: ?string,

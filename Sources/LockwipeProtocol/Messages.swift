@@ -184,6 +184,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var passcodePolicy: PasscodeSettings?
     /// The server's shared-device settings (stored and shown).
     public var sharedDevice: SharedDeviceSettings?
+    /// ISO 8601, UTC: when the vault locks because its user has no login session
+    /// (`lock_timeout`); null when no such lock is pending.
+    public var logoutLockAt: String?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],

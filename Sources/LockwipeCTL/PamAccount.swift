@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `lockwipectl pam-account`: the login gate, for pam_exec in the PAM account stack.
+struct PamAccount: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pam-account",
+        abstract: "Login gate for pam_exec(8): refuse a user whose data was locked by the policy server or wiped.",
+        discussion: """
+            Meant for the PAM account stack (pam-auth-update --enable lockwipe adds \
+            'account required pam_exec.so quiet stdout seteuid /usr/bin/lockwipectl pam-account'). \
+            Asks lockwiped about the user in $PAM_USER (or --user) and exits 1, with the reason on \
+            standard output, when the registration is locked by the policy server, wiped, or being \
+            wiped. Exits 0 for root (without asking), users who are not registered, active \
+            registrations, and every other lock (offline, on logout, by an administrator), which \
+            the user must be able to log in to lift; a notice is printed for those. \
+            When lockwiped cannot be asked (not running, no answer within 10 s, an error), the \
+            login is allowed and a warning goes to syslog (authpriv): a broken daemon must not \
+            lock everyone out of a machine, and the vault's lock does not depend on the gate.
+            """)
+
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The user to check (default: $PAM_USER, as pam_exec sets it).") var user: String?
+
+    func run() throws {
+        guard let name = user ?? ProcessInfo.processInfo.environment["PAM_USER"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+            throw CommandFailure(code: ExitStatus.usage, message: "pam-account: no user: PAM_USER is not set (run it from pam_exec, or give --user)")
+        }
+        // Root is never refused and never waits for the daemon.
+        if let pw = getpwnam(name), pw.pointee.pw_uid == 0 { return }
+
+        let report: StatusReport
+        do {
+            let client = try VarlinkClient(path: global.socketPath, timeout: 10)
+            report = try client.call(ManagerMethod.getStatus.rawValue, UserFilter(user: name), returning: StatusReport.self)
+        } catch let error as VarlinkError where error.name == VarlinkError.noSuchRegistrationName {
+            return  // not registered (or not visible to a caller that is not an administrator)
+        } catch {
+            Self.failOpen(user: name, "\(error)")
+            return
+        }
+        let decision = LoginGate.decide(report.registrations.first { $0.user == name }.map {
+            LoginGate.Registration(user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked)
+        })
+        if let message = decision.message { print(message) }
+        if !decision.allowed {
+            Self.syslog(LOG_NOTICE, "login of \(name) refused: \(decision.message ?? "")")
+            throw CommandFailure(code: ExitStatus.failed, message: "login of \(name) refused")
+        }
+    }
+
+    /// lockwiped could not be asked: allow, and say so where an administrator looks.
+    static func failOpen(user: String, _ why: String) {
+        let message = "login of \(user) allowed without the lockwipe check: \(why)"
+        FileHandle.standardError.write(Data("lockwipectl: \(message)\n".utf8))
+        syslog(LOG_WARNING, message)
+    }
+
+    /// To syslog, facility authpriv as PAM modules log; the identifier is the program's
+    /// name (glibc's default), so `journalctl SYSLOG_IDENTIFIER=lockwipectl` finds it.
+    static func syslog(_ priority: Int32, _ message: String) {
+        // A C string for %s: a Swift String passed as CVarArg is not one.
+        message.withCString { text in
+            withVaList([text]) { vsyslog(LOG_AUTHPRIV | priority, "%s", $0) }
+        }
+    }
+}

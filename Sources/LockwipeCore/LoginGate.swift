@@ -1,0 +1,82 @@
+/// The login gate's decision (`lockwipectl pam-account`, run by pam_exec in the PAM
+/// `account` stack): whether a user may log in, given what lockwiped says about their
+/// registration. Pure: the caller asks the daemon and prints the message.
+///
+/// Refused: a registration locked by the policy server, and one whose data is wiped or
+/// being wiped — logging in cannot help the user there, and the server or the wipe means
+/// "this person should not work on this machine any more".
+/// Allowed, with a notice: every other lock (offline too long, on logout, by an
+/// administrator, by the user), because the user must be able to log in to get it
+/// lifted (bring the machine online for a check-in, unlock with a passcode).
+/// The gate is a courtesy on top of the lock: a refused or allowed login changes nothing
+/// about who can read the vault.
+public enum LoginGate {
+    public struct Decision: Equatable, Sendable {
+        public var allowed: Bool
+        /// Shown to the user (pam_exec `stdout`); nil: nothing to say.
+        public var message: String?
+
+        public init(allowed: Bool, message: String?) {
+            self.allowed = allowed
+            self.message = message
+        }
+    }
+
+    /// What the gate knows about a user's registration (from `GetStatus`).
+    public struct Registration: Equatable, Sendable {
+        public var user: String
+        public var state: RegistrationState
+        public var lockTrigger: Trigger?
+        public var protection: Protection
+        public var blocked: Bool
+
+        public init(user: String, state: RegistrationState, lockTrigger: Trigger?, protection: Protection, blocked: Bool) {
+            self.user = user
+            self.state = state
+            self.lockTrigger = lockTrigger
+            self.protection = protection
+            self.blocked = blocked
+        }
+    }
+
+    /// nil registration: the user is not registered on this machine.
+    public static func decide(_ r: Registration?) -> Decision {
+        guard let r else { return Decision(allowed: true, message: nil) }
+        switch r.state {
+        case .wiped:
+            return Decision(allowed: false, message: """
+                lockwipe: login refused: the data of \(r.user) on this machine was wiped. \
+                Ask your administrator to register you again.
+                """)
+        case .wipePending, .wiping:
+            return Decision(allowed: false, message: """
+                lockwipe: login refused: the data of \(r.user) on this machine is being wiped. \
+                Ask your administrator.
+                """)
+        case .locked where r.lockTrigger == .server:
+            return Decision(allowed: false, message: """
+                lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
+                Ask your administrator: the lock is lifted at the next check-in the server allows.
+                """)
+        case .locked:
+            let how: String
+            switch r.lockTrigger {
+            case .offline:
+                how = "This machine was offline for too long: it unlocks after the next successful check-in with the policy server, or ask your administrator."
+            case .logout:
+                how = r.protection == .encrypted
+                    ? "It was locked when you logged out: unlock it with `lockwipectl unlock --user \(r.user)` and your passcode."
+                    : "It was locked when you logged out: ask your administrator to unlock it."
+            default:
+                how = r.protection == .encrypted
+                    ? "Unlock it with `lockwipectl unlock --user \(r.user)` and your passcode, or ask your administrator."
+                    : "Ask your administrator to unlock it."
+            }
+            return Decision(allowed: true, message: "lockwipe: your data on this machine is locked. " + how)
+        case .active:
+            return Decision(allowed: true, message: r.blocked
+                ? "lockwipe: the policy server has blocked your registration on this machine; your data is untouched. Ask your administrator."
+                : nil)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import LockwipeCore
+import LockwipeSystemd
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Monotonic time and one-shot timers for lock on logout; tests inject a manual one.
+public protocol DeadlineScheduling: Sendable {
+    /// Monotonic time since an arbitrary origin.
+    func now() -> Duration
+    /// Runs `action` once, `delay` from now, unless cancelled first.
+    func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> any ScheduledDeadline
+}
+
+public protocol ScheduledDeadline: Sendable {
+    func cancel()
+}
+
+/// Event-loop timers (epoll on CLOCK_MONOTONIC), like the daemon's other wake-ups.
+public struct EventLoopDeadlines: DeadlineScheduling {
+    let loop: any EventLoop
+
+    public init(loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.loop = loop
+    }
+
+    public func now() -> Duration { .nanoseconds(Int64(NIODeadline.now().uptimeNanoseconds)) }
+
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> any ScheduledDeadline {
+        let (seconds, attoseconds) = delay.components
+        let nanos = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        let task = loop.scheduleTask(in: .nanoseconds(nanos)) { _ = Task { await action() } }
+        return Handle(task: task)
+    }
+
+    struct Handle: ScheduledDeadline {
+        let task: Scheduled<Void>
+        func cancel() { task.cancel() }
+    }
+}
+
+/// Lock on logout: what the manager knows about each registration with `lock_timeout > 0`.
+///
+/// The rule: an active registration whose user has had no login session (closing
+/// sessions and lingering do not count) for `lock_timeout` seconds is locked, with
+/// trigger `logout`. The time without a session counts from the moment the daemon
+/// sees it begin: the end of the last session, or, when it never saw one, the moment it
+/// started watching that registration (daemon start, registration, unlock, or
+/// `lock_timeout` becoming > 0). A session that comes back before the timeout cancels
+/// the pending lock; the lock itself is never lifted by logging in again.
+struct LogoutLocks {
+    struct Tracked {
+        var uid: UInt32
+        /// A session of the user was seen since tracking began.
+        var sawSession = false
+        /// When the user was last seen without a session (monotonic); nil while logged in.
+        var noSessionSince: Duration?
+        var timeout = 0
+        var source = "local"
+        var timer: (any ScheduledDeadline)?
+        /// Tells a timer that fired after being replaced or cancelled from the live one.
+        var generation = 0
+    }
+
+    /// nil: lock on logout is off (logind unavailable, or not started: tests, start-up pass).
+    var watcher: (any SessionWatching)?
+    var timers: any DeadlineScheduling = EventLoopDeadlines()
+    var users: [String: Tracked] = [:]
+    /// Why logind cannot be watched, for `status` (nil when watching or not tried).
+    var unavailable: String?
+}
+
+extension Manager {
+    /// Starts lock on logout with `watcher` (nil: logind is unavailable, `reason` says why;
+    /// logged once, and `status` warns while a registration has `lock_timeout > 0`).
+    public func startLockOnLogout(watcher: (any SessionWatching)?, unavailableReason: String? = nil,
+                                  timers: any DeadlineScheduling = EventLoopDeadlines()) {
+        logout.timers = timers
+        guard let watcher else {
+            logout.unavailable = unavailableReason ?? "no session watcher"
+            logger.notice("lock on logout is disabled: \(logout.unavailable!)", metadata: [
+                "message_id": MessageID.logoutLockUnavailable.metadata])
+            return
+        }
+        do {
+            try watcher.start { [weak self] in
+                guard let self else { return }
+                Task { await self.sessionsChanged() }
+            }
+        } catch {
+            logout.unavailable = "\(error)"
+            logger.warning("lock on logout is disabled: cannot watch logind: \(error)", metadata: [
+                "message_id": MessageID.logoutLockUnavailable.metadata])
+            return
+        }
+        logout.watcher = watcher
+        refreshLogoutLocks()
+    }
+
+    func stopLockOnLogout() {
+        logout.watcher?.stop()
+        logout.watcher = nil
+        for t in logout.users.values { t.timer?.cancel() }
+        logout.users = [:]
+    }
+
+    /// logind says sessions or users changed.
+    public func sessionsChanged() {
+        refreshLogoutLocks()
+    }
+
+    /// Brings every registration's pending logout lock in line with its state, its
+    /// `lock_timeout` and its user's sessions. Called on every session change and from
+    /// ``reschedule()``, i.e. after every change of registrations, policy or configuration.
+    func refreshLogoutLocks() {
+        guard let watcher = logout.watcher, !stopped else { return }
+        let registrations = (try? store.registrations()) ?? []
+        let now = logout.timers.now()
+        var watched = Set<String>()
+        for r in registrations where r.state == .active {
+            let (passcode, source) = passcodePolicy(for: r)
+            guard passcode.lockTimeout > 0 else { continue }
+            watched.insert(r.user)
+            var t = logout.users[r.user] ?? LogoutLocks.Tracked(uid: r.uid)
+            if watcher.loginSessions(uid: r.uid) > 0 {
+                if t.noSessionSince != nil, t.sawSession || t.timer != nil {
+                    logger.info("\(r.user) logged in again; the pending lock on logout is cancelled",
+                                metadata: ["user": .string(r.user)])
+                }
+                t.timer?.cancel()
+                t.timer = nil
+                t.noSessionSince = nil
+                t.sawSession = true
+            } else {
+                if t.noSessionSince == nil {
+                    t.noSessionSince = now
+                    logger.info(t.sawSession
+                                ? "the last session of \(r.user) ended; locking in \(passcode.lockTimeout) s unless they log in again"
+                                : "\(r.user) has no login session; locking in \(passcode.lockTimeout) s unless they log in",
+                                metadata: ["user": .string(r.user), "logind_state": .string(watcher.state(uid: r.uid))])
+                }
+                if t.timer == nil || t.timeout != passcode.lockTimeout {
+                    t.timer?.cancel()
+                    t.generation += 1
+                    let due = t.noSessionSince! + .seconds(passcode.lockTimeout)
+                    let generation = t.generation
+                    let user = r.user
+                    t.timer = logout.timers.schedule(after: max(.zero, due - now)) { [weak self] in
+                        await self?.logoutTimeoutReached(user: user, generation: generation)
+                    }
+                }
+            }
+            t.timeout = passcode.lockTimeout
+            t.source = source
+            logout.users[r.user] = t
+        }
+        for (user, t) in logout.users where !watched.contains(user) {
+            t.timer?.cancel()
+            logout.users[user] = nil
+        }
+    }
+
+    /// A pending logout lock is due: lock, unless the user is back or the timer is stale.
+    func logoutTimeoutReached(user: String, generation: Int) async {
+        guard let watcher = logout.watcher, var t = logout.users[user], t.generation == generation,
+              let since = t.noSessionSince else { return }
+        // A session change may be on its way: ask logind itself, not the last notification.
+        if watcher.loginSessions(uid: t.uid) > 0 {
+            refreshLogoutLocks()
+            return
+        }
+        let elapsed = logout.timers.now() - since
+        guard elapsed >= .seconds(t.timeout) else { return }
+        t.timer = nil
+        logout.users[user] = t
+        let seconds = elapsed.components.seconds
+        let reason = (t.sawSession ? "last session ended \(seconds) s ago" : "no login session for \(seconds) s")
+            + " (lock_timeout \(t.timeout), \(t.source) passcode policy)"
+        do {
+            _ = try await lock(user: user, trigger: .logout, reason: reason)
+        } catch {
+            logger.error("lock on logout of \(user) failed: \(error)", metadata: [
+                "user": .string(user), "message_id": MessageID.actionFailed.metadata])
+        }
+    }
+
+    /// For `status`: lock on logout cannot work here but a registration asks for it.
+    func logoutLockWarnings(_ list: [RegistrationRecord]) -> [String] {
+        guard logout.watcher == nil, let why = logout.unavailable else { return [] }
+        let users = list.filter { $0.state == .active && passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)
+        guard !users.isEmpty else { return [] }
+        return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
+    }
+
+    /// When the pending logout lock of `user` is due, as ISO 8601 for `status` (`wall`: now).
+    func logoutLockTime(_ user: String, wall: Int64) -> String? {
+        guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince else { return nil }
+        let remaining = since + .seconds(t.timeout) - logout.timers.now()
+        return Timestamp.iso(wall + max(0, remaining.components.seconds))
+    }
+}

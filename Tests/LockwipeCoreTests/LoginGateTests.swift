@@ -1,0 +1,46 @@
+import LockwipeCore
+import Testing
+
+@Suite struct LoginGateTests {
+    func reg(_ state: RegistrationState, _ trigger: Trigger? = nil, _ protection: Protection = .permissions, blocked: Bool = false) -> LoginGate.Registration {
+        LoginGate.Registration(user: "alice", state: state, lockTrigger: trigger, protection: protection, blocked: blocked)
+    }
+
+    @Test func unregisteredAndActiveUsersPassSilently() {
+        #expect(LoginGate.decide(nil) == .init(allowed: true, message: nil))
+        #expect(LoginGate.decide(reg(.active)) == .init(allowed: true, message: nil))
+    }
+
+    @Test func aServerLockIsRefusedWithTheReason() {
+        let d = LoginGate.decide(reg(.locked, .server))
+        #expect(!d.allowed)
+        #expect(d.message?.contains("login refused: the policy server locked the data of alice") == true)
+    }
+
+    @Test(arguments: [RegistrationState.wiped, .wipePending, .wiping])
+    func wipedOrBeingWipedIsRefused(_ state: RegistrationState) {
+        let d = LoginGate.decide(reg(state, .server))
+        #expect(!d.allowed)
+        #expect(d.message?.hasPrefix("lockwipe: login refused: the data of alice on this machine") == true)
+    }
+
+    /// The user must be able to log in to get these lifted: check in from their session,
+    /// or unlock with their passcode.
+    @Test(arguments: [Trigger.offline, .logout, .admin, .user])
+    func otherLocksPassWithANotice(_ trigger: Trigger) {
+        let d = LoginGate.decide(reg(.locked, trigger))
+        #expect(d.allowed)
+        #expect(d.message?.hasPrefix("lockwipe: your data on this machine is locked.") == true)
+    }
+
+    @Test func theNoticeSaysHowToUnlock() {
+        #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("next successful check-in") == true)
+        #expect(LoginGate.decide(reg(.locked, .logout, .encrypted)).message?.contains("lockwipectl unlock --user alice") == true)
+        #expect(LoginGate.decide(reg(.locked, .logout, .permissions)).message?.contains("ask your administrator") == true)
+    }
+
+    @Test func aBlockedRegistrationPassesWithANotice() {
+        let d = LoginGate.decide(reg(.active, blocked: true))
+        #expect(d.allowed && d.message?.contains("blocked") == true)
+    }
+}
