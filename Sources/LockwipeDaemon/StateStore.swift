@@ -267,7 +267,7 @@ public final class StateStore: Sendable {
     public func registrations() throws -> [RegistrationRecord] {
         let generation = try db.writeGeneration()
         if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
-        let list = try db.read { db in try Self.fetchRegistrations(db, user: nil) }
+        let list = try db.read { db in try Self.fetchRegistrations(db) }
         registrationCache.withLock { $0 = (generation, list) }
         return list
     }
@@ -276,35 +276,42 @@ public final class StateStore: Sendable {
         try registrations().first { $0.user == user }
     }
 
-    private static func fetchRegistrations(_ db: Database, user: String?) throws -> [RegistrationRecord] {
-        let rows = user == nil
-            ? try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user")
-            : try Row.fetchAll(db, sql: "SELECT * FROM registrations WHERE user = ?", arguments: [user])
-        return try rows.map { row in
-            let name: String = row["user"]
-            let dirs = try String.fetchAll(db, sql: "SELECT path FROM directories WHERE user = ? ORDER BY position", arguments: [name])
-            let wipeJSON: String? = row["last_wipe"]
+    /// Every registration with its directories, server state and which credentials it has:
+    /// four queries in all, whatever the number of registrations.
+    private static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
+        var directories: [String: [String]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT user, path FROM directories ORDER BY user, position") {
+            directories[row["user"], default: []].append(row["path"])
+        }
+        var servers: [String: ServerRecord] = [:]
+        for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state") {
             var server = ServerRecord()
-            if let s = try Row.fetchOne(db, sql: "SELECT * FROM server_state WHERE user = ?", arguments: [name]) {
-                if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
-                    server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
-                }
-                server.settings = (s["settings"] as String?).flatMap { try? JSONDecoder().decode(ServerSettings.self, from: Data($0.utf8)) }
-                server.policyReceivedAt = s["policy_received_at"]
-                server.lastAttempt = s["last_attempt"]
-                server.lastError = s["last_error"]
-                server.failures = s["failures"]
-                server.blockedCode = s["blocked_code"]
+            if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
+                server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
             }
-            if let c = try Row.fetchOne(db, sql: "SELECT token IS NOT NULL AS t, client_certificate IS NOT NULL AS c FROM credentials WHERE user = ?", arguments: [name]) {
-                server.credentials = ServerCredentials(token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil).kind
-            }
+            server.settings = (s["settings"] as String?).flatMap { try? JSONDecoder().decode(ServerSettings.self, from: Data($0.utf8)) }
+            server.policyReceivedAt = s["policy_received_at"]
+            server.lastAttempt = s["last_attempt"]
+            server.lastError = s["last_error"]
+            server.failures = s["failures"]
+            server.blockedCode = s["blocked_code"]
+            servers[s["user"]] = server
+        }
+        var credentials: [String: String] = [:]
+        for c in try Row.fetchAll(db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c FROM credentials") {
+            credentials[c["user"]] = ServerCredentials(token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil).kind
+        }
+        return try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user").map { row in
+            let name: String = row["user"]
+            let wipeJSON: String? = row["last_wipe"]
+            var server = servers[name] ?? ServerRecord()
+            if let kind = credentials[name] { server.credentials = kind }
             return RegistrationRecord(
                 user: name,
                 uid: UInt32(row["uid"] as Int64),
                 state: RegistrationState(rawValue: row["state"]) ?? .locked,  // unknown: fail closed
                 protection: Protection(rawValue: row["protection"]) ?? .permissions,
-                directories: dirs,
+                directories: directories[name] ?? [],
                 lockTrigger: (row["lock_trigger"] as String?).flatMap(Trigger.init(rawValue:)),
                 blocked: row["blocked"],
                 clock: OfflineClock(
@@ -368,12 +375,11 @@ public final class StateStore: Sendable {
     }
 
     private static func save(_ c: OfflineClock, of user: String, _ db: Database) throws {
-        try db.execute(
-            sql: """
-                UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
-                    clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
-                """,
-            arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
+        // Prepared once per connection: every evaluation saves every registration's clock.
+        try db.cachedStatement(sql: """
+            UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+            """).execute(arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
     }
 
     // MARK: Locks
