@@ -31,6 +31,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     case serverPolicyApplied = "0552c6b5ee60459dbb5144e73d981a2e"
     /// Credentials of a registration were set or replaced (never their values).
     case credentialsChanged = "718a7839714a4a7fb8c8daab9bb976bb"
+    /// Crypto-erase: an encrypted vault's key was destroyed (kernel and every wrapped copy).
+    case keyDestroyed = "15c30930616a45358287d388efd55eef"
+    /// A wrong passcode was given for an encrypted vault (counted toward retry_limit).
+    case passcodeWrong = "baf1a3a409f24558ba89cbe85d21e96a"
+    /// A vault passcode was set or changed (the key was re-wrapped).
+    case passcodeChanged = "4fdca705590d4183bb4a3cb1f3e9b595"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }
