@@ -48,6 +48,12 @@ struct Status: ParsableCommand {
                 if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
                 if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
+                if let wrapping = r.keyWrapping, !r.state.isWipeCommitted {
+                    var line = "\(r.user): encrypted vault; key wrapped by " + (wrapping == "machine" ? "the machine key (default passcode)" : "the user's passcode")
+                    if let e = r.passcodeExpires { line += "; passcode expires \(relative(e)) (\(e))" }
+                    if let f = r.failedUnlocks, f > 0 { line += "; \(f) failed unlock(s)" + (r.retryLimit.map { $0 > 0 ? " of \($0) allowed" : "" } ?? "") }
+                    print(line)
+                }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print("\(r.user): last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))")
                 }
@@ -103,24 +109,64 @@ struct Lock: ParsableCommand {
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Unlock a locked registration (administrators); restarts its offline clock.")
+        abstract: "Unlock a locked registration.",
+        discussion: """
+            A permission lock: administrators only; the offline clock restarts. An encrypted \
+            vault: an administrator, or the user themselves when they locked it (or it locked \
+            on logout); after a lock by the policy server or the offline policy a user's unlock \
+            first checks in, and succeeds only if the server lifts the lock. A vault key \
+            protected by a passcode needs it: asked without echo on a terminal, or the first \
+            line of standard input with --passcode-stdin. Wrong passcodes are counted; the \
+            passcode policy's retry_limit wipes the vault. An expired passcode must be replaced \
+            in the same unlock: on a terminal you are asked for a new one, with \
+            --passcode-stdin add --new-passcode-stdin and give it on the second line.
+            """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The user to unlock.") var user: String
+    @Flag(name: .customLong("passcode-stdin"), help: "Read the passcode from the first line of standard input.")
+    var passcodeStdin = false
+    @Flag(name: .customLong("new-passcode-stdin"), help: "Also read a new passcode from the second line (replaces an expired or current one).")
+    var newPasscodeStdin = false
+
+    func validate() throws {
+        if newPasscodeStdin && !passcodeStdin { throw ValidationError("--new-passcode-stdin needs --passcode-stdin") }
+    }
 
     func run() throws {
-        try printResults(try global.call(.unlock, UserParameter(user: user), ActionReply.self))
+        if passcodeStdin {
+            let passcode = try PasscodeInput.line("passcode")
+            let new = newPasscodeStdin ? try PasscodeInput.line("new passcode") : nil
+            return try printResults(try global.call(.unlock, UnlockRequest(user: user, passcode: passcode, newPasscode: new), ActionReply.self))
+        }
+        // Interactive: ask only for what the vault turns out to need.
+        var request = UnlockRequest(user: user)
+        while true {
+            do {
+                return try printResults(try global.call(.unlock, request, ActionReply.self))
+            } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.passcode == nil
+                && failure.code == ExitStatus.usage && failure.message.contains("protected by a passcode") {
+                request.passcode = try PasscodeInput.prompt("Passcode for \(user): ")
+            } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.newPasscode == nil
+                && failure.message.hasPrefix("passcode expired") {
+                FileHandle.standardError.write(Data("The passcode has expired: choose a new one.\n".utf8))
+                request.newPasscode = try PasscodeInput.promptNew()
+            }
+        }
     }
 }
 
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Irreversibly erase a registration's data (administrators).",
+        abstract: "Irreversibly erase a registration's data (administrators; users their own encrypted vault).",
         discussion: """
             Asks for confirmation on a terminal; needs --yes otherwise. Files are overwritten \
             ([wipe] passes, default 1 random pass) and made durable before they are unlinked; \
-            symlinks are never followed and other filesystems never entered. Waits until the \
-            wipe is done (lockwipectl status shows its progress meanwhile) and prints the report; \
-            a wipe that could not remove everything exits 1 and stays pending.
+            symlinks are never followed and other filesystems never entered. An encrypted vault \
+            is crypto-erased instead: its key is removed from the kernel and every wrapped copy \
+            destroyed first (the report says when), then the ciphertext is unlinked without \
+            overwriting. A user who forgot their passcode may wipe their own encrypted vault. \
+            Waits until the wipe is done (lockwipectl status shows its progress meanwhile) and \
+            prints the report; a wipe that could not remove everything exits 1 and stays pending.
             """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The user whose data to wipe.") var user: String?
@@ -183,7 +229,10 @@ struct Register: ParsableCommand {
         abstract: "Register a user's data directories (administrators).",
         discussion: """
             Missing directories are created, owned by the user, mode 0700. All or nothing: on any \
-            problem nothing changes. With a policy server, the registration checks in at once; \
+            problem nothing changes. When every directory is empty (or new) on a filesystem with \
+            fscrypt (ext4 -O encrypt, f2fs), the vault is encrypted (fscrypt v2, a fresh 512-bit \
+            key wrapped by the default passcode, or by --passcode-stdin's); otherwise all of \
+            them get the permission lock, unless --require-encryption refuses. With a policy server, the registration checks in at once; \
             --token-file (and --client-cert/--client-key) give the credentials it uses, stored \
             root-only in the state directory and never shown. Change them later with \
             `lockwipectl credentials`.
@@ -193,15 +242,22 @@ struct Register: ParsableCommand {
     @Option(name: .customLong("dir"), help: ArgumentHelp("A data directory (absolute path); repeat for more.", valueName: "path"))
     var directories: [String] = []
     @OptionGroup var credentials: CredentialOptions
+    @Flag(name: .customLong("require-encryption"), help: "Refuse unless every directory can become an encrypted (fscrypt) vault.")
+    var requireEncryption = false
+    @Flag(name: .customLong("passcode-stdin"), help: "Read the user's first vault passcode from standard input (one line).")
+    var passcodeStdin = false
 
     func validate() throws {
         if directories.isEmpty { throw ValidationError("give at least one --dir") }
+        if passcodeStdin && credentials.tokenFile == "-" { throw ValidationError("--passcode-stdin and --token-file - cannot both read standard input") }
     }
 
     func run() throws {
         let c = try credentials.read()
+        let passcode = passcodeStdin ? try PasscodeInput.line("passcode") : nil
         try printResults(try global.call(.register, RegisterRequest(
-            user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
+            user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key,
+            requireEncryption: requireEncryption ? true : nil, passcode: passcode), ActionReply.self))
     }
 }
 

@@ -29,7 +29,7 @@ public struct LockwipeCTL: ParsableCommand {
             """,
         version: LockwipeVersion.current,
         subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
-                      PolicyCommand.self, History.self, PamAccount.self])
+                      PolicyCommand.self, History.self, Passcode.self, PamAccount.self])
 
     public init() {}
 
@@ -116,7 +116,12 @@ func printResults(_ reply: ActionReply) throws {
     var incomplete = false
     for r in reply.results {
         print("\(r.user): \(r.detail)")
-        if let w = r.wipe {
+        if let w = r.wipe, w.cryptoErased {
+            print("  crypto-erased: key destroyed at \(w.keyDestroyedAt!)" + (w.keyDestroyedSeconds.map { String(format: " (%.3f s after the request)", $0) } ?? "")
+                  + "; \(w.entriesRemoved) entries (ciphertext) removed, no overwrite pass needed, in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
+            if !w.complete { incomplete = true }
+        } else if let w = r.wipe {
             let how = w.passes == 0 ? "no overwrite (passes = 0)" : "\(w.passes) \(w.pattern) pass\(w.passes == 1 ? "" : "es")"
             print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(bytes(w.bytesOverwritten)), \(how)) in \(String(format: "%.2f", w.elapsedSeconds)) s")
             if w.attributesCleared > 0 { print("  cleared the immutable/append-only attribute of \(w.attributesCleared) entries") }

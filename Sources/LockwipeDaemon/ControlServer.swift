@@ -352,15 +352,32 @@ public final class ControlServer: Sendable {
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .unlock:
-            let p = try VarlinkMessage.decodeParameters(UserParameter.self, from: data)
-            try requireAdmin(caller, "unlock")
-            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.unlock(user: p.user, by: caller)]))
+            // Users may unlock their own encrypted vault with its passcode; the Manager
+            // decides what each lock needs (SPEC, lockwipectl(1)).
+            let p = try VarlinkMessage.decodeParameters(UnlockRequest.self, from: data)
+            try await requireSelfOrAdmin(caller, p.user, "unlock")
+            return try VarlinkMessage.encodeReply(ActionReply(results: [
+                try await manager.unlock(user: p.user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)]))
+        case .setPasscode:
+            let p = try VarlinkMessage.decodeParameters(PasscodeRequest.self, from: data)
+            try await requireSelfOrAdmin(caller, p.user, "set the passcode of")
+            return try VarlinkMessage.encodeReply(ActionReply(results: [
+                try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)]))
         case .wipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
-            let users = try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: false)
+            // "Forgot passcode": a user may wipe their own encrypted vault; anything else is
+            // for administrators.
+            var own = false
+            if !caller.isAdmin, p.all != true, let user = p.user, user == caller.userName,
+               let r = try await manager.registration(user), r.protection == .encrypted {
+                own = true
+            }
+            let users = try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
             var results: [ActionResult] = []
             for user in users {
-                results.append(try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)"))
+                results.append(caller.isAdmin
+                    ? try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)")
+                    : try await manager.wipe(user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)"))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .register:
@@ -368,7 +385,8 @@ public final class ControlServer: Sendable {
             try requireAdmin(caller, "register users")
             let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
             return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.register(
-                user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials, by: caller)]))
+                user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials,
+                requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)]))
         case .setCredentials:
             let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
             try requireAdmin(caller, "set credentials")
@@ -387,6 +405,13 @@ public final class ControlServer: Sendable {
             }
             let users = try await manager.targets(user: p.user, all: p.user == nil)
             return try VarlinkMessage.encodeReply(ActionReply(results: try await manager.checkIn(users: users)))
+        }
+    }
+
+    private func requireSelfOrAdmin(_ caller: Caller, _ user: String, _ verb: String) async throws {
+        if caller.isAdmin { return }
+        guard user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+            throw VarlinkError.notPermitted("you may only \(verb) your own registration")
         }
     }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
@@ -26,12 +27,17 @@ public actor Manager {
     var configuration: Configuration
     let store: StateStore
     let clock: any ClockSource
+    /// The permission lock (registrations with `protection: permissions`).
     let protection: any VaultProtecting
+    /// The fscrypt lock (registrations with `protection: encrypted`).
+    let encryption: any VaultProtecting
+    /// The machine key (the default passcode), read or created on first use.
+    var machineKeyCache: SymmetricKey?
     private let eraser: any VaultErasing
-    private let observers: ObserverHub
+    let observers: ObserverHub
     let logger: Logger
     let notifier: SystemdNotifier
-    private let paths: Paths
+    let paths: Paths
     private var authorizer: Authorizer
     /// The policy server client; nil in tests that need none.
     let fetcher: (any SettingsFetching)?
@@ -63,8 +69,10 @@ public actor Manager {
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
         eraser: any VaultErasing, observers: ObserverHub, logger: Logger, notifier: SystemdNotifier, paths: Paths,
-        fetcher: (any SettingsFetching)? = nil, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+        fetcher: (any SettingsFetching)? = nil, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        encryption: any VaultProtecting = FscryptLock()
     ) {
+        self.encryption = encryption
         self.fetcher = fetcher
         self.random = random
         self.configuration = configuration
@@ -104,12 +112,13 @@ public actor Manager {
             }
             for r in try store.registrations() where r.state == .locked {
                 do {
-                    try protection.lock(r.directories)
+                    _ = try await applyLock(r)
                 } catch {
                     logger.critical("cannot re-apply the lock of a locked registration",
                                     metadata: ["user": .string(r.user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
                 }
             }
+            await reopenEncryptedVaults()
         } catch {
             logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(store.path)])
         }
@@ -349,6 +358,7 @@ public actor Manager {
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
+            vaultStatus(r, into: &info)
             return info
         }
         var warnings: [String] = []
@@ -411,20 +421,26 @@ public actor Manager {
 
     public func registrationUID(_ user: String) throws -> UInt32? { try store.registration(user)?.uid }
 
+    public func registration(_ user: String) throws -> RegistrationRecord? { try store.registration(user) }
+
     public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
         reschedule()
         return result
     }
 
-    public func unlock(user: String, by caller: Caller) async throws -> ActionResult {
-        let result = try await withUser(user) { try await unlockLocked(user: user, caller: caller) }
+    public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> ActionResult {
+        try await checkInBeforeUserUnlock(user: user, caller: caller)
+        let result = try await withUser(user) {
+            try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
+        }
         reschedule()
         return result
     }
 
     public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason) }
+        let requested = ContinuousClock.now
+        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason, requested: requested) }
         reschedule()
         return result
     }
@@ -441,11 +457,15 @@ public actor Manager {
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
         await observers.notify(.willLock, event)
-        let records = try orFail(user, "lock") { try protection.recordState(of: r.directories, user: user) }
+        let records = try orFail(user, "lock") { try protection(for: r).recordState(of: r.directories, user: user) }
         let now = clock.now().wall
         try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, "lock", trigger, reason, at: now))
-        try orFail(user, "lock") { try protection.lock(r.directories) }
-        let ended = configuration.terminateProcesses ? await terminateHolders(r) : []
+        let ended: [Int32]
+        do {
+            ended = try await applyLock(r)
+        } catch {
+            throw failure(user, "lock", error)
+        }
         var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)
@@ -454,15 +474,35 @@ public actor Manager {
         return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
     }
 
-    private func terminateHolders(_ r: RegistrationRecord) async -> [Int32] {
-        let terminator = ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds))
-        let dirs = r.directories
-        let uid = r.uid
-        return (try? await runBlocking { terminator.terminate(uid: uid, directories: dirs) }) ?? []
+    /// The protection of `r`: the fscrypt lock for an encrypted vault, the permission lock otherwise.
+    func protection(for r: RegistrationRecord) -> any VaultProtecting {
+        r.protection == .encrypted ? encryption : protection
     }
 
-    private func unlockLocked(user: String, caller: Caller) async throws -> ActionResult {
+    /// Applies `r`'s lock (idempotent), ending the user's processes that hold the vault when
+    /// `[lock] terminate_processes` is on; returns the pids that were ended.
+    func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
+        let p = protection(for: r)
+        let dirs = r.directories
+        let uid = r.uid
+        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
+        return try await runBlocking {
+            var ended: [Int32] = []
+            try p.lock(dirs, uid: uid) {
+                let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
+                ended += pids
+                return pids
+            }
+            return ended
+        }
+    }
+
+    private func unlockLocked(user: String, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
         guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        if r.protection == .encrypted {
+            return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
+        }
+        guard caller.isAdmin else { throw VarlinkError.notPermitted("only root and members of the admin group may unlock a vault with a permission lock") }
         guard r.state == .locked else {
             throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
         }
@@ -480,7 +520,7 @@ public actor Manager {
 
     // MARK: Wipe
 
-    func wipeLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
         guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
@@ -488,11 +528,12 @@ public actor Manager {
         let now = clock.now().wall
         try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, "wipe-started", trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false)
+        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw VarlinkError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
+        let wipedText: String = summary.cryptoErased ? "wiped: " + Self.cryptoEraseText(summary) : "wiped: \(summary.entriesRemoved) entries removed"
         let detail = summary.complete
-            ? "wiped: \(summary.entriesRemoved) entries removed"
+            ? wipedText
             : "INCOMPLETE: \(summary.entriesRemoved) entries removed, \(summary.skipped.count) could not be removed; the wipe stays pending"
         return ActionResult(user: user, action: "wipe", state: state, detail: detail, wipe: summary)
     }
@@ -500,7 +541,7 @@ public actor Manager {
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
-    private func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool) async -> WipeSummary? {
+    private func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
         guard let r = try? store.registration(user) else { return nil }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
@@ -508,17 +549,24 @@ public actor Manager {
         }
         await observers.notify(.willWipe, event)
         do {
-            try protection.lock(r.directories)
+            _ = try await applyLock(r)
         } catch {
             logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
-        if configuration.terminateProcesses { _ = await terminateHolders(r) }
         let now = clock.now().wall
         do {
             try store.beginWipeAttempt(user, event: resumed ? self.event(user, "wipe-resumed", .resume, reason, at: now) : nil)
         } catch {
             logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
             return nil
+        }
+        var options = configuration.wipe
+        var destroyed: (at: Int64, seconds: Double?)?
+        if r.protection == .encrypted {
+            // Crypto-erase: once the key is gone from the kernel and from the store, what is
+            // left is ciphertext; the files are then only unlinked.
+            destroyed = destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
+            if destroyed != nil { options.passes = 0 }
         }
         let progress = WipeProgress()
         runningWipes[user] = progress
@@ -527,10 +575,14 @@ public actor Manager {
         let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
         // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
         // and stays pending, instead of holding the stop until it is done.
-        let summary = await withTaskCancellationHandler {
-            await eraser.erase(directories: r.directories, options: configuration.wipe, progress: progress)
+        var summary = await withTaskCancellationHandler {
+            await eraser.erase(directories: r.directories, options: options, progress: progress)
         } onCancel: {
             progress.cancel()
+        }
+        if let destroyed {
+            summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
+            summary.keyDestroyedSeconds = destroyed.seconds
         }
         ticker?.cancel()
         runningWipes[user] = nil
@@ -542,12 +594,22 @@ public actor Manager {
         meta["passes"] = "\(summary.passes)"
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
         meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
+        if summary.cryptoErased {
+            meta["crypto_erased"] = "true"
+            meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
+            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
+        }
         let overwritten = summary.passes == 0
             ? "unlink only (passes = 0)"
             : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
-        let detail = summary.complete
-            ? "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
-            : "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+        let detail: String
+        if summary.complete && summary.cryptoErased {
+            detail = Self.cryptoEraseText(summary) + (resumed ? " (resumed)" : "")
+        } else if summary.complete {
+            detail = "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
+        } else {
+            detail = "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+        }
         do {
             try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? "wipe" : "wipe-incomplete", trigger, detail, at: clock.now().wall))
         } catch {
@@ -575,7 +637,10 @@ public actor Manager {
 
     // MARK: Registration
 
-    public func register(user: String, directories: [String], credentials: ServerCredentials? = nil, by caller: Caller) async throws -> ActionResult {
+    public func register(
+        user: String, directories: [String], credentials: ServerCredentials? = nil, requireEncryption: Bool = false, passcode: String? = nil,
+        by caller: Caller
+    ) async throws -> ActionResult {
         if let credentials {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw VarlinkError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
@@ -611,6 +676,27 @@ public actor Manager {
                 }
                 if !problems.isEmpty { throw RegistrationRefusal(problems.joined(separator: "; ")) }
             }
+            // Protection is per registration: encrypted when every directory can be, the
+            // permission lock otherwise (a vault half ciphertext, half chmod would lock
+            // unevenly and report one protection for two).
+            var kind: Protection = .permissions
+            var notEncrypted: [String] = []
+            var vault: NewVault?
+            flow.add("choose the protection") {
+                notEncrypted = normalized.compactMap { FscryptLock.encryptionProblem($0) }
+                if requireEncryption, !notEncrypted.isEmpty {
+                    throw RegistrationRefusal("--require-encryption: " + notEncrypted.joined(separator: "; "))
+                }
+                kind = notEncrypted.isEmpty ? .encrypted : .permissions
+                if kind == .permissions, passcode != nil {
+                    throw RegistrationRefusal("a passcode protects only an encrypted vault, and these directories get the permission lock: "
+                                              + notEncrypted.joined(separator: "; "))
+                }
+            }
+            flow.add("wrap the vault key") {
+                guard kind == .encrypted else { return }
+                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, at: self.clock.now().wall)
+            }
             var created: [String] = []
             flow.add("create vault directories", run: {
                 for d in normalized where !FileManager.default.fileExists(atPath: d) {
@@ -622,16 +708,33 @@ public actor Manager {
                 let failed = created.reversed().filter { rmdir($0) != 0 }
                 return failed.isEmpty ? nil : "could not remove \(failed.joined(separator: ", "))"
             })
+            flow.add("encrypt the vault directories", run: {
+                guard let v = vault else { return }
+                for d in normalized {
+                    let id = try FscryptLock.encrypt(d, key: v.key)
+                    guard id == v.stored.identifier else { throw FileSystemError("encrypt", d + " (the kernel derived another key identifier)", code: EINVAL) }
+                }
+            }, undo: {
+                guard let v = vault else { return nil }
+                let failed = Set(normalized).compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
+                return failed.isEmpty ? nil : failed.joined(separator: "; ")
+            })
             let reading = clock.now()
             flow.add("persist") {
                 let record = RegistrationRecord(
-                    user: user, uid: account!.uid, state: .active, protection: self.protection.kind, directories: normalized,
+                    user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
                     lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
                 let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
-                try self.store.insert(record, credentials: stored, event: self.event(
-                    user, "register", caller.isAdmin ? .admin : .user,
-                    "directories: \(normalized.joined(separator: ", "))" + (stored.map { "; credentials: \($0.kind)" } ?? ""), at: reading.wall))
+                var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
+                if let v = vault {
+                    let by: String = v.stored.wrapped.wrapping == .machine ? "machine key (default passcode)" : "user's passcode"
+                    detail += "; key wrapped by the \(by)"
+                }
+                if let c = stored { detail += "; credentials: \(c.kind)" }
+                let trigger: Trigger = caller.isAdmin ? .admin : .user
+                try self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, "register", trigger, detail, at: reading.wall))
             }
+            defer { vault?.key.wipe() }
             do throws(RegistrationFlow.Failure) {
                 try flow.execute()
             } catch {
@@ -639,13 +742,23 @@ public actor Manager {
                 // A refusal is shown as is; any other failure names the step it happened in.
                 throw VarlinkError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
             }
-            logger.notice("registered \(user)", metadata: [
+            logger.notice("registered \(user) (\(kind.rawValue))", metadata: [
                 "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
+                "protection": .string(kind.rawValue),
                 "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
             ])
             reschedule()
-            return ActionResult(user: user, action: "register", state: .active,
-                                detail: "registered \(normalized.joined(separator: ", "))" + (created.isEmpty ? "" : " (created \(created.joined(separator: ", ")))"))
+            var detail = "registered \(normalized.joined(separator: ", "))"
+            if !created.isEmpty { detail += " (created \(created.joined(separator: ", ")))" }
+            if kind == .encrypted {
+                let machine = vault?.stored.wrapped.wrapping == .machine
+                detail += "; protection: encrypted (fscrypt v2), key wrapped by "
+                detail += machine ? "the machine key (default passcode; set one with lockwipectl passcode set)" : "the user's passcode"
+            } else {
+                detail += "; protection: permissions"
+                if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
+            }
+            return ActionResult(user: user, action: "register", state: .active, detail: detail)
         }
         // A new registration fetches its settings at once (SAP onboarding: settings download).
         scheduleCheckIn(user, in: 0)
@@ -678,6 +791,11 @@ public actor Manager {
             guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
             if r.state == .wipePending || r.state == .wiping {
                 throw VarlinkError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
+            }
+            if r.protection == .encrypted, r.state != .wiped {
+                throw VarlinkError.actionFailed(
+                    "\(user) has an encrypted vault whose key only lockwiped holds: unregistering would make its data unreadable for good. "
+                        + "Copy the data out while it is unlocked, then wipe it (lockwipectl wipe --user \(user)) and unregister")
             }
             var detail = "unregistered; the directories are left as they are"
             if r.state == .locked {
@@ -714,10 +832,15 @@ public actor Manager {
         do {
             return try body()
         } catch {
-            logger.error("\(action) of \(user) failed: \(error)", metadata: [
-                "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
-            ])
-            throw VarlinkError.actionFailed("\(action) of \(user) failed: \(error)")
+            throw failure(user, action, error)
         }
+    }
+
+    /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
+    func failure(_ user: String, _ action: String, _ error: any Error) -> VarlinkError {
+        logger.error("\(action) of \(user) failed: \(error)", metadata: [
+            "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
+        ])
+        return VarlinkError.actionFailed("\(action) of \(user) failed: \(error)")
     }
 }

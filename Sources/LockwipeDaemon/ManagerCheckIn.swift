@@ -193,9 +193,18 @@ extension Manager {
         // Re-authentication by the server lifts its own and the offline lock, never one an
         // administrator or the user set. The filesystem first, then the record (as unlock does).
         var unlock = false
+        var handBack = false
         if r.state == .locked, r.lockTrigger == .server || r.lockTrigger == .offline, settings.registrationLocked != true {
             do {
-                try protection.unlock(try store.lockRecords(user))
+                guard try await unlockAfterContact(r) else {
+                    // Only the user's passcode opens this vault: the server's (or the offline)
+                    // lock is lifted, the cryptographic one stays until the user unlocks.
+                    handBack = true
+                    let reason = "the policy server lifted the \(r.lockTrigger!.rawValue) lock; the encrypted vault stays locked until its user unlocks it with the passcode"
+                    events.append(event(user, "lock-lifted", .server, reason, at: reading.wall))
+                    notes.append("lock lifted; unlock with the passcode")
+                    throw CancellationError()
+                }
                 unlock = true
                 let reason = "unlocked by a successful contact with the policy server (lock trigger: \(r.lockTrigger!.rawValue))"
                 events.append(event(user, "unlock", .server, reason, at: reading.wall))
@@ -203,6 +212,7 @@ extension Manager {
                 m["server"] = meta["server"]
                 logger.notice("unlocked \(user): \(reason)", metadata: m)
                 notes.append("unlocked")
+            } catch is CancellationError where handBack {
             } catch {
                 logger.error("unlock of \(user) after a server contact failed: \(error)", metadata: [
                     "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
@@ -219,6 +229,7 @@ extension Manager {
             logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
         }
+        if handBack { try? store.setLockTrigger(user, .user) }
         meta["result"] = "ok"
         meta["message_id"] = MessageID.checkInOK.metadata
         meta["offline_seconds"] = "0"

@@ -35,6 +35,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     case stateDamaged = "471f20d5adca4cf9a6f492401a109b66"
     /// Lock on logout (`lock_timeout`) cannot work: logind is not running or cannot be watched.
     case logoutLockUnavailable = "099c44df8d5c475ab516ef3467a47c3b"
+    /// Crypto-erase: an encrypted vault's key was destroyed (kernel and every wrapped copy).
+    case keyDestroyed = "15c30930616a45358287d388efd55eef"
+    /// A wrong passcode was given for an encrypted vault (counted toward retry_limit).
+    case passcodeWrong = "baf1a3a409f24558ba89cbe85d21e96a"
+    /// A vault passcode was set or changed (the key was re-wrapped).
+    case passcodeChanged = "4fdca705590d4183bb4a3cb1f3e9b595"
 
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

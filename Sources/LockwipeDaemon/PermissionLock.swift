@@ -1,8 +1,9 @@
 import Foundation
 import LockwipeCore
 
-/// How a vault is made unreadable and readable again. The permission lock is the one
-/// protection of this version; an encrypted (fscrypt) vault is another conformance.
+/// How a vault is made unreadable and readable again: the permission lock, or the
+/// fscrypt lock of an encrypted vault (`FscryptLock`). The Manager picks one per
+/// registration by its `protection`.
 public protocol VaultProtecting: Sendable {
     var kind: Protection { get }
     /// What must be recorded before locking so that `unlock` can restore it exactly.
@@ -14,6 +15,24 @@ public protocol VaultProtecting: Sendable {
     func unlock(_ records: [LockRecord]) throws
     /// True when every directory is in its locked form (for verification and status).
     func isLocked(_ directories: [String]) -> Bool
+    /// Locks the vault of `uid`; `endHolders` ends that user's processes holding it and
+    /// returns their pids. The permission lock changes the directories first, then ends the
+    /// holders (so that nothing reopens them); the fscrypt lock ends them first, since
+    /// open files keep its key in use.
+    func lock(_ directories: [String], uid: UInt32, endHolders: () -> [Int32]) throws
+    /// Restores what was recorded; `key` is the vault key for a protection that needs one.
+    func unlock(_ records: [LockRecord], directories: [String], key: [UInt8]?) throws
+}
+
+extension VaultProtecting {
+    public func lock(_ directories: [String], uid: UInt32, endHolders: () -> [Int32]) throws {
+        try lock(directories)
+        _ = endHolders()
+    }
+
+    public func unlock(_ records: [LockRecord], directories: [String], key: [UInt8]?) throws {
+        try unlock(records)
+    }
 }
 
 /// The permission lock: owner and mode recorded, then `root:root 0000`. It stops every

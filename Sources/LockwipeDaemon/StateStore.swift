@@ -121,7 +121,7 @@ public final class StateStore: Sendable {
     public static let fileName = "state.sqlite"
     /// Created beside the database once it exists: "there was a database here".
     public static let markerName = "state.created"
-    private let db: CheckedQueue
+    let db: CheckedQueue
     public let path: String
     private let registrationCache = Mutex<(generation: UInt64, list: [RegistrationRecord])?>(nil)
 
@@ -256,6 +256,27 @@ public final class StateStore: Sendable {
                 );
                 """)
         }
+        // Encrypted vaults: the vault key, only wrapped (one row per registration), the
+        // passcode's set time and the durable failed-unlock count; when a crypto-erase
+        // destroyed the key.
+        m.registerMigration("v3-vault") { db in
+            try db.execute(sql: """
+                CREATE TABLE vault_keys (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    key_identifier TEXT NOT NULL,
+                    wrapping TEXT NOT NULL,
+                    salt BLOB NOT NULL,
+                    scrypt_log_n INTEGER,
+                    scrypt_r INTEGER,
+                    scrypt_p INTEGER,
+                    sealed BLOB NOT NULL,
+                    passcode_set_at INTEGER,
+                    failed_attempts INTEGER NOT NULL DEFAULT 0
+                );
+                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_at INTEGER;
+                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
+                """)
+        }
         return m
     }
 
@@ -325,8 +346,9 @@ public final class StateStore: Sendable {
     }
 
     /// Persists a new registration (and its credentials) and its `register` event in one transaction.
-    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, event: StoredEvent) throws {
+    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) throws {
         try db.write { db in
+            if let vaultKey { try Self.saveVaultKey(vaultKey, of: r.user, db) }
             if let credentials { try Self.saveCredentials(credentials, of: r.user, at: event.time, db) }
             try db.execute(
                 sql: """
@@ -352,6 +374,7 @@ public final class StateStore: Sendable {
             try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             try Self.append(event, db)
         }
@@ -411,12 +434,14 @@ public final class StateStore: Sendable {
     /// Commits an unlock after the filesystem was restored: state active, records gone and
     /// offline clock restarted (an admin unlock is a re-authentication), in one transaction,
     /// so a crash can never leave an active registration with its old offline time.
-    public func commitUnlock(_ user: String, clock: OfflineClock, event: StoredEvent) throws {
+    /// A nil `clock` keeps the offline clock (a user's own unlock of an encrypted vault is
+    /// not a re-authentication by the server or an administrator).
+    public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) throws {
         try db.write { db in
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
             try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
                            arguments: [RegistrationState.active.rawValue, user])
-            try Self.save(clock, of: user, db)
+            if let clock { try Self.save(clock, of: user, db) }
             try Self.append(event, db)
         }
     }
@@ -490,6 +515,15 @@ public final class StateStore: Sendable {
                                arguments: [RegistrationState.active.rawValue, user])
             }
             for e in events { try Self.append(e, db) }
+        }
+    }
+
+    /// Changes why a locked registration is locked (a server contact lifts a server or
+    /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
+    public func setLockTrigger(_ user: String, _ trigger: Trigger) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state = ?",
+                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue])
         }
     }
 
@@ -567,7 +601,7 @@ public final class StateStore: Sendable {
         try db.write { db in try Self.append(event, db) }
     }
 
-    private static func append(_ e: StoredEvent, _ db: Database) throws {
+    static func append(_ e: StoredEvent, _ db: Database) throws {
         try db.execute(sql: "INSERT INTO events (time, user, kind, trigger, detail) VALUES (?, ?, ?, ?, ?)",
                        arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail])
     }

@@ -21,7 +21,9 @@ public enum InterfaceDescription {
           entries_removed: int,
           skipped: []Skipped,
           elapsed_seconds: float,
-          complete: bool
+          complete: bool,
+          key_destroyed_at: ?string,
+          key_destroyed_seconds: ?float
         )
 
         type Registration (
@@ -43,7 +45,11 @@ public enum InterfaceDescription {
           last_attempt: ?string,
           last_error: ?string,
           next_check_in: ?string,
-          credentials: ?string
+          credentials: ?string,
+          key_wrapping: ?string,
+          passcode_expires: ?string,
+          failed_unlocks: ?int,
+          retry_limit: ?int
         )
 
         type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)
@@ -66,7 +72,12 @@ public enum InterfaceDescription {
         # Exactly one of user or all.
         method Lock(user: ?string, all: ?bool) -> (results: []ActionResult)
 
-        method Unlock(user: string) -> (results: []ActionResult)
+        # An encrypted vault whose key a passcode wraps needs the passcode; an expired
+        # passcode must be replaced in the same request (new_passcode).
+        method Unlock(user: string, passcode: ?string, new_passcode: ?string) -> (results: []ActionResult)
+
+        # Without current: the first passcode of a vault the machine key wraps; with it: a change.
+        method SetPasscode(user: string, current: ?string, new: string) -> (results: []ActionResult)
 
         # Irreversible. Exactly one of user or all.
         method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
@@ -77,7 +88,9 @@ public enum InterfaceDescription {
           directories: []string,
           token: ?string,
           client_certificate: ?string,
-          client_key: ?string
+          client_key: ?string,
+          require_encryption: ?bool,
+          passcode: ?string
         ) -> (results: []ActionResult)
 
         # Replaces all credentials of a registration (absent fields are removed).

@@ -12,6 +12,7 @@ public enum ManagerMethod: String, Sendable, CaseIterable {
     case unregister = "io.lockwipe.Manager.Unregister"
     case checkIn = "io.lockwipe.Manager.CheckIn"
     case setCredentials = "io.lockwipe.Manager.SetCredentials"
+    case setPasscode = "io.lockwipe.Manager.SetPasscode"
 }
 
 // MARK: Requests
@@ -42,6 +43,33 @@ public struct UserParameter: Codable, Sendable, Equatable {
     public init(user: String) { self.user = user }
 }
 
+/// `Unlock`. `passcode` opens a passcode-wrapped vault key; `newPasscode` replaces an
+/// expired passcode in the same request (it must satisfy the passcode policy). Secret:
+/// never logged or stored in the clear.
+public struct UnlockRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var passcode: String?
+    public var newPasscode: String?
+    public init(user: String, passcode: String? = nil, newPasscode: String? = nil) {
+        self.user = user
+        self.passcode = passcode
+        self.newPasscode = newPasscode
+    }
+}
+
+/// `SetPasscode`: without `current`, sets the first passcode of a vault whose key the
+/// machine key wraps (`passcode set`); with it, changes the passcode (`passcode change`).
+public struct PasscodeRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var current: String?
+    public var new: String
+    public init(user: String, current: String? = nil, new: String) {
+        self.user = user
+        self.current = current
+        self.new = new
+    }
+}
+
 /// `Register`. The credentials are secret: the daemon stores them root-only and never
 /// logs or shows them.
 public struct RegisterRequest: Codable, Sendable, Equatable {
@@ -52,13 +80,21 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
     /// PEM certificate (chain) and private key for TLS client authentication.
     public var clientCertificate: String?
     public var clientKey: String?
+    /// Refuse unless every directory can become an encrypted (fscrypt) vault.
+    public var requireEncryption: Bool?
+    /// The first passcode of an encrypted vault (needed where the passcode policy does
+    /// not allow the default passcode).
+    public var passcode: String?
 
-    public init(user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+    public init(user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+                requireEncryption: Bool? = nil, passcode: String? = nil) {
         self.user = user
         self.directories = directories
         self.token = token
         self.clientCertificate = clientCertificate
         self.clientKey = clientKey
+        self.requireEncryption = requireEncryption
+        self.passcode = passcode
     }
 }
 
@@ -187,6 +223,14 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// ISO 8601, UTC: when the vault locks because its user has no login session
     /// (`lock_timeout`); null when no such lock is pending.
     public var logoutLockAt: String?
+    /// Encrypted vaults: what wraps the vault key, "machine" (the default passcode) or
+    /// "passcode" (the user's own).
+    public var keyWrapping: String?
+    /// Encrypted vaults: ISO 8601, UTC, when the passcode expires (null: never).
+    public var passcodeExpires: String?
+    /// Encrypted vaults: failed unlocks in a row, and how many the policy allows (0 = unlimited).
+    public var failedUnlocks: Int?
+    public var retryLimit: Int?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -233,6 +277,12 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(credentials, forKey: .credentials)
         try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
         try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)
+        if keyWrapping != nil {
+            try c.encode(keyWrapping, forKey: .keyWrapping)
+            try c.encode(passcodeExpires, forKey: .passcodeExpires)
+            try c.encodeIfPresent(failedUnlocks, forKey: .failedUnlocks)
+            try c.encodeIfPresent(retryLimit, forKey: .retryLimit)
+        }
     }
 }
 
@@ -297,6 +347,13 @@ public struct WipeSummary: Codable, Sendable, Equatable {
     public var pattern: String
     /// Immutable or append-only attributes the wipe had to clear.
     public var attributesCleared: Int
+    /// Crypto-erase (encrypted vaults): ISO 8601, UTC, when the key was destroyed (removed
+    /// from the kernel and every wrapped copy deleted), and how many seconds after the wipe
+    /// request. From that moment the data is unrecoverable; the files removed afterwards
+    /// are ciphertext, so no overwrite pass is needed.
+    public var keyDestroyedAt: String?
+    public var keyDestroyedSeconds: Double?
+    public var cryptoErased: Bool { keyDestroyedAt != nil }
     public var complete: Bool { skipped.isEmpty }
 
     public init(
@@ -315,6 +372,7 @@ public struct WipeSummary: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, passes, pattern, attributesCleared, complete
+        case keyDestroyedAt, keyDestroyedSeconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -328,6 +386,8 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         passes = try c.decodeIfPresent(Int.self, forKey: .passes) ?? 0
         pattern = try c.decodeIfPresent(String.self, forKey: .pattern) ?? "random"
         attributesCleared = try c.decodeIfPresent(Int.self, forKey: .attributesCleared) ?? 0
+        keyDestroyedAt = try c.decodeIfPresent(String.self, forKey: .keyDestroyedAt)
+        keyDestroyedSeconds = try c.decodeIfPresent(Double.self, forKey: .keyDestroyedSeconds)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -341,6 +401,8 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         try c.encode(pattern, forKey: .pattern)
         try c.encode(attributesCleared, forKey: .attributesCleared)
         try c.encode(complete, forKey: .complete)
+        try c.encodeIfPresent(keyDestroyedAt, forKey: .keyDestroyedAt)
+        try c.encodeIfPresent(keyDestroyedSeconds, forKey: .keyDestroyedSeconds)
     }
 }
 

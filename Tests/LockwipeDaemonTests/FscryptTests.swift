@@ -132,3 +132,63 @@ final class EncryptedFilesystem {
         #expect(!Fscrypt.isSupported(fd: plain))
     }
 }
+
+/// The fscrypt lock (the `VaultProtecting` of encrypted vaults) on a real filesystem.
+@Suite(.serialized) struct FscryptLockTests {
+    @Test func lockRemovesTheKeyEndingHoldersFirstAndUnlockAddsItBack() throws {
+        let (made, why) = EncryptedFilesystem.make()
+        guard let fs = made else {
+            print("FscryptLockTests skipped: \(why!)")
+            return
+        }
+        let vault = fs.mountPoint + "/vault"
+        #expect(FscryptLock.encryptionProblem(vault) == nil)  // missing: judged by its parent
+        mkdir(vault, 0o700)
+        #expect(FscryptLock.encryptionProblem(vault) == nil)
+        let key = (0..<Fscrypt.keySize).map { _ in UInt8.random(in: 0...255) }
+        let id = try FscryptLock.encrypt(vault, key: key)
+        #expect(id.bytes == (try Manager.keyIdentifier(key)))  // what registration checks
+        #expect(FscryptLock.encryptionProblem(vault) != nil)   // already encrypted
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: vault + "/a.txt"))
+        let lock = FscryptLock()
+        #expect(!lock.isLocked([vault]))
+
+        // An open file keeps the key busy until its "holder" is ended: the lock retries.
+        var holder: Int32 = open(vault + "/a.txt", O_RDONLY)
+        var ended = 0
+        try lock.lock([vault], uid: 0) {
+            ended += 1
+            if holder >= 0 { close(holder); holder = -1 }
+            return []
+        }
+        #expect(ended >= 1)
+        #expect(lock.isLocked([vault]))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: vault) != ["a.txt"])
+        try lock.lock([vault])  // idempotent (start-up re-applies it)
+
+        #expect(throws: FileSystemError.self) { try lock.unlock([], directories: [vault], key: [UInt8](repeating: 1, count: 64)) }
+        #expect(lock.isLocked([vault]))
+        try lock.unlock([], directories: [vault], key: key)
+        #expect(!lock.isLocked([vault]))
+        #expect(try String(contentsOfFile: vault + "/a.txt", encoding: .utf8) == "secret")
+        #expect(lock.isLocked([fs.mountPoint + "/gone"]))  // a vault that is gone has nothing to lock        withExtendedLifetime(fs) {}
+    }
+
+    @Test func aHolderThatIsNotEndedMakesTheLockFailLoudly() throws {
+        let (made, why) = EncryptedFilesystem.make()
+        guard let fs = made else {
+            print("FscryptLockTests skipped: \(why!)")
+            return
+        }
+        let vault = fs.mountPoint + "/vault"
+        mkdir(vault, 0o700)
+        _ = try FscryptLock.encrypt(vault, key: (0..<64).map { UInt8($0) })
+        let holder = open(vault + "/open.txt", O_CREAT | O_RDWR, 0o600)
+        var lock = FscryptLock()
+        lock.attempts = 2
+        #expect(throws: FileSystemError.self) { try lock.lock([vault], uid: 0, endHolders: { [] }) }
+        #expect(!lock.isLocked([vault]))
+        close(holder)
+        withExtendedLifetime(fs) {}
+    }
+}

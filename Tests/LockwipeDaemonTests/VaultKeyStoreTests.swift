@@ -1,0 +1,107 @@
+import Crypto
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+@testable import LockwipeDaemon
+import Testing
+
+@Suite struct VaultKeyStoreTests {
+    func withStore(_ body: (StateStore, String) throws -> Void) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwvault-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try body(try StateStore(directory: dir), dir)
+    }
+
+    func record(_ user: String) -> RegistrationRecord {
+        RegistrationRecord(user: user, uid: 1001, state: .active, protection: .encrypted, directories: ["/srv/\(user)"],
+                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+    }
+
+    func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
+
+    static let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
+
+    func stored(_ key: [UInt8], passcode: String) throws -> StoredVaultKey {
+        StoredVaultKey(identifier: Fscrypt.KeyIdentifier(bytes: try Manager.keyIdentifier(key)),
+                       wrapped: try KeyWrap.wrap(key, passcode: passcode, parameters: Self.cheap), passcodeSetAt: 100)
+    }
+
+    /// Every file of the database (main, WAL) as raw bytes.
+    func raw(_ dir: String) -> Data {
+        ["", "-wal"].reduce(into: Data()) { all, suffix in
+            all += FileManager.default.contents(atPath: dir + "/" + StateStore.fileName + suffix) ?? Data()
+        }
+    }
+
+    @Test func theWrappedKeyIsStoredWithTheRegistrationAndOpensWithThePasscode() throws {
+        try withStore { store, dir in
+            let key = (0..<Fscrypt.keySize).map { UInt8($0) }
+            let k = try stored(key, passcode: "pass-1234")
+            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            let back = try #require(try StateStore(directory: dir).vaultKey("alice"))
+            #expect(back == k)
+            #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234") == key)
+            // The raw key is never written; only the sealed box is.
+            #expect(raw(dir).range(of: Data(key)) == nil)
+        }
+    }
+
+    @Test func failedUnlocksAreCountedDurablyAndResetByARightPasscode() throws {
+        try withStore { store, dir in
+            try store.insert(record("alice"), vaultKey: try stored([UInt8](repeating: 7, count: 64), passcode: "p"), event: ev("alice", "register"))
+            #expect(try store.recordFailedUnlock("alice", event: ev("alice", "unlock-failed")) == 1)
+            #expect(try store.recordFailedUnlock("alice", event: nil) == 2)
+            #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
+            try store.resetFailedUnlocks("alice")
+            #expect(try store.vaultKey("alice")?.failedAttempts == 0)
+            #expect(try store.events(user: "alice", limit: 10).map(\.kind) == ["register", "unlock-failed"])
+        }
+    }
+
+    @Test func rewrappingLeavesNoCopyOfTheOldWrappedKeyInTheDatabaseOrItsLog() throws {
+        try withStore { store, dir in
+            let key = [UInt8](repeating: 9, count: 64)
+            let old = try stored(key, passcode: "old-passcode")
+            try store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
+            _ = try store.recordFailedUnlock("alice", event: nil)
+            #expect(raw(dir).range(of: old.wrapped.sealed) != nil)
+            let new = try KeyWrap.wrap(key, passcode: "new-passcode", parameters: Self.cheap)
+            try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed"))
+            let back = try #require(try store.vaultKey("alice"))
+            #expect(back.wrapped == new && back.passcodeSetAt == 200 && back.failedAttempts == 0)
+            #expect(raw(dir).range(of: old.wrapped.sealed) == nil)
+        }
+    }
+
+    @Test func destroyingTheKeyLeavesNoCopyAndIsRecordedOnce() throws {
+        try withStore { store, dir in
+            let k = try stored([UInt8](repeating: 3, count: 64), passcode: "p")
+            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            try store.commitWipeIntent("alice", reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
+            #expect(try store.destroyVaultKey("alice", at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
+            #expect(try store.vaultKey("alice") == nil)
+            #expect(raw(dir).range(of: k.wrapped.sealed) == nil)
+            let wal = FileManager.default.contents(atPath: dir + "/" + StateStore.fileName + "-wal") ?? Data()
+            #expect(wal.isEmpty)
+            // A resumed wipe finds it gone and keeps the first moment.
+            #expect(try !store.destroyVaultKey("alice", at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
+            #expect(try store.keyDestroyed("alice")?.at == 300)
+            #expect(try store.keyDestroyed("alice")?.seconds == 0.25)
+            #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == "key-destroyed" }.count == 1)
+        }
+    }
+
+    @Test func theMachineKeyIsCreatedOncePrivateAndReadBack() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwmk-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let first = try MachineKey.loadOrCreate(stateDirectory: dir)
+        let second = try MachineKey.loadOrCreate(stateDirectory: dir)
+        #expect(first == second)
+        var st = stat()
+        #expect(stat(dir + "/" + MachineKey.fileName, &st) == 0 && st.st_mode & 0o777 == 0o600 && st.st_size == 32)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [MachineKey.fileName])
+        chmod(dir + "/" + MachineKey.fileName, 0o644)
+        #expect(throws: FileSystemError.self) { try MachineKey.loadOrCreate(stateDirectory: dir) }
+    }
+}
