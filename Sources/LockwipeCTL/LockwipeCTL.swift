@@ -54,8 +54,8 @@ public struct LockwipeCTL: ParsableCommand {
     }
 }
 
-/// `lockwipectl --socket PATH VERB ...`: ArgumentParser only takes options after the
-/// subcommand, so a leading `--socket` is moved behind the verb.
+/// `lockwipectl --socket PATH VERB [SUBVERB] ...`: ArgumentParser only takes options after
+/// the (innermost) subcommand, so a leading `--socket` is moved behind the verbs.
 func hoistingGlobalSocket(_ arguments: [String]) -> [String] {
     var args = arguments
     var moved: [String] = []
@@ -70,7 +70,9 @@ func hoistingGlobalSocket(_ arguments: [String]) -> [String] {
         }
     }
     guard !moved.isEmpty, let verb = args.first, !verb.hasPrefix("-") else { return arguments }
-    return [verb] + moved + args.dropFirst()
+    // Behind the verb and its sub-verbs (`passcode set`): the first option starts there.
+    let at = args.firstIndex(where: { $0.hasPrefix("-") }) ?? args.endIndex
+    return Array(args[..<at]) + moved + args[at...]
 }
 
 struct GlobalOptions: ParsableArguments {
