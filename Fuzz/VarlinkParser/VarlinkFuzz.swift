@@ -35,6 +35,8 @@ enum VarlinkFuzz {
         _ = try? VarlinkMessage.decodeParameters(TargetSelection.self, from: message)
         _ = try? VarlinkMessage.decodeParameters(UserParameter.self, from: message)
         _ = try? VarlinkMessage.decodeParameters(RegisterRequest.self, from: message)
+        _ = try? VarlinkMessage.decodeParameters(UnlockRequest.self, from: message)
+        _ = try? VarlinkMessage.decodeParameters(PasscodeRequest.self, from: message)
         _ = try? VarlinkMessage.decodeParameters(CredentialsRequest.self, from: message)
         _ = try? VarlinkMessage.decodeParameters(HistoryRequest.self, from: message)
         _ = try? VarlinkMessage.decodeParameters(InterfaceDescriptionRequest.self, from: message)
