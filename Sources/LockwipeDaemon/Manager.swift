@@ -430,7 +430,10 @@ public actor Manager {
     }
 
     public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> ActionResult {
-        try await checkInBeforeUserUnlock(user: user, caller: caller)
+        if try await checkInBeforeUserUnlock(user: user, caller: caller) {
+            return ActionResult(user: user, action: "unlock", state: .active,
+                                detail: "unlocked: the policy server lifted the lock at the check-in just made")
+        }
         let result = try await withUser(user) {
             try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }

@@ -136,11 +136,14 @@ extension Manager {
     /// A user unlocking their own vault after a server or offline lock: one check-in
     /// attempt first (outside the user's turn, as every check-in), so that a server that
     /// lifts the lock hands the vault back to its passcode.
-    func checkInBeforeUserUnlock(user: String, caller: Caller) async throws {
+    /// Returns true when that contact already opened the vault (its key is wrapped by the
+    /// machine key): then there is nothing left for the unlock to do.
+    func checkInBeforeUserUnlock(user: String, caller: Caller) async throws -> Bool {
         guard !caller.isAdmin, configuration.server.isConfigured, fetcher != nil,
               let r = try store.registration(user), r.protection == .encrypted, r.state == .locked,
-              r.lockTrigger == .server || r.lockTrigger == .offline else { return }
+              r.lockTrigger == .server || r.lockTrigger == .offline else { return false }
         _ = await checkIn(user: user, purpose: .requested)
+        return try store.registration(user)?.state == .active
     }
 
     func unlockEncrypted(_ r: RegistrationRecord, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {

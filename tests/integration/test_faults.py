@@ -31,13 +31,14 @@ def small_state_fs(make_daemon):
 def fill(directory) -> str:
     """Fills the filesystem of `directory`; returns the filler's path."""
     filler = os.path.join(directory, "filler")
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while True:
+            os.write(fd, b"\0" * 65536)
+    except OSError:
+        pass  # ENOSPC: full
+    finally:
+        os.close(fd)
     return filler
 
 

@@ -25,7 +25,7 @@ import time
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from conftest import config_text, fingerprint, run_as, wait_until
+from conftest import config_text, fingerprint, run_as, server_config, wait_until
 
 PASS = "Correct-Horse-7"
 PASS2 = "Battery-Staple-9"
@@ -377,3 +377,50 @@ def test_kill9_during_crypto_erase_resumes_after_restart(daemon, make_user, proc
         assert wipe["key_destroyed_at"] and wipe["complete"], wipe
         kinds = [e["kind"] for e in daemon.history(user)]
         assert "wipe-resumed" in kinds and kinds.count("key-destroyed") == 1, kinds
+
+
+def test_user_unlock_after_a_server_lock_checks_in_first(make_daemon, make_server, make_user):
+    """A server lock of a vault with the default passcode: the user's own unlock makes
+    a check-in, and the server lifting its lock opens the vault (reported as unlocked,
+    not as "not locked")."""
+    srv = make_server()
+    default_passcode = {"passwordPolicy": {"passwordPolicyDefaultPasswordAllowed": "true"}}
+    srv.set("*", mode="ok", settings=default_passcode)
+    d = make_daemon(config=config_text(extra=server_config(srv.url)))
+    user = make_user()
+    with encrypted_fs(d) as fs:
+        vault = fs / "v"
+        register_encrypted(d, user, vault)
+        files = put_files(user, vault)
+        srv.set(user, mode="lock", settings=default_passcode)
+        d.ok("check-in", "--user", user.name)
+        reg = d.registration(user)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "server", reg
+        # Still locked by the server: the user's unlock is refused, with the reason.
+        r = d.ctl("unlock", "--user", user.name, user=user)
+        assert r.code == 77 and "policy server" in r.err, r.describe()
+        srv.set(user, mode="ok", settings=default_passcode)
+        r = d.ctl("unlock", "--user", user.name, user=user)
+        assert r.code == 0, "the server lifted its lock, yet the user's unlock failed: " + r.describe()
+        assert d.state_of(user) == "active"
+        for rel, content in files.items():
+            assert (vault / rel).read_bytes() == content
+
+
+def test_server_passcode_policy_overrides_the_local_one(make_daemon, make_server, make_user):
+    srv = make_server()
+    # Locally 6 characters and nothing else; the server: 12, an upper-case letter, a digit
+    # (the demo server's default) and the default passcode allowed.
+    srv.set("*", mode="ok", settings={"passwordPolicy": {
+        "passwordPolicyMinLength": "12", "passwordPolicyUpperRequired": "true",
+        "passwordPolicyDefaultPasswordAllowed": "true"}})
+    d = make_daemon(config=config_text(extra="\n[passcode]\nmin_length = 6\n" + server_config(srv.url)))
+    user = make_user()
+    with encrypted_fs(d) as fs:
+        register_encrypted(d, user, fs / "v")
+        d.ok("check-in", "--user", user.name)
+        r = d.ctl("passcode", "set", "--user", user.name, "--passcode-stdin", input="abc123\n", user=user)
+        assert r.code != 0, "a passcode the server's policy forbids was accepted: " + r.describe()
+        for rule in ("min_length", "requires_upper"):
+            assert rule in r.err, f"{rule} (the server's) is not named: " + r.describe()
+        d.ok("passcode", "set", "--user", user.name, "--passcode-stdin", input="Abcdefghijk7\n", user=user)
