@@ -153,7 +153,7 @@ public struct FscryptLock: VaultProtecting {
         guard let dir = fdopendir(dup(fd)) else { return "\(path): cannot read it" }
         defer { closedir(dir) }
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            let name = String(cString: WipeRun.name(of: entry))  // in place: see WipeRun.name(of:)
             if name != "." && name != ".." { return "\(path): is not empty (only an empty or new directory can be encrypted)" }
         }
         return nil

@@ -151,6 +151,16 @@ final class WipeRun {
         }
     }
 
+    /// The entry's name with its NUL, read in place. The record `readdir` returns is only
+    /// as long as its name (`d_reclen`): copying the whole 256-byte `d_name` out of it, as
+    /// `entry.pointee.d_name` does, can read past the end of glibc's buffer and crash
+    /// (it did, resuming a crypto-erase, whose no-key names are long).
+    static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] {
+        let start = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+            .assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeBufferPointer(start: start, count: strlen(start) + 1))
+    }
+
     private static func child(_ parent: String, _ name: [CChar]) -> String {
         parent + "/" + String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
@@ -277,11 +287,8 @@ final class WipeRun {
                 // ENOTEMPTY: something inside was skipped, and that entry says why.
                 continue
             }
-            var name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                Array(raw.prefix(while: { $0 != 0 }).map { CChar(bitPattern: $0) })
-            }
-            if name == [46] || name == [46, 46] { continue }  // "." and ".."
-            name.append(0)
+            let name = Self.name(of: entry)
+            if name == [46, 0] || name == [46, 46, 0] { continue }  // "." and ".."
             let type = entry.pointee.d_type
             let dirFd = stack[top].fd
             let path = Self.child(stack[top].path, name)
@@ -578,11 +585,8 @@ final class WipeRun {
                 closedir(stack.removeLast())
                 continue
             }
-            var name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                Array(raw.prefix(while: { $0 != 0 }).map { CChar(bitPattern: $0) })
-            }
-            if name == [46] || name == [46, 46] { continue }
-            name.append(0)
+            let name = Self.name(of: entry)
+            if name == [46, 0] || name == [46, 46, 0] { continue }
             var st = stat()
             guard fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_dev == rootStat.st_dev else { continue }
             switch st.st_mode & S_IFMT {
