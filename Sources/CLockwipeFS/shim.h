@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <stddef.h>
 #include <linux/fscrypt.h>
+#include <sys/prctl.h>
 
 // Declared here, not through <stdlib.h>/<string.h>: with _GNU_SOURCE those pull in
 // <sys/select.h>, whose fd_set then differs from the one in Dispatch's module and a clean
@@ -20,6 +21,20 @@
 extern void *calloc(size_t nmemb, size_t size);
 extern void free(void *ptr);
 extern void explicit_bzero(void *s, size_t n);
+
+/// Makes the process non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`): no core dump of a
+/// process holding vault keys, and no ptrace or /proc/PID/mem|environ access from
+/// processes without CAP_SYS_PTRACE, even of the same uid. 0, or -errno. (`prctl` is
+/// variadic, which Swift cannot call.)
+static inline int lockwipe_set_non_dumpable(void) {
+    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0 ? 0 : -errno;
+}
+
+/// `prctl(PR_GET_DUMPABLE)`: 0 when non-dumpable, or -errno.
+static inline int lockwipe_get_dumpable(void) {
+    int r = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    return r >= 0 ? r : -errno;
+}
 
 /// The mount id of `name` relative to `dirfd` (not following a final symlink), so a walk
 /// can refuse to enter any mount point, including bind mounts of the same filesystem,

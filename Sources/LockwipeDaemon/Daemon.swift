@@ -1,3 +1,4 @@
+import CLockwipeFS
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
@@ -32,6 +33,13 @@ public struct DaemonPaths: Sendable {
 public enum Daemon {
     /// Runs the daemon; returns the process exit code.
     public static func run(paths: DaemonPaths, logger: Logger) async -> Int32 {
+        // Before any key is read: a process holding vault keys leaves no core dump, and
+        // no process without CAP_SYS_PTRACE, root's included, may ptrace it or read its
+        // /proc/PID/mem (the unit's LimitCORE=0 says the same to systemd).
+        let dumpable = lockwipe_set_non_dumpable()
+        if dumpable != 0 {
+            logger.warning("cannot make lockwiped non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(-dumpable)))")
+        }
         let loaded: ConfigurationLoader.Loaded
         do {
             loaded = try ConfigurationLoader.load(path: paths.configPath)

@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import stat
 import subprocess
+import time
 
 import pytest
 
@@ -396,3 +398,39 @@ def test_history_and_unregister(daemon, alice):
 
     human = daemon.ok("history", "--user", alice.name)
     assert "wipe" in human.out, f"human history does not show the wipe:\n{human.out}"
+
+
+
+def test_daemon_leaves_no_core_dump(make_daemon, procs):
+    """lockwiped holds vault keys: it makes itself non-dumpable (prctl PR_SET_DUMPABLE 0),
+    so even with RLIMIT_CORE unlimited a crash leaves no core file with its memory. The
+    control, under the same limit, directory and signal, does dump (core_pattern here
+    writes `core` into the working directory)."""
+    pattern = open("/proc/sys/kernel/core_pattern").read().strip()
+    if pattern.startswith("|") or "/" in pattern:
+        pytest.skip(f"core_pattern is {pattern!r}: cores do not go to the working directory")
+    daemon = make_daemon(start=False)
+
+    def wrapper(directory):
+        directory.mkdir()
+        # SWIFT_BACKTRACE=enable=no: the Swift runtime's crash handler would print a
+        # backtrace first; the kernel's default action (a core dump) is what is tested.
+        return ["sh", "-c", f'ulimit -c unlimited; cd "{directory}" && SWIFT_BACKTRACE=enable=no exec "$@"', "sh"]
+
+    control_dir = daemon.root / "control-cwd"
+    control = procs.spawn(None, wrapper(control_dir) + ["sleep", "60"])
+    time.sleep(0.3)
+    control.send_signal(signal.SIGSEGV)
+    control.wait(timeout=10)
+    if not os.listdir(control_dir):
+        pytest.skip("a crashing process leaves no core file on this machine: nothing to compare with")
+
+    daemon_dir = daemon.root / "daemon-cwd"
+    daemon.wrapper = wrapper(daemon_dir)
+    daemon.start()
+    p = daemon.proc
+    assert os.readlink(f"/proc/{p.pid}/exe").endswith("lockwiped")
+    p.send_signal(signal.SIGSEGV)
+    assert p.wait(timeout=10) == -signal.SIGSEGV
+    daemon.proc = None
+    assert os.listdir(daemon_dir) == [], "lockwiped left a core dump"
