@@ -28,6 +28,20 @@ public struct WrappedKey: Codable, Sendable, Equatable {
     public var scrypt: ScryptParameters?
     /// nonce ‖ ciphertext ‖ tag.
     public var sealed: Data
+    /// The wrap format (see `KeyWrap`): nil or 1, no associated data; 2, the registration
+    /// id is the associated data.
+    public var format: Int?
+
+    public init(wrapping: Wrapping, salt: Data, scrypt: ScryptParameters?, sealed: Data, format: Int? = nil) {
+        self.wrapping = wrapping
+        self.salt = salt
+        self.scrypt = scrypt
+        self.sealed = sealed
+        self.format = format
+    }
+
+    /// Whether the wrap binds the key to its registration (format 2).
+    public var isBound: Bool { (format ?? 1) >= 2 }
 }
 
 public enum KeyWrapError: Error, Equatable, CustomStringConvertible {
@@ -43,27 +57,55 @@ public enum KeyWrapError: Error, Equatable, CustomStringConvertible {
     }
 }
 
+/// Wrapping and unwrapping vault keys.
+///
+/// Wrap format 2 (every key wrapped since issue 12) authenticates the registration id as
+/// AES-GCM associated data ("lockwipe vault key\0" ‖ id): a wrapped key moved to another
+/// registration (another row, another key file name) does not open there, even with
+/// the right passcode or the machine key. Format 1 (nil: keys wrapped before) has no
+/// associated data and still opens; the daemon wraps such a key again in format 2 the
+/// next time it holds it open (an unlock, a passcode set or change, a start-up reopen).
 public enum KeyWrap {
-    public static func wrap(_ key: [UInt8], passcode: String, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
+    public static let currentFormat = 2
+
+    public static func wrap(_ key: [UInt8], passcode: String, registration: String?, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let kek = try derive(passcode, salt: salt, parameters)
-        return WrappedKey(wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek))
+        return WrappedKey(wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)),
+                          format: registration == nil ? nil : currentFormat)
     }
 
-    public static func wrap(_ key: [UInt8], machineKey: SymmetricKey) throws -> WrappedKey {
-        WrappedKey(wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey))
+    public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: String?) throws -> WrappedKey {
+        WrappedKey(wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
+                   format: registration == nil ? nil : currentFormat)
     }
 
-    public static func unwrap(_ wrapped: WrappedKey, passcode: String) throws -> [UInt8] {
+    public static func unwrap(_ wrapped: WrappedKey, passcode: String, registration: String?) throws -> [UInt8] {
         guard wrapped.wrapping == .passcode, let parameters = wrapped.scrypt else {
             throw KeyWrapError.malformed("not wrapped by a passcode")
         }
-        return try open(wrapped.sealed, try derive(passcode, salt: wrapped.salt, parameters))
+        let data = try associatedData(wrapped, registration)
+        return try open(wrapped.sealed, try derive(passcode, salt: wrapped.salt, parameters), data)
     }
 
-    public static func unwrap(_ wrapped: WrappedKey, machineKey: SymmetricKey) throws -> [UInt8] {
+    public static func unwrap(_ wrapped: WrappedKey, machineKey: SymmetricKey, registration: String?) throws -> [UInt8] {
         guard wrapped.wrapping == .machine else { throw KeyWrapError.malformed("not wrapped by the machine key") }
-        return try open(wrapped.sealed, machineKey)
+        return try open(wrapped.sealed, machineKey, try associatedData(wrapped, registration))
+    }
+
+    static func aad(_ registration: String?) -> Data {
+        guard let registration else { return Data() }
+        return Data("lockwipe vault key".utf8) + Data([0]) + Data(registration.utf8)
+    }
+
+    private static func associatedData(_ wrapped: WrappedKey, _ registration: String?) throws -> Data {
+        switch wrapped.format ?? 1 {
+        case 1: return Data()
+        case 2:
+            guard let registration else { throw KeyWrapError.malformed("bound to a registration id, and none was given") }
+            return aad(registration)
+        case let other: throw KeyWrapError.malformed("unknown wrap format \(other)")
+        }
     }
 
     private static func derive(_ passcode: String, salt: Data, _ p: WrappedKey.ScryptParameters) throws -> SymmetricKey {
@@ -74,12 +116,12 @@ public enum KeyWrap {
             from: Array(passcode.utf8), salt: salt, outputByteCount: 32, rounds: 1 << p.logN, blockSize: p.r, parallelism: p.p)
     }
 
-    private static func seal(_ key: [UInt8], _ kek: SymmetricKey) throws -> Data {
-        guard let combined = try AES.GCM.seal(key, using: kek).combined else { throw KeyWrapError.malformed("AES-GCM gave no output") }
+    private static func seal(_ key: [UInt8], _ kek: SymmetricKey, _ aad: Data) throws -> Data {
+        guard let combined = try AES.GCM.seal(key, using: kek, authenticating: aad).combined else { throw KeyWrapError.malformed("AES-GCM gave no output") }
         return combined
     }
 
-    private static func open(_ sealed: Data, _ kek: SymmetricKey) throws -> [UInt8] {
+    private static func open(_ sealed: Data, _ kek: SymmetricKey, _ aad: Data) throws -> [UInt8] {
         let box: AES.GCM.SealedBox
         do {
             box = try AES.GCM.SealedBox(combined: sealed)
@@ -87,7 +129,7 @@ public enum KeyWrap {
             throw KeyWrapError.malformed("not an AES-GCM sealed box")
         }
         do {
-            return Array(try AES.GCM.open(box, using: kek))
+            return Array(try AES.GCM.open(box, using: kek, authenticating: aad))
         } catch {
             throw KeyWrapError.wrongPasscode  // authentication failed: the tag does not match
         }

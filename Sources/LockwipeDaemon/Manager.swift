@@ -104,6 +104,20 @@ public actor Manager {
             logger.warning("the admin group does not exist; only root is an administrator",
                            metadata: ["admin_group": .string(configuration.adminGroup)])
         }
+        if store.damage == nil {
+            // A crash between writing a key file and committing it, or between committing
+            // a new one and destroying the old one, leaves an orphan: destroy it now.
+            do {
+                let destroyed = try store.destroyOrphanKeyFiles()
+                if !destroyed.isEmpty {
+                    logger.notice("destroyed \(destroyed.count) wrapped key file(s) no registration uses (left by an interrupted passcode change, registration or wipe)",
+                                  metadata: ["files": .string(destroyed.joined(separator: " "))])
+                }
+            } catch {
+                logger.error("cannot destroy the wrapped key files no registration uses: \(error)",
+                             metadata: ["message_id": MessageID.actionFailed.metadata])
+            }
+        }
         do {
             for pending in try store.pendingWipes() {
                 await withUser(pending.user) {
@@ -698,7 +712,7 @@ public actor Manager {
             }
             flow.add("wrap the vault key") {
                 guard kind == .encrypted else { return }
-                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, at: self.clock.now().wall)
+                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, registration: nil, at: self.clock.now().wall)
             }
             var created: [String] = []
             flow.add("create vault directories", run: {

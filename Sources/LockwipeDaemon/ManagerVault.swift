@@ -33,20 +33,20 @@ extension Manager {
 
     /// A fresh 512-bit vault key, wrapped by `passcode` (which must satisfy `policy`) or,
     /// without one, by the machine key where the policy allows the default passcode.
-    func newVaultKey(passcode: String?, policy: PasscodePolicy, at now: Int64) throws -> NewVault {
+    func newVaultKey(passcode: String?, policy: PasscodePolicy, registration: String?, at now: Int64) throws -> NewVault {
         var key = try SecRandom.key(Fscrypt.keySize)
         do {
             let wrapped: WrappedKey
             if let passcode {
                 let violations = policy.violations(of: passcode)
                 if !violations.isEmpty { throw RegistrationRefusal("the passcode breaks the passcode policy: " + Self.describe(violations)) }
-                wrapped = try KeyWrap.wrap(key, passcode: passcode)
+                wrapped = try KeyWrap.wrap(key, passcode: passcode, registration: registration)
             } else {
                 guard policy.defaultPasswordAllowed else {
                     throw RegistrationRefusal(
                         "the passcode policy does not allow the default passcode (default_password_allowed = false): give the user's first passcode (lockwipectl register --passcode-stdin)")
                 }
-                wrapped = try KeyWrap.wrap(key, machineKey: try machineKey())
+                wrapped = try KeyWrap.wrap(key, machineKey: try machineKey(), registration: registration)
             }
             let id = Fscrypt.KeyIdentifier(bytes: try Self.keyIdentifier(key))
             return NewVault(key: key, stored: StoredVaultKey(identifier: id, wrapped: wrapped, passcodeSetAt: passcode == nil ? nil : now))
@@ -69,26 +69,45 @@ extension Manager {
         violations.map(\.description).joined(separator: "; ")
     }
 
-    func unwrapWithMachineKey(_ wrapped: WrappedKey) throws -> [UInt8] {
-        try KeyWrap.unwrap(wrapped, machineKey: try machineKey())
+    func unwrapWithMachineKey(_ wrapped: WrappedKey, of r: RegistrationRecord) throws -> [UInt8] {
+        try KeyWrap.unwrap(wrapped, machineKey: try machineKey(), registration: keyBinding(r))
+    }
+
+    /// What a vault key's wrap is bound to (AES-GCM associated data): the registration id.
+    func keyBinding(_ r: RegistrationRecord) -> String? {
+        nil
     }
 
     /// Tries `passcode` on `r`'s key. The attempt is counted durably *before* it is tried
     /// (a right passcode resets the count), so nothing between a wrong guess and its answer
     /// can lose it. Reaching the policy's `retry_limit` wipes the vault (trigger `retry-limit`).
+    /// Inside the back-off after wrong passcodes (`PasscodeBackoff`) the attempt is refused
+    /// at once: not tried (no scrypt run), not counted.
     func openWithPasscode(_ r: RegistrationRecord, _ stored: StoredVaultKey, _ passcode: String, policy: PasscodePolicy, caller: Caller) async throws -> [UInt8] {
         let user = r.user
-        let count = try store.recordFailedUnlock(user, event: nil)
+        let now = clock.now().wall
+        if let at = PasscodeBackoff.standard.retryAt(failures: stored.failedAttempts, lastFailure: stored.lastFailedAt, now: now) {
+            logger.warning("passcode attempt for the vault of \(user) refused: back-off after \(stored.failedAttempts) wrong passcodes", metadata: [
+                "user": .string(user), "action": "unlock", "failed_attempts": "\(stored.failedAttempts)",
+                "retry_at": .string(Timestamp.iso(at)), "peer_uid": "\(caller.credentials.uid)",
+            ])
+            throw VarlinkError.notPermitted(
+                "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
+                    + "this attempt was not tried and does not count")
+        }
+        let count = try store.recordFailedUnlock(user, at: now, event: nil)
         let wrapped = stored.wrapped
+        let binding = keyBinding(r)
         do {
-            let key = try await runBlocking { try KeyWrap.unwrap(wrapped, passcode: passcode) }
+            let key = try await runBlocking { try KeyWrap.unwrap(wrapped, passcode: passcode, registration: binding) }
             try store.resetFailedUnlocks(user)
             return key
         } catch KeyWrapError.wrongPasscode {
             let limit = policy.retryLimit
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
-            try? store.append(event(user, "unlock-failed", trigger, detail, at: clock.now().wall))
+            // The back-off counts from the answer, not from the start of the scrypt run.
+            try? store.append(event(user, "unlock-failed", trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
             logger.warning("wrong passcode for the vault of \(user)", metadata: [
                 "message_id": MessageID.passcodeWrong.metadata, "user": .string(user), "action": "unlock",
                 "failed_attempts": "\(count)", "retry_limit": "\(limit)", "peer_uid": "\(caller.credentials.uid)",
@@ -103,6 +122,35 @@ extension Manager {
             throw VarlinkError.notPermitted("wrong passcode (\(count) failed in a row\(left))")
         } catch let error as KeyWrapError {
             throw VarlinkError.actionFailed("cannot open the vault key of \(user): \(error)")
+        }
+    }
+
+    /// Wraps a key of wrap format 1 (no associated data, from before issue 12) again,
+    /// bound to its registration id (format 2), while it is open anyway: at an unlock, a
+    /// start-up reopen or an unlock after a server contact. A passcode-wrapped key is wrapped
+    /// under the same passcode (a new salt, one more scrypt run). A failure changes
+    /// nothing (the old wrap stays, and opens) and is only logged.
+    func bindToRegistration(_ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger) async {
+        guard !stored.wrapped.isBound, let binding = keyBinding(r) else { return }
+        do {
+            let wrapped: WrappedKey
+            switch stored.wrapped.wrapping {
+            case .machine:
+                wrapped = try KeyWrap.wrap(key, machineKey: try machineKey(), registration: binding)
+            case .passcode:
+                guard let passcode else { return }
+                let parameters = stored.wrapped.scrypt ?? .standard
+                wrapped = try await runBlocking { try KeyWrap.wrap(key, passcode: passcode, registration: binding, parameters: parameters) }
+            }
+            let now = clock.now().wall
+            let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
+            let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
+                                                    event: event(r.user, "key-rewrapped", trigger, detail, at: now))
+            logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
+            if let leftover { logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
+        } catch {
+            logger.warning("could not wrap the vault key of \(r.user) again bound to its registration (it stays in wrap format 1): \(error)",
+                           metadata: ["user": .string(r.user)])
         }
     }
 
@@ -169,13 +217,14 @@ extension Manager {
         let now = clock.now().wall
         var key: [UInt8]
         var notes: [String] = []
+        var rewrapped = false
         switch stored.wrapped.wrapping {
         case .machine:
             if newPasscode != nil {
                 throw VarlinkError.invalidParameter("new_passcode", reason: "\(user) has no passcode yet; set one with lockwipectl passcode set")
             }
             do {
-                key = try unwrapWithMachineKey(stored.wrapped)
+                key = try unwrapWithMachineKey(stored.wrapped, of: r)
             } catch {
                 throw failure(user, "unlock", error)
             }
@@ -202,13 +251,18 @@ extension Manager {
                     throw VarlinkError.actionFailed("the new passcode must differ from the expired one")
                 }
                 try await rewrap(r, key: key, new: newPasscode, kind: "passcode-changed", caller: caller, detail: "expired passcode replaced at unlock")
+                rewrapped = true
                 notes.append("expired passcode replaced")
             } else if newPasscode != nil {
                 try await rewrap(r, key: key, new: newPasscode!, kind: "passcode-changed", caller: caller, detail: "passcode changed at unlock")
+                rewrapped = true
                 notes.append("passcode changed")
             }
         }
         defer { key.wipe() }
+        if !rewrapped {
+            await bindToRegistration(r, stored, key: key, passcode: passcode, trigger: caller.isAdmin ? .admin : .user)
+        }
         let records = try store.lockRecords(user)
         let keyCopy = key
         let dirs = r.directories
@@ -246,7 +300,8 @@ extension Manager {
             return true
         }
         guard let stored = try store.vaultKey(r.user), stored.wrapped.wrapping == .machine else { return false }
-        let key = try unwrapWithMachineKey(stored.wrapped)
+        let key = try unwrapWithMachineKey(stored.wrapped, of: r)
+        await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
         let dirs = r.directories
         let encryption = self.encryption
         try await runBlocking {
@@ -286,7 +341,7 @@ extension Manager {
                         "\(user) already has a passcode: change it with lockwipectl passcode change (needs the current one); a forgotten passcode can only be reset by wiping the vault")
                 }
                 do {
-                    key = try unwrapWithMachineKey(stored.wrapped)
+                    key = try unwrapWithMachineKey(stored.wrapped, of: r)
                 } catch {
                     throw failure(user, "passcode set", error)
                 }
@@ -300,18 +355,22 @@ extension Manager {
         }
     }
 
-    /// Wraps `key` under `new` and replaces the stored copy (the old one is overwritten:
-    /// secure_delete and a WAL checkpoint).
+    /// Wraps `key` under `new` and replaces the stored copy (the old key file is
+    /// overwritten in place and unlinked once the new one is committed).
     private func rewrap(_ r: RegistrationRecord, key: [UInt8], new: String, kind: String, caller: Caller, detail: String) async throws {
         let wrapped: WrappedKey
         do {
-            wrapped = try await runBlocking { try KeyWrap.wrap(key, passcode: new) }
+            let binding = keyBinding(r)
+            wrapped = try await runBlocking { try KeyWrap.wrap(key, passcode: new, registration: binding) }
         } catch {
             throw failure(r.user, kind, error)
         }
         let now = clock.now().wall
-        try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: now,
-                                 event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
+        let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: now,
+                                                event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
+        if let leftover {
+            logger.error("\(kind) for \(r.user): \(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata])
+        }
         logger.notice("\(detail) for \(r.user)", metadata: [
             "message_id": MessageID.passcodeChanged.metadata, "user": .string(r.user), "action": .string(kind),
             "peer_uid": "\(caller.credentials.uid)",
@@ -333,7 +392,7 @@ extension Manager {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let now = clock.now().wall
         do {
-            let detail = "vault key destroyed (removed from the kernel, wrapped copy deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
+            let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
             if try store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, "key-destroyed", trigger, detail, at: now)) {
                 var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
                 meta["key_destroyed_seconds"] = .string(String(format: "%.3f", seconds))
@@ -364,10 +423,10 @@ extension Manager {
 
     /// The key fields of `status` for an encrypted registration.
     func vaultStatus(_ r: RegistrationRecord, into info: inout RegistrationInfo) {
-        guard r.protection == .encrypted, let stored = try? store.vaultKey(r.user) else { return }
+        guard r.protection == .encrypted, let stored = try? store.vaultKeyStatus(r.user) else { return }
         let policy = passcodePolicy(for: r).policy
-        info.keyWrapping = stored.wrapped.wrapping.rawValue
-        if stored.wrapped.wrapping == .passcode, policy.expirationDays > 0, let setAt = stored.passcodeSetAt {
+        info.keyWrapping = stored.wrapping.rawValue
+        if stored.wrapping == .passcode, policy.expirationDays > 0, let setAt = stored.passcodeSetAt {
             info.passcodeExpires = Timestamp.iso(setAt + Int64(policy.expirationDays) * 86_400)
         }
         info.failedUnlocks = stored.failedAttempts

@@ -123,11 +123,14 @@ public final class StateStore: Sendable {
     public static let markerName = "state.created"
     let db: CheckedQueue
     public let path: String
+    /// Where the wrapped vault keys are (never in the database: see `KeyFiles`).
+    public let keyFiles: KeyFiles
     private let registrationCache = Mutex<(generation: UInt64, list: [RegistrationRecord])?>(nil)
 
     public init(directory: String) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         path = directory + "/" + Self.fileName
+        keyFiles = KeyFiles(stateDirectory: directory)
         let marker = directory + "/" + Self.markerName
         let existed = FileManager.default.fileExists(atPath: path)
         if !existed, FileManager.default.fileExists(atPath: marker) {
@@ -150,7 +153,18 @@ public final class StateStore: Sendable {
                 let check = try queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
                 if check != ["ok"] { throw StateStoreDamage.damaged(path: path, reason: "integrity check: " + check.prefix(3).joined(separator: "; ")) }
             }
-            try Self.migrator.migrate(queue)
+            let walBytes = Self.fileSize(path + "-wal")
+            // Rows with a wrapped key that v6-key-files is about to move out.
+            let keysMoved = try queue.read { db -> Bool in
+                guard try db.tableExists("vault_keys"), try !db.columns(in: "vault_keys").contains(where: { $0.name == "key_file" }) else { return false }
+                return try Int.fetchOne(db, sql: "SELECT count(*) FROM vault_keys") ?? 0 > 0
+            }
+            try Self.migrator(keyFiles).migrate(queue)
+            if keysMoved {
+                // The wrapped keys the migration moved out may still be in the database
+                // file's free space and in WAL frames written before it: overwrite both.
+                try Self.scrubWrappedKeyCopies(queue, walBytes: walBytes)
+            }
         } catch let damage as StateStoreDamage {
             throw damage
         } catch {
@@ -178,10 +192,11 @@ public final class StateStore: Sendable {
             case .missing(let p), .damaged(let p, _), .replaced(let p): return p
             }
         }()
+        keyFiles = KeyFiles(stateDirectory: (path as NSString).deletingLastPathComponent)
         db = try CheckedQueue(DatabaseQueue(), path: path, damage: damage)
     }
 
-    private static var migrator: DatabaseMigrator {
+    private static func migrator(_ keyFiles: KeyFiles) -> DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("v1") { db in
             try db.execute(sql: """
@@ -277,7 +292,59 @@ public final class StateStore: Sendable {
                 ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
                 """)
         }
+        // Wrapped keys move out of the database into files of their own (`KeyFiles`),
+        // and the time of the last wrong passcode is kept (`PasscodeBackoff`).
+        // which can be overwritten; `salt` and `sealed` are left as zeros of the same size
+        // (overwritten in place, see `scrubWrappedKeyCopies`) and are empty from now on.
+        m.registerMigration("v6-key-files") { db in
+            try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN key_file TEXT")
+            // When the last wrong passcode was tried: the back-off counts from it.
+            try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN failed_at INTEGER")
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM vault_keys WHERE length(sealed) > 0") {
+                let user: String = row["user"]
+                let wrapped = try Self.legacyWrappedKey(from: row)
+                let name = try keyFiles.write(wrapped)
+                try db.execute(
+                    sql: "UPDATE vault_keys SET key_file = ?, sealed = zeroblob(length(sealed)), salt = zeroblob(length(salt)) WHERE user = ?",
+                    arguments: [name, user])
+            }
+        }
         return m
+    }
+
+    /// Creates (or migrates) a database at `path` only up to `migration`: how tests make
+    /// the database an older lockwiped left.
+    static func migrate(path: String, keyFiles: KeyFiles, upTo migration: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction { db in _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+        try migrator(keyFiles).migrate(queue, upTo: migration)
+    }
+
+    private static func fileSize(_ path: String) -> Int64 {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int64(st.st_size) : 0
+    }
+
+    /// After moving wrapped keys out: the zeroed rows are checkpointed into the database
+    /// file (overwriting the old cells in place, `secure_delete` zeroing what moved), then
+    /// the WAL is overwritten from its start over at least `walBytes` (its size before the
+    /// migration, whose frames may hold old page images) by a filler transaction, and only
+    /// then truncated. A plain `wal_checkpoint(TRUNCATE)` would free those frames unread
+    /// but not overwritten.
+    static func scrubWrappedKeyCopies(_ queue: DatabaseQueue, walBytes: Int64) throws {
+        try queue.writeWithoutTransaction { db in
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(RESTART)")
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            // Every frame is a page plus a 24-byte header; fill past the old size.
+            let fill = max(walBytes, Int64(pageSize)) + Int64(4 * pageSize)
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS wal_scrub (filler BLOB)")
+            try db.inTransaction {
+                try db.execute(sql: "INSERT INTO wal_scrub (filler) VALUES (zeroblob(?))", arguments: [fill])
+                return .commit
+            }
+            try db.execute(sql: "DROP TABLE wal_scrub")
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
     }
 
     // MARK: Registrations
@@ -346,7 +413,20 @@ public final class StateStore: Sendable {
     }
 
     /// Persists a new registration (and its credentials) and its `register` event in one transaction.
+    /// A vault key's wrapped form is written to its file first; when the transaction
+    /// fails the file is destroyed again (after a crash, the next start does it).
     public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) throws {
+        var vaultKey = vaultKey
+        if vaultKey != nil { vaultKey!.keyFile = try keyFiles.write(vaultKey!.wrapped) }
+        do {
+            try insertRows(r, credentials: credentials, vaultKey: vaultKey, event: event)
+        } catch {
+            if let name = vaultKey?.keyFile { try? keyFiles.destroy(name) }
+            throw error
+        }
+    }
+
+    private func insertRows(_ r: RegistrationRecord, credentials: ServerCredentials?, vaultKey: StoredVaultKey?, event: StoredEvent) throws {
         try db.write { db in
             if let vaultKey { try Self.saveVaultKey(vaultKey, of: r.user, db) }
             if let credentials { try Self.saveCredentials(credentials, of: r.user, at: event.time, db) }
@@ -366,14 +446,20 @@ public final class StateStore: Sendable {
         }
     }
 
-    /// Removes a registration (its lock records and pending wipe too) and records `event`.
+    /// Removes a registration (its lock records, pending wipe and any wrapped key too) and
+    /// records `event`.
     public func delete(_ user: String, event: StoredEvent) throws {
+        var keyFile: String?
+        defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
         try db.write { db in
             try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
+            if let name = try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]) {
+                keyFile = name
+            }
             try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             try Self.append(event, db)

@@ -1,115 +1,190 @@
 import Foundation
 import GRDB
 
-/// An encrypted vault's key as the store keeps it: wrapped only (see `WrappedKey`), with
-/// the kernel's identifier of the key (not secret: derived from it one-way), when the
-/// passcode was set (nil while the machine key wraps it) and the failed unlocks in a row.
+/// An encrypted vault's key as the store keeps it: wrapped only (see `WrappedKey`), in a
+/// file of its own (`keyFile`, see `KeyFiles`), with the kernel's identifier of the key
+/// (not secret: derived from it one-way), when the passcode was set (nil while the machine
+/// key wraps it) and the failed unlocks in a row.
 public struct StoredVaultKey: Sendable, Equatable {
     public var identifier: Fscrypt.KeyIdentifier
     public var wrapped: WrappedKey
     public var passcodeSetAt: Int64?
     public var failedAttempts: Int
+    /// The name of the file in `keys/` holding `wrapped`; nil until it is written.
+    public var keyFile: String?
+    /// When the last of the `failedAttempts` was made (wall-clock seconds).
+    public var lastFailedAt: Int64?
 
-    public init(identifier: Fscrypt.KeyIdentifier, wrapped: WrappedKey, passcodeSetAt: Int64?, failedAttempts: Int = 0) {
+    public init(identifier: Fscrypt.KeyIdentifier, wrapped: WrappedKey, passcodeSetAt: Int64?, failedAttempts: Int = 0, keyFile: String? = nil) {
         self.identifier = identifier
         self.wrapped = wrapped
         self.passcodeSetAt = passcodeSetAt
         self.failedAttempts = failedAttempts
+        self.keyFile = keyFile
     }
 }
 
-/// Vault keys in the state database (table `vault_keys`, migration `v3-vault`).
-///
-/// Every change that replaces or removes a wrapped key ends with a `wal_checkpoint(TRUNCATE)`:
-/// `secure_delete` zeroes the old bytes in the database file, but until a checkpoint the
-/// write-ahead log still holds page images with the old wrapped copy.
+/// What `status` shows of a vault key: read from the database only (no key file opened).
+public struct VaultKeyStatus: Sendable, Equatable {
+    public var wrapping: WrappedKey.Wrapping
+    public var passcodeSetAt: Int64?
+    public var failedAttempts: Int
+}
+
+/// Vault keys: the row in the state database (table `vault_keys`: identifier, wrapping,
+/// passcode set time, failed attempts, and the name of the key file) and the wrapped key
+/// itself in its file (`KeyFiles`). No wrapped key is ever written to the database
+/// (since `v6-key-files`), so none can survive in its free pages or WAL frames.
 extension StateStore {
+    /// The vault key of `user`, its wrapped form read from its key file.
     public func vaultKey(_ user: String) throws -> StoredVaultKey? {
+        guard var k = try db.read({ db in
+            try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
+        }) else { return nil }
+        guard let name = k.keyFile else {
+            throw KeyWrapError.malformed("the database names no key file for the vault of \(user)")
+        }
+        k.wrapped = try keyFiles.read(name)
+        return k
+    }
+
+    /// The vault key fields `status` shows, without reading the key file.
+    public func vaultKeyStatus(_ user: String) throws -> VaultKeyStatus? {
         try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKey(from:))
+            try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
+                VaultKeyStatus(wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
+                               passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
+            }
         }
     }
 
-    static func vaultKey(from row: Row) throws -> StoredVaultKey {
+    /// A row, with an empty `wrapped` (the key file holds it).
+    static func vaultKeyRow(from row: Row) -> StoredVaultKey {
+        let wrapping = WrappedKey.Wrapping(rawValue: row["wrapping"]) ?? .passcode
+        let hex: String = row["key_identifier"]
+        var k = StoredVaultKey(
+            identifier: Fscrypt.KeyIdentifier(hex: hex) ?? Fscrypt.KeyIdentifier(bytes: []),
+            wrapped: WrappedKey(wrapping: wrapping, salt: Data(), scrypt: nil, sealed: Data()),
+            passcodeSetAt: row["passcode_set_at"], failedAttempts: row["failed_attempts"], keyFile: row["key_file"])
+        k.lastFailedAt = row["failed_at"]
+        return k
+    }
+
+    /// A wrapped key as rows before `v6-key-files` kept it (only that migration reads one).
+    static func legacyWrappedKey(from row: Row) throws -> WrappedKey {
         let wrapping = WrappedKey.Wrapping(rawValue: row["wrapping"]) ?? .passcode
         var scrypt: WrappedKey.ScryptParameters?
         if let n: Int = row["scrypt_log_n"], let r: Int = row["scrypt_r"], let p: Int = row["scrypt_p"] {
             scrypt = .init(logN: n, r: r, p: p)
         }
-        let hex: String = row["key_identifier"]
-        return StoredVaultKey(
-            identifier: Fscrypt.KeyIdentifier(hex: hex) ?? Fscrypt.KeyIdentifier(bytes: []),
-            wrapped: WrappedKey(wrapping: wrapping, salt: row["salt"], scrypt: scrypt, sealed: row["sealed"]),
-            passcodeSetAt: row["passcode_set_at"], failedAttempts: row["failed_attempts"])
+        return WrappedKey(wrapping: wrapping, salt: row["salt"], scrypt: scrypt, sealed: row["sealed"])
     }
 
+    /// The row of a vault key whose wrapped form is already in `k.keyFile`. The columns
+    /// `salt` and `sealed` of the first schema stay empty.
     static func saveVaultKey(_ k: StoredVaultKey, of user: String, _ db: Database) throws {
-        // Typed one by one: a literal of mixed optionals takes the type checker minutes.
-        let scrypt: WrappedKey.ScryptParameters? = k.wrapped.scrypt
-        let logN: Int? = scrypt?.logN
-        let r: Int? = scrypt?.r
-        let p: Int? = scrypt?.p
+        guard let keyFile = k.keyFile else { throw DatabaseError(message: "the vault key of \(user) has no key file") }
         var values: [(any DatabaseValueConvertible)?] = []
         values.append(user)
         values.append(k.identifier.description)
         values.append(k.wrapped.wrapping.rawValue)
-        values.append(k.wrapped.salt)
-        values.append(logN)
-        values.append(r)
-        values.append(p)
-        values.append(k.wrapped.sealed)
+        values.append(keyFile)
         values.append(k.passcodeSetAt)
         values.append(k.failedAttempts)
         try db.execute(
             sql: """
-                INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at, failed_attempts)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO vault_keys (user, key_identifier, wrapping, salt, sealed, key_file, passcode_set_at, failed_attempts)
+                VALUES (?, ?, ?, X'', X'', ?, ?, ?)
                 ON CONFLICT(user) DO UPDATE SET key_identifier = excluded.key_identifier, wrapping = excluded.wrapping,
-                    salt = excluded.salt, scrypt_log_n = excluded.scrypt_log_n, scrypt_r = excluded.scrypt_r,
-                    scrypt_p = excluded.scrypt_p, sealed = excluded.sealed, passcode_set_at = excluded.passcode_set_at,
-                    failed_attempts = excluded.failed_attempts
+                    salt = X'', scrypt_log_n = NULL, scrypt_r = NULL, scrypt_p = NULL, sealed = X'',
+                    key_file = excluded.key_file, passcode_set_at = excluded.passcode_set_at,
+                    failed_attempts = excluded.failed_attempts, failed_at = NULL
                 """,
             arguments: StatementArguments(values))
     }
 
-    /// Replaces the wrapped key (a passcode set or changed), resets the failed attempts,
-    /// records `event`, and checkpoints so that no copy of the old wrapping survives.
-    public func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) throws {
-        try db.write { db in
-            guard var k = try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKey(from:)) else {
-                throw DatabaseError(message: "no vault key stored for \(user)")
+    /// Replaces the wrapped key (a passcode set or changed), resets the failed attempts and
+    /// records `event`. Crash-safe, and leaves no copy of the old wrapping: the new key file
+    /// is written and made durable, the database is switched to it (the commit point), and
+    /// only then is the old file overwritten and unlinked. Returns what went wrong
+    /// destroying the old file, if anything (it is then an orphan the next start destroys);
+    /// the new passcode is in force either way.
+    @discardableResult
+    public func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) throws -> String? {
+        let newFile = try keyFiles.write(wrapped)
+        let oldFile: String?
+        do {
+            oldFile = try db.write { db -> String? in
+                guard var k = try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:)) else {
+                    throw DatabaseError(message: "no vault key stored for \(user)")
+                }
+                let old = k.keyFile
+                k.wrapped = wrapped
+                k.keyFile = newFile
+                k.passcodeSetAt = passcodeSetAt
+                k.failedAttempts = 0
+                try Self.saveVaultKey(k, of: user, db)
+                try Self.append(event, db)
+                return old
             }
-            k.wrapped = wrapped
-            k.passcodeSetAt = passcodeSetAt
-            k.failedAttempts = 0
-            try Self.saveVaultKey(k, of: user, db)
-            try Self.append(event, db)
+        } catch {
+            try? keyFiles.destroy(newFile)
+            throw error
         }
-        try checkpointTruncate()
+        guard let oldFile, oldFile != newFile else { return nil }
+        do {
+            try keyFiles.destroy(oldFile)
+            return nil
+        } catch {
+            return "the old wrapped key \(keyFiles.path)/\(oldFile) could not be destroyed (\(error)); the next start destroys it"
+        }
+    }
+
+    /// Destroys every key file no vault key row names: what a crash between writing a key
+    /// file and committing (or between committing a new one and destroying the old one)
+    /// leaves. Run at start-up, before any request. Returns the names destroyed.
+    public func destroyOrphanKeyFiles() throws -> [String] {
+        let named = try db.read { db in
+            Set(try String.fetchAll(db, sql: "SELECT key_file FROM vault_keys WHERE key_file IS NOT NULL"))
+        }
+        return try keyFiles.destroyAll(except: named)
     }
 
     /// Counts one unlock attempt as failed, durably, and returns the new count. Called
     /// before the passcode is even tried (a right one resets it): no crash, kill or
     /// dropped connection between a wrong guess and its answer can lose the count.
-    public func recordFailedUnlock(_ user: String, event: StoredEvent?) throws -> Int {
+    public func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) throws -> Int {
         try db.write { db in
-            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1 WHERE user = ?", arguments: [user])
+            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1, failed_at = ? WHERE user = ?", arguments: [time, user])
             if let event { try Self.append(event, db) }
             return try Int.fetchOne(db, sql: "SELECT failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]) ?? 0
         }
     }
 
-    public func resetFailedUnlocks(_ user: String) throws {
+    /// Records the event of a wrong passcode and moves the time of the last failure to
+    /// when it was found wrong (the back-off counts from there).
+    public func append(_ event: StoredEvent, failedUnlockAt time: Int64) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0 WHERE user = ? AND failed_attempts <> 0", arguments: [user])
+            try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, event.user])
+            try Self.append(event, db)
         }
     }
 
-    /// Destroys every stored copy of a vault key (crypto-erase): the row is deleted with
-    /// `secure_delete` on and the WAL is checkpointed and truncated. Records when, in the
-    /// pending wipe. Returns false when there was no key left (a resumed wipe).
+    public func resetFailedUnlocks(_ user: String) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0, failed_at = NULL WHERE user = ? AND failed_attempts <> 0", arguments: [user])
+        }
+    }
+
+    /// Destroys every stored copy of a vault key (crypto-erase): its key file is
+    /// overwritten in place, `fsync`ed and unlinked, then the row is deleted. Records when,
+    /// in the pending wipe. Returns false when there was no key left (a resumed wipe).
     @discardableResult
     public func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) throws -> Bool {
+        let keyFile = try db.read { db in
+            try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user])
+        }
+        if let keyFile { try keyFiles.destroy(keyFile) }
         let existed = try db.write { db -> Bool in
             try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             let deleted = db.changesCount > 0

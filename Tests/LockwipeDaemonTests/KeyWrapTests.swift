@@ -9,15 +9,15 @@ import Testing
     let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
 
     @Test func thePasscodeOpensItAndNothingElseDoes() throws {
-        let wrapped = try KeyWrap.wrap(key, passcode: "correct horse", parameters: cheap)
-        #expect(try KeyWrap.unwrap(wrapped, passcode: "correct horse") == key)
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "correct hors") }
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "") }
+        let wrapped = try KeyWrap.wrap(key, passcode: "correct horse", registration: nil, parameters: cheap)
+        #expect(try KeyWrap.unwrap(wrapped, passcode: "correct horse", registration: nil) == key)
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "correct hors", registration: nil) }
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "", registration: nil) }
     }
 
     @Test func theStoredFormHoldsNoKeyBytesAndIsFreshEveryTime() throws {
-        let a = try KeyWrap.wrap(key, passcode: "same", parameters: cheap)
-        let b = try KeyWrap.wrap(key, passcode: "same", parameters: cheap)
+        let a = try KeyWrap.wrap(key, passcode: "same", registration: nil, parameters: cheap)
+        let b = try KeyWrap.wrap(key, passcode: "same", registration: nil, parameters: cheap)
         #expect(a.salt != b.salt && a.sealed != b.sealed)
         let stored = try JSONEncoder().encode(a)
         #expect(stored.range(of: Data(key[0..<16])) == nil)
@@ -26,19 +26,42 @@ import Testing
     }
 
     @Test func aTamperedBlobIsRefusedNotDecryptedWrongly() throws {
-        var wrapped = try KeyWrap.wrap(key, passcode: "pin", parameters: cheap)
+        var wrapped = try KeyWrap.wrap(key, passcode: "pin", registration: nil, parameters: cheap)
         wrapped.sealed[20] ^= 1
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "pin") }
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, passcode: "pin", registration: nil) }
         wrapped.scrypt = .init(logN: 40, r: 8, p: 1)
-        #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(wrapped, passcode: "pin") }
+        #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(wrapped, passcode: "pin", registration: nil) }
     }
 
     @Test func theMachineKeyWrapsWhenTheDefaultPasscodeIsAllowed() throws {
         let machine = SymmetricKey(size: .bits256)
-        let wrapped = try KeyWrap.wrap(key, machineKey: machine)
+        let wrapped = try KeyWrap.wrap(key, machineKey: machine, registration: nil)
         #expect(wrapped.wrapping == .machine && wrapped.scrypt == nil)
-        #expect(try KeyWrap.unwrap(wrapped, machineKey: machine) == key)
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, machineKey: SymmetricKey(size: .bits256)) }
-        #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(wrapped, passcode: "anything") }
+        #expect(try KeyWrap.unwrap(wrapped, machineKey: machine, registration: nil) == key)
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(wrapped, machineKey: SymmetricKey(size: .bits256), registration: nil) }
+        #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(wrapped, passcode: "anything", registration: nil) }
+    }
+
+    @Test func theRegistrationIdIsBoundAsAssociatedData() throws {
+        let id = "0123456789abcdef0123456789abcdef"
+        let machine = SymmetricKey(size: .bits256)
+        let bound = try KeyWrap.wrap(key, passcode: "pin", registration: id, parameters: cheap)
+        #expect(bound.format == 2 && bound.isBound)
+        #expect(try KeyWrap.unwrap(bound, passcode: "pin", registration: id) == key)
+        // Moved to another registration: the right passcode does not open it there.
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(bound, passcode: "pin", registration: "f" + id.dropFirst()) }
+        #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(bound, passcode: "pin", registration: nil) }
+        let byMachine = try KeyWrap.wrap(key, machineKey: machine, registration: id)
+        #expect(try KeyWrap.unwrap(byMachine, machineKey: machine, registration: id) == key)
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(byMachine, machineKey: machine, registration: "x") }
+        // Format 1 (no associated data, no format recorded) still opens, whatever id is given.
+        let legacy = try KeyWrap.wrap(key, machineKey: machine, registration: nil)
+        #expect(legacy.format == nil && !legacy.isBound)
+        let decoded = try JSONDecoder().decode(WrappedKey.self, from: Data(#"{"wrapping":"machine","salt":"","sealed":"\#(legacy.sealed.base64EncodedString())"}"#.utf8))
+        #expect(try KeyWrap.unwrap(decoded, machineKey: machine, registration: id) == key)
+        // An unknown format is refused by name.
+        var future = bound
+        future.format = 3
+        #expect(throws: KeyWrapError.malformed("unknown wrap format 3")) { try KeyWrap.unwrap(future, passcode: "pin", registration: id) }
     }
 }

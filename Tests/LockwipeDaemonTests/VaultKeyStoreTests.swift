@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GRDB
 import LockwipeCore
 import LockwipeProtocol
 @testable import LockwipeDaemon
@@ -23,7 +24,7 @@ import Testing
 
     func stored(_ key: [UInt8], passcode: String) throws -> StoredVaultKey {
         StoredVaultKey(identifier: Fscrypt.KeyIdentifier(bytes: try Manager.keyIdentifier(key)),
-                       wrapped: try KeyWrap.wrap(key, passcode: passcode, parameters: Self.cheap), passcodeSetAt: 100)
+                       wrapped: try KeyWrap.wrap(key, passcode: passcode, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
     }
 
     /// Every file of the database (main, WAL) as raw bytes.
@@ -39,18 +40,66 @@ import Testing
             let k = try stored(key, passcode: "pass-1234")
             try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
             let back = try #require(try StateStore(directory: dir).vaultKey("alice"))
-            #expect(back == k)
-            #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234") == key)
-            // The raw key is never written; only the sealed box is.
+            #expect(back.wrapped == k.wrapped && back.identifier == k.identifier && back.passcodeSetAt == 100)
+            #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234", registration: nil) == key)
+            // The raw key is never written, and the sealed box only to its own file,
+            // 0600 in a 0700 directory.
             #expect(raw(dir).range(of: Data(key)) == nil)
+            #expect(raw(dir).range(of: k.wrapped.sealed) == nil)
+            #expect(try store.keyFiles.names() == [back.keyFile!])
+            var st = stat()
+            #expect(stat(store.keyFiles.path, &st) == 0 && st.st_mode & 0o777 == 0o700)
+            #expect(stat(store.keyFiles.path + "/" + back.keyFile!, &st) == 0 && st.st_mode & 0o777 == 0o600)
+        }
+    }
+
+    @Test func keysOfAnOlderDatabaseMoveToFilesAndLeaveNoCopyInIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwvault-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let key = [UInt8](repeating: 5, count: 64)
+        let k = try stored(key, passcode: "legacy-pass")
+        let w = k.wrapped
+        do {
+            // The database lockwiped made before v6-key-files, with the key in a row.
+            try StateStore.migrate(path: dir + "/" + StateStore.fileName, keyFiles: KeyFiles(stateDirectory: dir), upTo: "v3-vault")
+            let queue = try DatabaseQueue(path: dir + "/" + StateStore.fileName)
+            try queue.write { db in
+                try db.execute(sql: """
+                    INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at)
+                    VALUES ('alice', ?, 'passcode', ?, ?, ?, ?, ?, 100)
+                    """, arguments: [k.identifier.description, w.salt, w.scrypt!.logN, w.scrypt!.r, w.scrypt!.p, w.sealed])
+                // Rewritten a few times, as failed unlocks did: page images in the WAL.
+                for _ in 0..<3 { try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1") }
+            }
+            try queue.close()
+        }
+        let store = try StateStore(directory: dir)
+        let back = try #require(try store.vaultKey("alice"))
+        #expect(back.wrapped == w && back.failedAttempts == 3)
+        #expect(try KeyWrap.unwrap(back.wrapped, passcode: "legacy-pass", registration: nil) == key)
+        #expect(try store.keyFiles.names() == [back.keyFile!])
+        #expect(raw(dir).range(of: w.sealed) == nil)
+    }
+
+    @Test func keyFilesNoRowNamesAreDestroyedAtStartUp() throws {
+        try withStore { store, dir in
+            let k = try stored([UInt8](repeating: 1, count: 64), passcode: "p")
+            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            let kept = try #require(try store.vaultKey("alice")?.keyFile)
+            // What a crash between writing a new key file and committing it leaves.
+            let orphan = try store.keyFiles.write(try KeyWrap.wrap([UInt8](repeating: 2, count: 64), passcode: "q", registration: nil, parameters: Self.cheap))
+            #expect(try store.destroyOrphanKeyFiles() == [orphan])
+            #expect(try store.keyFiles.names() == [kept])
+            #expect(try store.vaultKey("alice")?.wrapped == k.wrapped)
         }
     }
 
     @Test func failedUnlocksAreCountedDurablyAndResetByARightPasscode() throws {
         try withStore { store, dir in
             try store.insert(record("alice"), vaultKey: try stored([UInt8](repeating: 7, count: 64), passcode: "p"), event: ev("alice", "register"))
-            #expect(try store.recordFailedUnlock("alice", event: ev("alice", "unlock-failed")) == 1)
-            #expect(try store.recordFailedUnlock("alice", event: nil) == 2)
+            #expect(try store.recordFailedUnlock("alice", at: 150, event: ev("alice", "unlock-failed")) == 1)
+            #expect(try store.recordFailedUnlock("alice", at: 150, event: nil) == 2)
             #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
             try store.resetFailedUnlocks("alice")
             #expect(try store.vaultKey("alice")?.failedAttempts == 0)
@@ -63,12 +112,14 @@ import Testing
             let key = [UInt8](repeating: 9, count: 64)
             let old = try stored(key, passcode: "old-passcode")
             try store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
-            _ = try store.recordFailedUnlock("alice", event: nil)
-            #expect(raw(dir).range(of: old.wrapped.sealed) != nil)
-            let new = try KeyWrap.wrap(key, passcode: "new-passcode", parameters: Self.cheap)
-            try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed"))
+            _ = try store.recordFailedUnlock("alice", at: 150, event: nil)
+            let oldFile = try #require(try store.vaultKey("alice")?.keyFile)
+            let new = try KeyWrap.wrap(key, passcode: "new-passcode", registration: nil, parameters: Self.cheap)
+            #expect(try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
             let back = try #require(try store.vaultKey("alice"))
             #expect(back.wrapped == new && back.passcodeSetAt == 200 && back.failedAttempts == 0)
+            #expect(back.keyFile != oldFile)
+            #expect(try store.keyFiles.names() == [back.keyFile!])
             #expect(raw(dir).range(of: old.wrapped.sealed) == nil)
         }
     }
@@ -80,6 +131,7 @@ import Testing
             try store.commitWipeIntent("alice", reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
             #expect(try store.destroyVaultKey("alice", at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
             #expect(try store.vaultKey("alice") == nil)
+            #expect(try store.keyFiles.names().isEmpty)
             #expect(raw(dir).range(of: k.wrapped.sealed) == nil)
             let wal = FileManager.default.contents(atPath: dir + "/" + StateStore.fileName + "-wal") ?? Data()
             #expect(wal.isEmpty)

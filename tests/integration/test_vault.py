@@ -11,9 +11,11 @@ itself with the passcode it chose (scrypt + AES-256-GCM, as KeyWrap.swift does),
 searches the raw database and WAL files for those 64 bytes and for the sealed blob.
 """
 
+import base64
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -102,21 +104,59 @@ def put_files(user, vault):
 
 
 def wrapped_key_row(daemon, user):
+    """(wrapping, salt, log2 N, r, p, sealed, key identifier, failed attempts) of the
+    user's vault key: the row in the state database, the wrapped key from the key file it
+    names (in keys/; before v6-key-files, from the row itself)."""
     con = sqlite3.connect(f"file:{daemon.state_dir / 'state.sqlite'}?mode=ro", uri=True)
     try:
+        columns = {c[1] for c in con.execute("PRAGMA table_info(vault_keys)")}
         row = con.execute(
-            "SELECT wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, key_identifier, failed_attempts "
-            "FROM vault_keys WHERE user = ?", (user.name,)).fetchone()
+            "SELECT wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, key_identifier, failed_attempts"
+            + (", key_file" if "key_file" in columns else ", NULL")
+            + " FROM vault_keys WHERE user = ?", (user.name,)).fetchone()
     finally:
         con.close()
-    return row
+    if row is None or row[8] is None:
+        return None if row is None else row[:8] + (None,)
+    return key_file_row(daemon, row[8], row[6], row[7], registration_id(daemon, user))
+
+
+def registration_id(daemon, user):
+    con = sqlite3.connect(f"file:{daemon.state_dir / 'state.sqlite'}?mode=ro", uri=True)
+    try:
+        if "id" not in {c[1] for c in con.execute("PRAGMA table_info(registrations)")}:
+            return None
+        row = con.execute("SELECT id FROM registrations WHERE user = ?", (user.name,)).fetchone()
+        return row and row[0]
+    finally:
+        con.close()
+
+
+def key_file_row(daemon, name, identifier=None, failed=None, registration=None):
+    """As wrapped_key_row, from a key file; the last element is the AES-GCM associated
+    data of the wrap (format 2: the registration id; None before)."""
+    wrapped = json.loads((daemon.state_dir / "keys" / name).read_text())
+    scrypt = wrapped.get("scrypt") or {}
+    aad = None
+    if (wrapped.get("format") or 1) >= 2:
+        assert registration, "a wrap bound to a registration id, and the registration has none"
+        aad = b"lockwipe vault key\0" + registration.encode()
+    return (wrapped["wrapping"], base64.b64decode(wrapped["salt"]), scrypt.get("logN"), scrypt.get("r"),
+            scrypt.get("p"), base64.b64decode(wrapped["sealed"]), identifier, failed, aad)
+
+
+def machine_unwrap(daemon, row):
+    assert row[0] == "machine", row
+    machine_key = (daemon.state_dir / "machine.key").read_bytes()
+    sealed = row[5]
+    return AESGCM(machine_key).decrypt(sealed[:12], sealed[12:], row[8])
 
 
 def unwrap(row, passcode):
-    wrapping, salt, logn, r, p, sealed, _, _ = row
+    wrapping, salt, logn, r, p, sealed, _, _, aad = row
     assert wrapping == "passcode"
     kek = hashlib.scrypt(passcode.encode(), salt=salt, n=1 << logn, r=r, p=p, dklen=32, maxmem=256 << 20)
-    return AESGCM(kek).decrypt(sealed[:12], sealed[12:], None)
+    return AESGCM(kek).decrypt(sealed[:12], sealed[12:], aad)
 
 
 def log_fields(line):
@@ -432,3 +472,279 @@ def test_server_passcode_policy_overrides_the_local_one(make_daemon, make_server
         for rule in ("min_length", "requires_upper"):
             assert rule in r.err, f"{rule} (the server's) is not named: " + r.describe()
         d.ok("passcode", "set", "--user", user.name, "--passcode-stdin", input="Abcdefghijk7\n", user=user)
+
+
+# --------------------------------------------------------------------------- key copies (issue 12)
+
+
+@contextlib.contextmanager
+def state_fs(daemon, size="64M"):
+    """The daemon's --state-dir on an ext4 image of its own (default options: data=ordered),
+    so that a test can read every block of it, freed ones included. Before daemon.start()."""
+    why = fscrypt_unavailable()
+    if why:
+        pytest.skip(why)
+    image = daemon.root / "state.img"
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    r = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"mkfs.ext4 failed: {r.stderr}")
+    r = subprocess.run(["mount", "-o", "loop", str(image), str(daemon.state_dir)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {r.stderr.strip()}")
+    try:
+        os.chmod(daemon.state_dir, 0o700)
+        shutil.rmtree(daemon.state_dir / "lost+found")
+        yield image
+    finally:
+        if daemon.running():
+            daemon.stop(check=False)
+        for _ in range(50):
+            if subprocess.run(["umount", str(daemon.state_dir)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", str(daemon.state_dir)], capture_output=True)
+        image.unlink(missing_ok=True)
+
+
+def raw_image(daemon, image):
+    """Every byte of the state filesystem as the disk has it, after a syncfs."""
+    subprocess.run(["sync", "-f", str(daemon.state_dir)], check=True)
+    return image.read_bytes()
+
+
+def forms(secret):
+    """The byte strings a copy of `secret` could be stored as: raw, base64 (the key files
+    are JSON) and hex."""
+    return {"raw": secret, "base64": base64.b64encode(secret), "hex": secret.hex().encode()}
+
+
+def assert_nowhere(raw, what, secret):
+    for form, needle in forms(secret).items():
+        # base64 of a 92-byte box: any 3-byte-aligned run of it in a copy at another offset
+        # would show, so search for its middle too.
+        for n in (needle, needle[8:-8]):
+            assert n not in raw, f"{what} ({form}) is still on the state filesystem at offset {raw.find(n)}"
+
+
+def test_no_wrapped_key_survives_on_the_state_filesystem_after_passcode_set_change_or_crypto_erase(make_daemon, make_user):
+    """Issue 12, finding 3: a raw scan of the state filesystem (the daemon's --state-dir
+    on a loop-mounted ext4 image) finds no wrapped copy that a passcode set, a passcode
+    change or a crypto-erase replaced or destroyed, and never the raw vault key."""
+    daemon = make_daemon(start=False)
+    user = make_user()
+    with state_fs(daemon) as image, encrypted_fs(daemon) as fs:
+        daemon.start()
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        put_files(user, vault)
+        machine_row = wrapped_key_row(daemon, user)
+        key = machine_unwrap(daemon, machine_row)
+        assert len(key) == 64
+        # Many writes to the database while the machine key wraps the vault key (status
+        # reads, locks and unlocks rewrite pages beside it).
+        for _ in range(3):
+            daemon.ok("lock", "--user", user.name)
+            daemon.ok("unlock", "--user", user.name)
+        raw = raw_image(daemon, image)
+        assert machine_row[5] in raw or base64.b64encode(machine_row[5]) in raw, \
+            "the scan cannot find the current wrapped key: it would not find a stale one either"
+        assert_nowhere(raw, "the raw vault key", key)
+
+        set_passcode(daemon, user)
+        first = wrapped_key_row(daemon, user)
+        assert unwrap(first, PASS) == key
+        raw = raw_image(daemon, image)
+        assert_nowhere(raw, "the machine-wrapped key replaced by the passcode", machine_row[5])
+        assert_nowhere(raw, "the raw vault key", key)
+
+        daemon.ok("passcode", "change", "--user", user.name, "--passcode-stdin", input=f"{PASS}\n{PASS2}\n", user=user)
+        second = wrapped_key_row(daemon, user)
+        assert unwrap(second, PASS2) == key
+        raw = raw_image(daemon, image)
+        assert_nowhere(raw, "the key wrapped by the old passcode", first[5])
+
+        r = daemon.ok("wipe", "--user", user.name, "--yes")
+        assert "crypto-erased" in r.out, r.describe()
+        assert wrapped_key_row(daemon, user) is None
+        assert os.listdir(daemon.state_dir / "keys") == []
+        raw = raw_image(daemon, image)
+        for what, sealed in (("machine", machine_row[5]), ("first passcode", first[5]), ("second passcode", second[5])):
+            assert_nowhere(raw, f"the key wrapped by the {what} after the crypto-erase", sealed)
+        assert_nowhere(raw, "the raw vault key", key)
+        daemon.stop()
+
+
+def test_kill9_during_a_passcode_change_leaves_exactly_one_usable_wrapped_key(daemon, make_user, procs):
+    """A passcode change killed at any moment: after the restart exactly one key file is
+    left, the one the database names, and it opens with the old or the new passcode (never
+    neither): the user never loses the vault to a crash."""
+    user = make_user()
+    with encrypted_fs(daemon) as fs:
+        register_encrypted(daemon, user, fs / "v")
+        set_passcode(daemon, user)
+        key = unwrap(wrapped_key_row(daemon, user), PASS)
+        current, outcomes = PASS, []
+        for attempt in range(8):
+            new = PASS2 if current == PASS else PASS
+            changer = procs.spawn(user, [str(daemon.bins.ctl_for_others), "--socket", str(daemon.socket), "passcode", "change",
+                                         "--user", user.name, "--passcode-stdin"], stdin=subprocess.PIPE)
+            changer.stdin.write(f"{current}\n{new}\n".encode())
+            changer.stdin.close()
+            # scrypt takes about 0.1 s per wrap here: kill before, during and after it.
+            time.sleep(0.03 * attempt)
+            daemon.kill9()
+            changer.wait(timeout=10)
+            daemon.start()
+            names = os.listdir(daemon.state_dir / "keys")
+            row = wrapped_key_row(daemon, user)
+            assert len(names) == 1, f"attempt {attempt}: key files after the restart: {names}"
+            opened = []
+            for p in (current, new):
+                try:
+                    opened.append((p, unwrap(row, p)))
+                except Exception:
+                    pass
+            assert [k for _, k in opened] == [key], f"attempt {attempt}: the key opens with {[p for p, _ in opened]}"
+            outcomes.append(opened[0][0] == new)
+            current = opened[0][0]
+        print(f"changes completed before the kill: {outcomes}")
+
+
+def test_wrong_passcodes_back_off_durably_without_trying_the_passcode(make_daemon, make_user):
+    """Three wrong passcodes are free; then each one doubles the wait (1 s, 2 s, ...). An
+    attempt inside the wait is refused at once with when to retry, is not tried (not even
+    the right passcode opens it) and is not counted; the wait survives a kill -9; the
+    retry_limit still counts only tried passcodes."""
+    daemon = make_daemon(config=config_text(extra="\n[passcode]\nretry_limit = 10\n"))
+    user = make_user()
+    with encrypted_fs(daemon) as fs:
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        set_passcode(daemon, user)
+        daemon.ok("lock", "--user", user.name, user=user)
+
+        def unlock(passcode):
+            return daemon.ctl("unlock", "--user", user.name, "--passcode-stdin", input=passcode + "\n", user=user)
+
+        for i in range(1, 5):
+            r = unlock(f"wrong-{i}")
+            assert r.code == 77 and "wrong passcode" in r.err and f"{10 - i} left" in r.err, r.describe()
+        # Four in a row: one second from the fourth. Even the right passcode is refused,
+        # untried and uncounted.
+        r = unlock(PASS)
+        m = re.search(r"try again in (\d+) s", r.err)
+        assert r.code == 77 and m and 1 <= int(m.group(1)) <= 2 and "does not count" in r.err, r.describe()
+        reg = daemon.registration(user)
+        assert reg["failed_unlocks"] == 4 and reg["state"] == "locked", reg
+        time.sleep(int(m.group(1)) + 0.1)
+        r = unlock("wrong-5")
+        assert r.code == 77 and "wrong passcode" in r.err and "5 left" in r.err, r.describe()
+        r = unlock(PASS)
+        m = re.search(r"try again in (\d+) s", r.err)
+        assert r.code == 77 and m and 2 <= int(m.group(1)) <= 3, r.describe()
+        time.sleep(int(m.group(1)) + 0.1)
+        r = unlock("wrong-6")
+        assert r.code == 77 and "wrong passcode" in r.err and "4 left" in r.err, r.describe()
+        # Six: four seconds, and a kill -9 and restart do not reset the wait.
+        started = time.monotonic()
+        daemon.kill9()
+        daemon.start()
+        r = unlock(PASS)
+        m = re.search(r"try again in (\d+) s", r.err)
+        assert r.code == 77 and m and 1 <= int(m.group(1)) <= 5, \
+            f"{time.monotonic() - started:.1f} s after the kill: " + r.describe()
+        assert daemon.registration(user)["failed_unlocks"] == 6
+        kinds = [e["kind"] for e in daemon.history(user)]
+        assert kinds.count("unlock-failed") == 6, kinds
+        time.sleep(int(m.group(1)) + 0.2)
+        daemon.ok("unlock", "--user", user.name, "--passcode-stdin", input=PASS + "\n", user=user)
+        reg = daemon.registration(user)
+        assert reg["state"] == "active" and reg["failed_unlocks"] == 0, reg
+        # A right passcode reset the wait too.
+        daemon.ok("lock", "--user", user.name, user=user)
+        for i in range(1, 4):
+            assert unlock(f"again-{i}").code == 77
+        daemon.ok("unlock", "--user", user.name, "--passcode-stdin", input=PASS + "\n", user=user)
+
+
+def legacy_state(daemon, user, passcode, scratch):
+    """Turns the stopped daemon's state directory into what lockwiped made before
+    v6-key-files, in `scratch`: the wrapped key (format 1, no associated data) back in
+    its row, no key files, and WAL frames holding the row (a daemon killed after failed
+    unlocks). Done outside the state filesystem under test, so that it leaves no copies
+    there of its own. Returns the legacy sealed blob and the raw key."""
+    shutil.copytree(daemon.state_dir, scratch)
+    key = unwrap(wrapped_key_row(daemon, user), passcode)
+    shutil.rmtree(scratch / "keys")
+    salt, nonce = os.urandom(16), os.urandom(12)
+    kek = hashlib.scrypt(passcode.encode(), salt=salt, n=1 << 15, r=8, p=1, dklen=32, maxmem=256 << 20)
+    sealed = nonce + AESGCM(kek).encrypt(nonce, key, None)
+    con = sqlite3.connect(scratch / "state.sqlite", isolation_level=None)
+    con.execute("UPDATE vault_keys SET wrapping = 'passcode', salt = ?, scrypt_log_n = 15, scrypt_r = 8, scrypt_p = 1, "
+                "sealed = ? WHERE user = ?", (salt, sealed, user.name))
+    con.execute("ALTER TABLE vault_keys DROP COLUMN key_file")
+    con.execute("ALTER TABLE vault_keys DROP COLUMN failed_at")
+    con.execute("DELETE FROM grdb_migrations WHERE identifier = 'v6-key-files'")
+    con.close()
+    con = sqlite3.connect(scratch / "state.sqlite", isolation_level=None)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.execute("PRAGMA wal_autocheckpoint = 0")
+    for _ in range(3):
+        con.execute("UPDATE vault_keys SET failed_attempts = failed_attempts + 1 WHERE user = ?", (user.name,))
+    # Copied while the connection is open: the WAL holds the frames, as after a kill -9.
+    for name in ("state.sqlite", "state.sqlite-wal"):
+        shutil.copyfile(scratch / name, scratch / (name + ".copy"))
+    con.close()
+    for name in ("state.sqlite", "state.sqlite-wal"):
+        os.replace(scratch / (name + ".copy"), scratch / name)
+    (scratch / "state.sqlite-shm").unlink(missing_ok=True)
+    assert sealed in (scratch / "state.sqlite-wal").read_bytes()
+    return sealed, key
+
+
+def test_migration_moves_old_keys_to_files_and_leaves_no_copy_on_the_state_filesystem(make_daemon, make_user):
+    """A database from before v6-key-files (the wrapped key in its row and in WAL frames):
+    the first start moves the key to its file, overwrites the row and the WAL in place,
+    and a raw scan of the state filesystem finds the old blob nowhere; the vault still
+    opens with the passcode."""
+    daemon = make_daemon()
+    user = make_user()
+    with encrypted_fs(daemon) as fs:
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        set_passcode(daemon, user)
+        files = put_files(user, vault)
+        daemon.ok("lock", "--user", user.name)
+        daemon.stop()
+        sealed, key = legacy_state(daemon, user, PASS, daemon.root / "old-state")
+        shutil.rmtree(daemon.state_dir)
+        daemon.state_dir.mkdir(mode=0o700)
+        with state_fs(daemon) as image:
+            for f in (daemon.root / "old-state").iterdir():
+                shutil.copy2(f, daemon.state_dir / f.name)
+            shutil.rmtree(daemon.root / "old-state")
+            raw = raw_image(daemon, image)
+            assert sealed in raw, "the legacy blob did not reach the image: the scan below would prove nothing"
+            daemon.start()
+            reg = daemon.registration(user)
+            assert reg["state"] == "locked" and reg["failed_unlocks"] == 3, reg
+            row = wrapped_key_row(daemon, user)
+            assert unwrap(row, PASS) == key
+            raw = raw_image(daemon, image)
+            # Moved, not copied: the blob is in its key file (base64) and nowhere else.
+            assert row[5] == sealed
+            assert raw.count(base64.b64encode(sealed)) == 1
+            assert sealed not in raw and sealed.hex().encode() not in raw, "a copy of the old row is left"
+            assert_nowhere(raw, "the raw vault key", key)
+            daemon.ok("unlock", "--user", user.name, "--passcode-stdin", input=PASS + "\n")
+            for rel, content in files.items():
+                assert (vault / rel).read_bytes() == content
+            if registration_id(daemon, user):
+                # The unlock wrapped the key again bound to the registration (format 2)
+                # and destroyed the format-1 file.
+                bound = wrapped_key_row(daemon, user)
+                assert bound[8] and unwrap(bound, PASS) == key
+                assert_nowhere(raw_image(daemon, image), "the format-1 wrapped key", sealed)
+            daemon.stop()
