@@ -684,7 +684,7 @@ public actor Manager {
                 guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
                 var problems: [String] = []
                 for d in directories {
-                    let found = DirectoryRules.problems(path: d, taken: taken)
+                    let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
                     problems += found
                     guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
                     problems += Self.filesystemProblems(n)
@@ -710,9 +710,11 @@ public actor Manager {
                                               + notEncrypted.joined(separator: "; "))
                 }
             }
+            // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
+            let registrationID = RegistrationRecord.newID()
             flow.add("wrap the vault key") {
                 guard kind == .encrypted else { return }
-                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, registration: nil, at: self.clock.now().wall)
+                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, registration: registrationID, at: self.clock.now().wall)
             }
             var created: [String] = []
             flow.add("create vault directories", run: {
@@ -738,9 +740,10 @@ public actor Manager {
             })
             let reading = clock.now()
             flow.add("persist") {
-                let record = RegistrationRecord(
+                var record = RegistrationRecord(
                     user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
                     lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
+                record.id = registrationID
                 let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
                 var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
                 if let v = vault {
@@ -761,7 +764,7 @@ public actor Manager {
             }
             logger.notice("registered \(user) (\(kind.rawValue))", metadata: [
                 "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                "protection": .string(kind.rawValue),
+                "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
                 "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
             ])
             reschedule()

@@ -75,7 +75,7 @@ extension Manager {
 
     /// What a vault key's wrap is bound to (AES-GCM associated data): the registration id.
     func keyBinding(_ r: RegistrationRecord) -> String? {
-        nil
+        r.id
     }
 
     /// Tries `passcode` on `r`'s key. The attempt is counted durably *before* it is tried

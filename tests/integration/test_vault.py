@@ -25,6 +25,7 @@ import subprocess
 import time
 
 import pytest
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from conftest import config_text, fingerprint, run_as, server_config, wait_until
@@ -542,6 +543,13 @@ def test_no_wrapped_key_survives_on_the_state_filesystem_after_passcode_set_chan
         machine_row = wrapped_key_row(daemon, user)
         key = machine_unwrap(daemon, machine_row)
         assert len(key) == 64
+        # Wrap format 2: bound to the registration id; without it (or with another) the
+        # machine key does not open it.
+        reg_id = registration_id(daemon, user)
+        assert re.fullmatch(r"[0-9a-f]{32}", reg_id) and machine_row[8] == b"lockwipe vault key\0" + reg_id.encode()
+        for other in (None, b"lockwipe vault key\0" + b"0" * 32):
+            with pytest.raises(InvalidTag):
+                machine_unwrap(daemon, machine_row[:8] + (other,))
         # Many writes to the database while the machine key wraps the vault key (status
         # reads, locks and unlocks rewrite pages beside it).
         for _ in range(3):
