@@ -156,15 +156,18 @@ public actor Manager {
     /// threshold crossing (no polling).
     ///
     /// Before an offline-triggered action, each registration it concerns makes one check-in
-    /// attempt (bounded by `[server] timeout`): a machine that is in fact online is not
-    /// punished. What is due is then decided again, per user, under that user's turn.
+    /// attempt: a machine that is in fact online is not punished. All of them share one
+    /// deadline, `[server] timeout` from now (waiting for a free request slot included), so
+    /// a slow or stalling server delays enforcement, and start-up, by that much at most.
+    /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
         var due = checkpointClocks()
         if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
             let users = Set(due.map(\.0))
+            let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
             await withTaskGroup(of: Void.self) { group in
                 for user in users {
-                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction) }
+                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
                 }
             }
             due = checkpointClocks()

@@ -58,7 +58,10 @@ extension Manager {
 
     /// One attempt for `user`: fetch, apply, plan the next one. Never throws: the result
     /// says what happened (`failed` when it was not a contact nor a server command).
-    func checkIn(user: String, purpose: CheckInPurpose) async -> ActionResult {
+    /// `deadline` bounds the whole attempt, the wait for a free request slot included
+    /// (the before-action pass: enforcement never waits longer than `[server] timeout`);
+    /// nil: `[server] timeout` from when the request can start.
+    func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> ActionResult {
         let server = configuration.server
         guard server.isConfigured, let fetcher else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
@@ -74,7 +77,7 @@ extension Manager {
         nextCheckIn[user] = nil
         checkInsInFlight[user, default: 0] += 1
         let started = NIODeadline.now()
-        let outcome = await fetcher.fetch(user: user, credentials: credentials, server: server)
+        let outcome = await fetcher.fetch(user: user, credentials: credentials, server: server, deadline: deadline)
         checkInsInFlight[user]! -= 1
         if checkInsInFlight[user] == 0 { checkInsInFlight[user] = nil }
         let elapsedMS = (NIODeadline.now() - started).nanoseconds / 1_000_000

@@ -287,6 +287,67 @@ def test_offline_lock_checks_in_first_and_locks_only_when_the_server_is_down(mak
     assert "connect" in reg["last_error"], reg
 
 
+def test_a_server_stalling_the_body_delays_start_up_by_the_timeout_at_most(make_daemon, make_server, make_user):
+    """Finding 4 of issue 12: a server that sends the head and then one body byte a second
+    must not hold start-up (and with it READY=1 and the PAM gate) past [server] timeout.
+    Nine registrations are due, one more than the client's eight request slots: the one
+    deadline covers the wait for a slot too."""
+    timeout = 2
+    srv = make_server()
+    srv.set("*", mode="ok", settings={"blockWipingPolicy": {"blockWipeEnabled": True, "blockDisconnectedPeriod": 2,
+                                                            "wipeDisconnectedPeriod": 0}})
+    d = served_daemon(make_daemon, srv, lock=2, timeout=timeout, faketime="+0")
+    users = [registered(d, make_user) for _ in range(9)]
+    d.ok("check-in")
+    d.stop()
+
+    srv.set("*", mode="stall-body", delay=300)
+    srv.reset_stats()
+    started = time.monotonic()
+    d.start(faketime="+3d", wait=False)
+    d.wait_ready(timeout=timeout + 6)
+    took = time.monotonic() - started
+    print(f"\nstart-up with a stalling server (timeout = {timeout} s): serving after {took:.1f} s")
+    assert took < timeout + 5, f"start-up took {took:.1f} s with [server] timeout = {timeout}"
+    assert srv.stats()["requests"] >= 8, "the before-action check-ins did not reach the server"
+    for u in users:
+        reg = d.registration(u)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "offline", reg
+        assert owner_of(u.vault) == (0, 0, 0), fmt_owner(owner_of(u.vault))
+        assert "timed out" in (reg["last_error"] or ""), reg
+    # The daemon gave every stalled request up and closed its connection.
+    wait_until(lambda: srv.stats()["active_connections"] == 0, 3 * timeout + 5,
+               "stalled connections are still open at the server", details=lambda: json.dumps(srv.stats()["stats"]))
+
+    # The slots are free again: a normal check-in works, and lifts the offline locks.
+    srv.set("*", mode="ok")
+    r = d.ok("check-in", timeout=30)
+    assert r.out.count("contact ok") == 9, r.describe()
+    for u in users:
+        assert d.state_of(u) == "active", d.registration(u)
+        assert owner_of(u.vault)[2] == 0o750
+
+
+def test_stalled_check_ins_release_their_request_slots(make_daemon, make_server, make_user):
+    """Nine stalled check-ins at once through eight slots end in two rounds of
+    [server] timeout; had a stalled request kept its slot, the ninth would wait forever."""
+    timeout = 2
+    srv = make_server()
+    d = served_daemon(make_daemon, srv, timeout=timeout)
+    users = [registered(d, make_user) for _ in range(9)]
+    srv.set("*", mode="stall-body", delay=300)
+    started = time.monotonic()
+    r = d.ctl("check-in", timeout=60)
+    took = time.monotonic() - started
+    print(f"\n9 stalled check-ins through 8 slots, timeout = {timeout} s: {took:.1f} s")
+    assert r.code == 1 and r.out.count("timed out") == 9, r.describe()
+    assert took < 2 * timeout + 4, f"9 stalled check-ins took {took:.1f} s"
+    srv.set("*", mode="ok")
+    r = d.ok("check-in", timeout=30)
+    assert r.out.count("contact ok") == 9, r.describe()
+    assert all(d.registration(u)["last_error"] is None for u in users)
+
+
 def test_scheduled_check_ins_run_at_the_interval(make_daemon, make_server, make_user):
     srv = make_server()
     d = served_daemon(make_daemon, srv, interval=1)
