@@ -368,6 +368,9 @@ public actor Manager {
         if !server.isConfigured {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
         }
+        if server.usesInsecureHTTP {
+            warnings.append("the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://")
+        }
         if !caller.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
@@ -384,7 +387,7 @@ public actor Manager {
             }
         }
         return StatusReport(
-            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url),
+            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(list), registrations: infos, warnings: warnings)
     }
 

@@ -75,7 +75,7 @@ def test_server_policy_arrives_is_applied_and_survives_a_restart(make_daemon, ma
     assert reg["blocked"] is False
     assert reg["passcode_policy"]["min_length"] == 8 and reg["passcode_policy"]["retry_limit"] == 10, reg
     doc = d.status()
-    assert doc["server"] == {"configured": True, "url": srv.url}, doc["server"]
+    assert doc["server"] == {"configured": True, "url": srv.url, "insecure_http": True}, doc["server"]
     assert doc["policy"]["source"] == "server" and doc["policy"]["offline_days_before_lock"] == 3, doc["policy"]
     assert not [w for w in doc["warnings"] if "no policy server" in w], doc["warnings"]
     assert [e for e in d.history(user) if e["kind"] == "server-policy"], d.history(user)
@@ -439,6 +439,8 @@ def test_https_with_ca_file_and_client_certificate(make_daemon, make_server, mak
     reg = d.registration(user)
     assert reg["last_error"] is None and reg["credentials"] == "certificate", reg
     assert srv.stats(user)["last_client_certificate"] == {"commonName": "lockwipe-client"}, srv.stats(user)
+    doc = d.status()
+    assert doc["server"]["insecure_http"] is False and not [w for w in doc["warnings"] if "plain http" in w], doc
 
 
 def test_http_is_refused_for_a_host_that_is_not_loopback(make_daemon):
@@ -447,6 +449,54 @@ def test_http_is_refused_for_a_host_that_is_not_loopback(make_daemon):
     assert r.returncode == 1, r
     line = next(i for i, l in enumerate(d.config.read_text().splitlines(), 1) if l.startswith("url"))
     assert f"{d.config}:{line}: server.url: plain http:// is allowed only to a loopback host" in r.stderr, r.stderr
+
+
+ID_INSECURE_SERVER = "a58fa39160054e409371e2cf3cd254d8"
+
+
+def test_loopback_http_needs_allow_insecure_http(make_daemon, make_server, make_user):
+    """Issue 12, finding 8: any local user can bind a loopback port before the real
+    server and then receives every token and can order wipes. Plain http:// is refused
+    unless the operator sets allow_insecure_http = true, which is then warned about."""
+    srv = make_server()
+    plain = config_text(lock=3, extra=server_config(srv.url, allow_insecure_http=False))
+    d = make_daemon(config=plain, start=False)
+    line = next(i for i, l in enumerate(d.config.read_text().splitlines(), 1) if l.startswith("url"))
+    r = subprocess.run(d.argv("--check-config"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r
+    assert f"{d.config}:{line}: server.url: plain http:// needs allow_insecure_http = true in [server]" in r.stderr, r.stderr
+    # Nor does the daemon start with it.
+    p = subprocess.run(d.argv(), capture_output=True, text=True, timeout=30, env={"LOCKWIPE_LOG": "stderr", "PATH": "/usr/bin:/bin"})
+    assert p.returncode != 0 and "allow_insecure_http" in p.stderr, p
+
+    # Allowed: a warning at start-up (with its MESSAGE_ID), in status --json and in status.
+    d.write_config(config_text(lock=3, extra=server_config(srv.url, allow_insecure_http=True)))
+    r = subprocess.run(d.argv("--check-config"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r
+    d.start()
+    assert d.log_lines(f"MESSAGE_ID={ID_INSECURE_SERVER}"), d.log_tail()
+    user = registered(d, make_user)
+    d.ok("check-in", "--user", user.name)
+    doc = d.status()
+    assert doc["server"]["insecure_http"] is True, doc["server"]
+    assert [w for w in doc["warnings"] if "plain http://" in w and "allow_insecure_http" in w], doc["warnings"]
+    human = d.ok("status").out
+    assert "INSECURE: plain http" in human and "warning: the policy server is reached over plain http://" in human, human
+
+    # A reload to http:// without the key is refused; the running configuration stays.
+    d.write_config(config_text(lock=5, extra=server_config(srv.url, allow_insecure_http=False)))
+    d.hup()
+    wait_until(lambda: d.log_lines("configuration not reloaded", "allow_insecure_http"), 10,
+               "the reload without allow_insecure_http was not refused", details=d.log_tail)
+    doc = d.status()
+    assert doc["server"] == {"configured": True, "url": srv.url, "insecure_http": True}, doc["server"]
+
+    # https (test_https_with_ca_file_and_client_certificate runs it end to end) is not flagged.
+    d.write_config(config_text(lock=3))
+    d.hup()
+    wait_until(lambda: d.log_lines("configuration reloaded"), 10, "no reload", details=d.log_tail)
+    doc = d.status()
+    assert doc["server"] == {"configured": False, "url": None, "insecure_http": False}, doc["server"]
 
 
 # --------------------------------------------------------------------------- many registrations
