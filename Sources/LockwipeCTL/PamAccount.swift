@@ -15,9 +15,11 @@ struct PamAccount: ParsableCommand {
         discussion: """
             Meant for the PAM account stack (pam-auth-update --enable lockwipe adds \
             'account required pam_exec.so quiet stdout seteuid /usr/bin/lockwipectl pam-account'). \
-            Asks lockwiped about the user in $PAM_USER (or --user) and exits 1, with the reason on \
-            standard output, when the registration is locked by the policy server, wiped, or being \
-            wiped. Exits 0 for root (without asking), users who are not registered, active \
+            Asks lockwiped about the account of the user in $PAM_USER (or --user) and exits 1, with \
+            the reason on standard output, when a registration of that account is locked by the \
+            policy server, wiped, or being wiped. The account is looked up through NSS and \
+            registrations are matched by its uid, so another spelling of the name, or another \
+            name sharing the uid, gets the same answer. Exits 0 for root (without asking), users who are not registered, active \
             registrations, and every other lock (offline, on logout, by an administrator), which \
             the user must be able to log in to lift; a notice is printed for those. \
             When lockwiped cannot be asked (not running, no answer within 10 s, an error), the \
@@ -32,20 +34,24 @@ struct PamAccount: ParsableCommand {
         guard let name = user ?? ProcessInfo.processInfo.environment["PAM_USER"].flatMap({ $0.isEmpty ? nil : $0 }) else {
             throw CommandFailure(code: ExitStatus.usage, message: "pam-account: no user: PAM_USER is not set (run it from pam_exec, or give --user)")
         }
+        // The account, not the name PAM was given: NSS may answer to other spellings of a
+        // name (case-insensitive directories, aliases sharing a uid), and a registration is
+        // found by the uid it was made for. An account NSS does not know cannot log in.
+        guard let pw = getpwnam(name) else { return }
+        let uid = pw.pointee.pw_uid
+        let canonical = String(cString: pw.pointee.pw_name)
         // Root is never refused and never waits for the daemon.
-        if let pw = getpwnam(name), pw.pointee.pw_uid == 0 { return }
+        if uid == 0 { return }
 
         let report: StatusReport
         do {
             let client = try VarlinkClient(path: global.socketPath, timeout: 10)
-            report = try client.call(ManagerMethod.getStatus.rawValue, UserFilter(user: name), returning: StatusReport.self)
-        } catch let error as VarlinkError where error.name == VarlinkError.noSuchRegistrationName {
-            return  // not registered (or not visible to a caller that is not an administrator)
+            report = try client.call(ManagerMethod.getStatus.rawValue, UserFilter(user: nil), returning: StatusReport.self)
         } catch {
             Self.failOpen(user: name, "\(error)")
             return
         }
-        let decision = LoginGate.decide(report.registrations.first { $0.user == name }.map {
+        let decision = LoginGate.decide(among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
             LoginGate.Registration(user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked)
         })
         if let message = decision.message { print(message) }

@@ -11,7 +11,13 @@ public enum DirectoryRules {
     /// Directories that may contain vaults but never be one themselves.
     public static let protectedParents: [String] = [
         "/", "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/lib",
-        "/var/tmp", "/var/cache", "/var/log",
+        "/var/tmp", "/var/cache", "/var/log", "/var/spool",
+    ]
+    /// Where other programs and root keep their own data: no vault lies in them unless the
+    /// operator allows a directory there (`[vault] allow_under`). A registration of
+    /// `/var/lib/postgresql` would otherwise let a wipe take a database with it.
+    public static let guardedAreas: [String] = [
+        "/opt", "/root", "/var/cache", "/var/lib", "/var/log", "/var/spool",
     ]
 
     /// `path` with "." and empty components removed and no trailing slash; nil when it is
@@ -34,8 +40,9 @@ public enum DirectoryRules {
     }
 
     /// Every problem with `path` as a new vault directory, given the directories that other
-    /// registrations (and the daemon itself) already own.
-    public static func problems(path: String, taken: [(owner: String, path: String)]) -> [String] {
+    /// registrations (and the daemon itself) already own and the directories the operator
+    /// allows inside the guarded areas (normalized).
+    public static func problems(path: String, taken: [(owner: String, path: String)], allowedUnder: [String] = []) -> [String] {
         guard let p = normalize(path) else {
             return ["\(path): must be an absolute path without '..'"]
         }
@@ -44,10 +51,26 @@ public enum DirectoryRules {
             found.append("\(p): lies in the system directory \(root)")
         } else if protectedParents.contains(p) {
             found.append("\(p): is a system directory; register a directory inside it")
+        } else if let area = guardedAreas.first(where: { isWithin(p, $0) }), !allowedUnder.contains(where: { isWithin(p, $0) }) {
+            found.append("\(p): lies in \(area), where programs and root keep their own data; "
+                         + "allow it with [vault] allow_under = [\"\(p)\"] if it really is a vault")
         }
         for other in taken where isWithin(p, other.path) || isWithin(other.path, p) {
             found.append("\(p): overlaps \(other.path) of \(other.owner)")
         }
         return found
+    }
+
+    /// Why `path` cannot be an `allow_under` entry; nil when it can.
+    public static func allowanceProblem(_ path: String) -> String? {
+        guard let p = normalize(path), p == path || p + "/" == path else {
+            return "\"\(path)\" must be an absolute path without '.', '..' or repeated slashes"
+        }
+        if let root = systemRoots.first(where: { isWithin(p, $0) }) { return "\(p) lies in the system directory \(root), where no vault may ever be" }
+        if protectedParents.contains(p) { return "\(p) is a system directory; name a directory inside it" }
+        guard guardedAreas.contains(where: { isWithin(p, $0) }) else {
+            return "\(p) is not in \(guardedAreas.joined(separator: ", ")); vaults there need no allowance"
+        }
+        return nil
     }
 }

@@ -39,6 +39,16 @@ public enum LoginGate {
         }
     }
 
+    /// The decision for an account with several registrations (one Unix account known
+    /// under several names, each registered): refused if any refuses, with that reason;
+    /// otherwise allowed with every notice. Empty: not registered.
+    public static func decide(among registrations: [Registration]) -> Decision {
+        let decisions = registrations.map { decide($0) }
+        if let refusal = decisions.first(where: { !$0.allowed }) { return refusal }
+        let notices = decisions.compactMap(\.message)
+        return Decision(allowed: true, message: notices.isEmpty ? nil : notices.joined(separator: "\n"))
+    }
+
     /// nil registration: the user is not registered on this machine.
     public static func decide(_ r: Registration?) -> Decision {
         guard let r else { return Decision(allowed: true, message: nil) }

@@ -23,6 +23,9 @@ public struct Configuration: Sendable, Equatable {
     public var server = ServerConfiguration()
     /// The passcode policy of encrypted vaults (`[passcode]`); the server's replaces it rule by rule.
     public var passcode = PasscodePolicy()
+    /// Directories inside the guarded areas (`DirectoryRules.guardedAreas`: /opt, /root,
+    /// /var/lib, ...) where vaults may be registered (`[vault] allow_under`), normalized.
+    public var vaultAllowedUnder: [String] = []
 
     public init() {}
 }
@@ -112,7 +115,7 @@ public enum ConfigurationLoader {
         public var notices: [String]
     }
 
-    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses }
+    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances }
 
     private struct Key {
         var table: String
@@ -150,6 +153,9 @@ public enum ConfigurationLoader {
         Key(table: "passcode", name: "retry_limit", kind: .nonNegativeInt) { $0.passcode.retryLimit = $1.int! },
         Key(table: "passcode", name: "lock_timeout", kind: .nonNegativeInt) { $0.passcode.lockTimeout = $1.int! },
         Key(table: "passcode", name: "default_password_allowed", kind: .bool) { $0.passcode.defaultPasswordAllowed = $1.bool! },
+        Key(table: "vault", name: "allow_under", kind: .vaultAllowances) {
+            $0.vaultAllowedUnder = ($1.array ?? []).compactMap { $0.string.flatMap(DirectoryRules.normalize) }
+        },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -273,6 +279,15 @@ public enum ConfigurationLoader {
                 return "\(s): no such file"
             }
             return FileManager.default.isReadableFile(atPath: s) ? nil : "\(s): not readable"
+        case .vaultAllowances:
+            guard value.type == .array, let list = value.array else {
+                return "must be a list of directories ([\"/opt/fieldapp/data\"]), not a \(value.type)"
+            }
+            for item in list {
+                guard item.type == .string, let s = item.string else { return "must hold only strings (paths), not a \(item.type)" }
+                if let problem = DirectoryRules.allowanceProblem(s) { return problem }
+            }
+            return nil
         case .groupName:
             guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }

@@ -30,15 +30,46 @@ public struct HookRunner: LockAndWipeEventObserving {
     public func willWipe(_ event: LockWipeEvent) async { await run(.willWipe, event) }
     public func didWipe(_ event: LockWipeEvent) async { await run(.didWipe, event) }
 
-    /// Executables in `directory` named as run-parts(8) accepts ([A-Za-z0-9_-]+), sorted.
-    public static func hooks(in directory: String) -> [String] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        return names.sorted().filter { name in
+    /// A hook that was not run, and why.
+    public struct Refusal: Sendable, Equatable {
+        public var path: String
+        public var reason: String
+    }
+
+    /// Executables in `directory` named as run-parts(8) accepts ([A-Za-z0-9_-]+), sorted,
+    /// and those refused because someone other than the daemon's own user could change
+    /// them: hooks run as root, so a hook, or a hooks directory, that another user can
+    /// write, or a symlink that could point anywhere, would hand that user root. A hooks
+    /// directory that fails the rule refuses every hook in it.
+    public static func scan(_ directory: String, owner: uid_t = geteuid()) -> (hooks: [String], refused: [Refusal]) {
+        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dirFD >= 0 else { return ([], []) }  // no hooks directory: no hooks
+        defer { close(dirFD) }
+        var dirStat = stat()
+        guard fstat(dirFD, &dirStat) == 0 else { return ([], []) }
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd/\(dirFD)")) ?? []).sorted().filter { name in
             !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
-        }.map { directory + "/" + $0 }.filter { path in
-            var st = stat()
-            return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && access(path, X_OK) == 0
         }
+        var hooks: [String] = []
+        var refused: [Refusal] = []
+        let directoryProblem = HookSafety.problem(owner: dirStat.st_uid, mode: UInt32(dirStat.st_mode), expectedOwner: owner, isDirectory: true)
+        for name in names {
+            let path = directory + "/" + name
+            var st = stat()
+            guard fstatat(dirFD, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            let type = st.st_mode & S_IFMT
+            // Not a candidate at all (as run-parts skips them): directories, FIFOs, non-executables.
+            if type != S_IFREG && type != S_IFLNK { continue }
+            if type == S_IFREG && st.st_mode & 0o111 == 0 { continue }
+            if let directoryProblem {
+                refused.append(Refusal(path: path, reason: "the hooks directory \(directory) \(directoryProblem)"))
+            } else if let problem = HookSafety.problem(owner: st.st_uid, mode: UInt32(st.st_mode), expectedOwner: owner, isDirectory: false) {
+                refused.append(Refusal(path: path, reason: problem))
+            } else {
+                hooks.append(path)
+            }
+        }
+        return (hooks, refused)
     }
 
     public static func environment(_ callback: ObserverCallback, _ event: LockWipeEvent) -> [String: String] {
@@ -55,7 +86,14 @@ public struct HookRunner: LockAndWipeEventObserving {
     }
 
     func run(_ callback: ObserverCallback, _ event: LockWipeEvent) async {
-        for hook in Self.hooks(in: directory) {
+        let (hooks, refused) = Self.scan(directory)
+        for r in refused {
+            logger.error("hook refused, not run: \(r.reason)", metadata: [
+                "hook": .string(r.path), "event": .string(callback.rawValue), "user": .string(event.user),
+                "message_id": MessageID.hookFailed.metadata,
+            ])
+        }
+        for hook in hooks {
             await runOne(hook, callback, event)
         }
     }

@@ -676,7 +676,7 @@ public actor Manager {
                 guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
                 var problems: [String] = []
                 for d in directories {
-                    let found = DirectoryRules.problems(path: d, taken: taken)
+                    let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
                     problems += found
                     guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
                     problems += Self.filesystemProblems(n)
@@ -729,10 +729,12 @@ public actor Manager {
                 return failed.isEmpty ? nil : failed.joined(separator: "; ")
             })
             let reading = clock.now()
+            var registrationID = ""
             flow.add("persist") {
                 let record = RegistrationRecord(
                     user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
                     lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
+                registrationID = record.id
                 let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
                 var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
                 if let v = vault {
@@ -753,7 +755,7 @@ public actor Manager {
             }
             logger.notice("registered \(user) (\(kind.rawValue))", metadata: [
                 "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                "protection": .string(kind.rawValue),
+                "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
                 "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
             ])
             reschedule()

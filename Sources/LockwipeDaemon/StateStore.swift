@@ -17,6 +17,19 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var lastWipe: WipeSummary?
     /// What the policy server said and when it was last tried.
     public var server = ServerRecord()
+    /// Which registration this is: a fresh random id at every registration, so that a
+    /// check-in answer, a key wrap or any other late result can be tied to the registration
+    /// it belongs to, and not to a later one of the same user name.
+    public var id = RegistrationRecord.newID()
+
+    /// 128 random bits as 32 lowercase hex digits.
+    public static func newID() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let hex = String(rng.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
 }
 
 /// The check-in side of a registration, as persisted (table `server_state`).
@@ -181,6 +194,9 @@ public final class StateStore: Sendable {
         db = try CheckedQueue(DatabaseQueue(), path: path, damage: damage)
     }
 
+    /// The migrations, for tests that build a database as an older version left it.
+    static var migratorForTesting: DatabaseMigrator { migrator }
+
     private static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("v1") { db in
@@ -277,6 +293,14 @@ public final class StateStore: Sendable {
                 ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
                 """)
         }
+        // Registration ids (see `RegistrationRecord.id`); registrations made before get one.
+        m.registerMigration("v4-registration-id") { db in
+            try db.execute(sql: """
+                ALTER TABLE registrations ADD COLUMN id TEXT;
+                UPDATE registrations SET id = lower(hex(randomblob(16))) WHERE id IS NULL;
+                CREATE UNIQUE INDEX registrations_id ON registrations(id);
+                """)
+        }
         return m
     }
 
@@ -340,7 +364,8 @@ public final class StateStore: Sendable {
                     bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
                     offlineSeconds: row["clock_offline_seconds"]),
                 lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) },
-                server: server
+                server: server,
+                id: row["id"]
             )
         }
     }
@@ -353,12 +378,12 @@ public final class StateStore: Sendable {
             try db.execute(
                 sql: """
                     INSERT INTO registrations (user, uid, state, protection, lock_trigger, blocked, created_at,
-                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
                             event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
-                            r.clock.lastWall, r.clock.offlineSeconds])
+                            r.clock.lastWall, r.clock.offlineSeconds, r.id])
             for (i, path) in r.directories.enumerated() {
                 try db.execute(sql: "INSERT INTO directories (user, position, path) VALUES (?, ?, ?)", arguments: [r.user, i, path])
             }

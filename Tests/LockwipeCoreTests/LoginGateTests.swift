@@ -43,4 +43,16 @@ import Testing
         let d = LoginGate.decide(reg(.active, blocked: true))
         #expect(d.allowed && d.message?.contains("blocked") == true)
     }
+
+    /// One account registered under two names (aliases sharing a uid): the strictest
+    /// decision wins, whichever name the user logs in with.
+    @Test func severalRegistrationsOfOneAccountGiveTheStrictestDecision() {
+        #expect(LoginGate.decide(among: []) == .init(allowed: true, message: nil))
+        #expect(LoginGate.decide(among: [reg(.active), reg(.locked, .server)]).allowed == false)
+        #expect(LoginGate.decide(among: [reg(.wiped), reg(.active)]).allowed == false)
+        let both = LoginGate.decide(among: [reg(.locked, .offline), reg(.active, blocked: true)])
+        #expect(both.allowed)
+        #expect(both.message?.contains("locked") == true && both.message?.contains("blocked") == true)
+        #expect(LoginGate.decide(among: [reg(.active), reg(.active)]) == .init(allowed: true, message: nil))
+    }
 }

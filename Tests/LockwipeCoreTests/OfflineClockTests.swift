@@ -91,32 +91,6 @@ import Testing
     }
 }
 
-@Suite struct DirectoryRulesTests {
-    @Test func refusesRootSystemDirectoriesAndTheirInsides() {
-        #expect(!DirectoryRules.problems(path: "/", taken: []).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/etc", taken: []).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/usr/local/data", taken: []).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/home", taken: []).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/home/../etc", taken: []).isEmpty)
-        #expect(!DirectoryRules.problems(path: "relative/dir", taken: []).isEmpty)
-        #expect(DirectoryRules.problems(path: "/srv/field/alice", taken: []).isEmpty)
-        #expect(DirectoryRules.problems(path: "/home/alice/work/", taken: []).isEmpty)
-    }
-
-    @Test func refusesOverlapInBothDirectionsButNotPrefixSiblings() {
-        let taken = [(owner: "bob", path: "/srv/field/bob")]
-        #expect(!DirectoryRules.problems(path: "/srv/field/bob/sub", taken: taken).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/srv/field", taken: taken).isEmpty)
-        #expect(!DirectoryRules.problems(path: "/srv/field/bob/", taken: taken).isEmpty)
-        #expect(DirectoryRules.problems(path: "/srv/field/bobby", taken: taken).isEmpty)
-    }
-
-    @Test func normalizes() {
-        #expect(DirectoryRules.normalize("/srv//a/./b/") == "/srv/a/b")
-        #expect(DirectoryRules.normalize("/srv/a/../b") == nil)
-    }
-}
-
 @Suite struct StatusSummaryTests {
     @Test func summarizesUsersLockedAndTheSoonestAction() {
         let line = StatusSummary.line([

@@ -21,6 +21,20 @@ import Testing
         }
     }
 
+    @Test func vaultAllowancesAreDirectoriesInsideTheGuardedAreasWithTheirLine() throws {
+        try withFiles(["lockwiped.toml": "[vault]\nallow_under = [\"/opt/fieldapp/data\", \"/var/lib/fieldapp/\"]\n"]) { path in
+            let loaded = try ConfigurationLoader.load(path: path)
+            #expect(loaded.configuration.vaultAllowedUnder == ["/opt/fieldapp/data", "/var/lib/fieldapp"])
+        }
+        for (value, phrase) in [("\"/opt/app\"", "must be a list"), ("[\"/etc/app\"]", "system directory /etc"),
+                                ("[\"/srv/app\"]", "need no allowance"), ("[3]", "only strings")] {
+            try withFiles(["lockwiped.toml": "# site\n[vault]\nallow_under = \(value)\n"]) { path in
+                let found = problems(path)
+                #expect(found.count == 1 && found[0].line == 3 && found[0].key == "vault.allow_under" && found[0].message.contains(phrase), "\(found)")
+            }
+        }
+    }
+
     @Test func missingFileMeansDefaultsWithANotice() throws {
         let loaded = try ConfigurationLoader.load(path: "/nonexistent/lockwiped.toml")
         #expect(loaded.configuration == Configuration())

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import LockwipeCore
 import LockwipeProtocol
 @testable import LockwipeDaemon
@@ -13,8 +14,10 @@ import Testing
     }
 
     func record(_ user: String) -> RegistrationRecord {
-        RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
-                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        var r = RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
+                                   lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        r.id = String(repeating: "0", count: 32 - user.utf8.count) + user  // stable, so records compare equal
+        return r
     }
 
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
@@ -27,6 +30,45 @@ import Testing
             var st = stat()
             #expect(stat(dir + "/" + StateStore.fileName, &st) == 0 && st.st_mode & 0o077 == 0)
         }
+    }
+
+    @Test func everyRegistrationGetsItsOwnIDAndAReRegistrationANewOne() throws {
+        try withStore { store, _ in
+            let first = RegistrationRecord(user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"],
+                                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+            #expect(first.id.count == 32 && first.id.allSatisfy { "0123456789abcdef".contains($0) })
+            try store.insert(first, event: ev("alice", "register"))
+            #expect(try store.registration("alice")?.id == first.id)
+            try store.delete("alice", event: ev("alice", "unregister"))
+            var second = first
+            second.id = RegistrationRecord.newID()
+            try store.insert(second, event: ev("alice", "register"))
+            #expect(try store.registration("alice")?.id == second.id)
+            #expect(first.id != second.id)
+        }
+    }
+
+    @Test func registrationsFromBeforeIDsGetOneEachWhenTheStoreOpens() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // A database as the version before registration ids left it: migrations up to v3.
+        let path = dir + "/" + StateStore.fileName
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try StateStore.migratorForTesting.migrate(queue, upTo: "v3-vault")
+            try queue.write { db in
+                for user in ["alice", "bob"] {
+                    try db.execute(sql: """
+                        INSERT INTO registrations (user, uid, state, protection, blocked, created_at, clock_last_contact,
+                            clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
+                        VALUES (?, 1001, 'active', 'permissions', 0, 100, 100, 0, 'x', 5, 100, 0)
+                        """, arguments: [user])
+                }
+            }
+        }
+        let ids = try StateStore(directory: dir).registrations().map(\.id)
+        #expect(ids.count == 2 && Set(ids).count == 2 && ids.allSatisfy { $0.count == 32 })
     }
 
     @Test func lockRecordsKeepTheFirstOriginalOwnerOnRelock() throws {

@@ -152,3 +152,45 @@ def test_failing_hook_is_logged_and_lock_happens(make_daemon, make_user):
                "the failing hook's stderr did not reach the daemon log")
     assert d.log_lines(f"MESSAGE_ID={ID_HOOK_FAILED}", "10-fail"), \
         "the failure was not logged with the hook-failed MESSAGE_ID, which the catalog explains\n" + d.log_tail()
+
+
+def test_hooks_someone_else_could_change_are_refused_and_logged(make_daemon, make_user):
+    """Hooks run as root: a hook owned by another user, writable by group or others, or a
+    symlink (which could point anywhere later) would hand root to whoever can change it.
+    Such hooks are not run, each refusal is logged with the reason, and the safe hooks and
+    the lock itself go ahead."""
+    d = make_daemon(start=False)
+    out = d.root / "hook-records"
+    other = make_user()
+    d.write_hook("10-safe", RECORDER.format(out=out))
+    d.write_hook("20-group-writable", RECORDER.format(out=out), mode=0o775)
+    d.write_hook("30-other-writable", RECORDER.format(out=out), mode=0o757)
+    owned = d.write_hook("40-user-owned", RECORDER.format(out=out))
+    os.chown(owned, other.uid, other.uid)
+    target = d.write_hook("50-target", RECORDER.format(out=out), mode=0o644)  # not executable: skipped by name rules
+    os.symlink(target, d.hooks_dir / "60-symlink")
+    d.start()
+    user, dirs = setup_user(d, make_user, n_dirs=1)
+    d.ok("lock", "--user", user.name)
+    assert owner_of(dirs[0]) == (0, 0, 0), "refused hooks must not stop the lock"
+    wait_until(lambda: len(read_records(out)) >= 2, 10, "the safe hook did not run for willLock and didLock")
+    ran = {r["hook"] for r in read_records(out)}
+    assert ran == {"10-safe"}, f"only the safe hook may run, ran: {sorted(ran)}"
+    for name, why in [("20-group-writable", "group"), ("30-other-writable", "others"),
+                      ("40-user-owned", f"uid {other.uid}"), ("60-symlink", "symlink")]:
+        d.wait_log(lambda l, name=name, why=why: "hook refused" in l and name in l and why in l, 10,
+                   f"the refusal of {name} ({why}) was not logged")
+
+
+def test_a_hooks_directory_others_can_write_refuses_every_hook(make_daemon, make_user):
+    d = make_daemon(start=False)
+    out = d.root / "hook-records"
+    d.write_hook("10-safe", RECORDER.format(out=out))
+    os.chmod(d.hooks_dir, 0o777)
+    d.start()
+    user, dirs = setup_user(d, make_user, n_dirs=1)
+    d.ok("lock", "--user", user.name)
+    assert owner_of(dirs[0]) == (0, 0, 0)
+    d.wait_log(lambda l: "hook refused" in l and "10-safe" in l and "hooks directory" in l, 10,
+               "a hook in a world-writable hooks directory was not refused")
+    assert read_records(out) == [], "a hook in a world-writable hooks directory ran"

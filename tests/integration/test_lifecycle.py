@@ -182,6 +182,19 @@ def test_register_refuses_system_directory(daemon, make_user):
     assert owner_of("/etc") == before, "/etc was modified by a refused registration"
 
 
+@pytest.mark.parametrize("area", ["/var/lib", "/var/spool", "/var/cache", "/var/log", "/root", "/opt"])
+def test_register_refuses_where_programs_keep_their_data(daemon, make_user, area):
+    """A vault in /var/lib (a database), /root or /opt would let a wipe take another
+    program's data with it: refused, with the key that would allow it named, and nothing
+    created there."""
+    user = make_user()
+    new = daemon.root / "would-be-created"
+    inside = f"{area}/lwt-never-created-{user.name}"
+    r = register(daemon, user, new, inside)
+    assert_refused(daemon, r, user, new, inside, "allow_under")
+    assert not os.path.lexists(inside), f"a refused registration created {inside}"
+
+
 def test_register_refuses_symlinked_directory(daemon, make_user):
     user = make_user()
     target = daemon.make_vault(user, "real")

@@ -130,3 +130,26 @@ def test_without_logind_lock_timeout_is_reported_and_nothing_breaks(make_daemon,
     time.sleep(2)
     assert d.state_of(alice) == "active"
     assert d.running()
+
+
+def test_the_gate_judges_the_account_not_the_spelling_of_its_name(make_daemon, make_server, make_user):
+    """A registration belongs to a Unix account. NSS may know that account under another
+    name (an alias sharing its uid, a case-insensitive directory): logging in with that name
+    must get the same refusal as with the registered one."""
+    srv = make_server()
+    d = make_daemon(config=config_text(extra=server_config(srv.url)))
+    alice = registered(d, make_user)
+    srv.set(alice, mode="lock")
+    d.ok("check-in", "--user", alice.name)
+    assert d.registration(alice)["lock_trigger"] == "server", d.registration(alice)
+
+    alias = f"{alice.name}x"
+    r = subprocess.run(["useradd", "--non-unique", "--uid", str(alice.uid), "--gid", str(alice.gid),
+                        "--no-create-home", "--shell", "/usr/sbin/nologin", alias], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        r = gate(d, alias)
+        assert r.code == 1, "an alias of a server-locked account was let in: " + r.describe()
+        assert f"the policy server locked the data of {alice.name}" in r.out, r.describe()
+    finally:
+        subprocess.run(["userdel", alias], capture_output=True)

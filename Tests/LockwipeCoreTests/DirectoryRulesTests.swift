@@ -1,0 +1,95 @@
+import LockwipeCore
+import Testing
+
+@Suite struct DirectoryRulesTests {
+    struct Row: Sendable, CustomTestStringConvertible {
+        var path: String
+        var allowedUnder: [String] = []
+        var refused: String?  // a phrase the problem must contain; nil: accepted
+        var testDescription: String { path + (allowedUnder.isEmpty ? "" : " allowing \(allowedUnder)") }
+    }
+
+    static let rows: [Row] = [
+        Row(path: "/srv/field/alice", refused: nil),
+        Row(path: "/home/alice/field", refused: nil),
+        Row(path: "/tmp/x/alice", refused: nil),
+        Row(path: "relative/alice", refused: "absolute path"),
+        Row(path: "/srv/../etc/alice", refused: "absolute path"),
+        Row(path: "/etc/alice", refused: "system directory /etc"),
+        Row(path: "/usr/local/data", refused: "system directory /usr"),
+        Row(path: "/srv", refused: "is a system directory"),
+        Row(path: "/var/spool", refused: "is a system directory"),
+        // Where other programs and root keep their data: refused unless allowed.
+        Row(path: "/var/lib/postgresql", refused: "lies in /var/lib"),
+        Row(path: "/var/spool/mail/alice", refused: "lies in /var/spool"),
+        Row(path: "/var/cache/app", refused: "lies in /var/cache"),
+        Row(path: "/var/log/app", refused: "lies in /var/log"),
+        Row(path: "/root/secrets", refused: "lies in /root"),
+        Row(path: "/opt/fieldapp/data/alice", refused: "allow_under"),
+        Row(path: "/opt/fieldapp/data/alice", allowedUnder: ["/opt/fieldapp/data"], refused: nil),
+        Row(path: "/opt/fieldapp/data", allowedUnder: ["/opt/fieldapp/data"], refused: nil),
+        Row(path: "/opt/fieldapp/database", allowedUnder: ["/opt/fieldapp/data"], refused: "lies in /opt"),
+        Row(path: "/var/lib/app", allowedUnder: ["/opt/fieldapp"], refused: "lies in /var/lib"),
+        Row(path: "/var/tmp/alice", refused: nil),
+    ]
+
+    @Test(arguments: rows) func aVaultMayLieOnlyWhereNothingElseKeepsData(_ row: Row) {
+        let problems = DirectoryRules.problems(path: row.path, taken: [], allowedUnder: row.allowedUnder)
+        if let phrase = row.refused {
+            #expect(problems.count == 1 && problems[0].contains(phrase), "\(problems)")
+        } else {
+            #expect(problems.isEmpty, "\(problems)")
+        }
+    }
+
+    @Test func vaultsMayNeitherContainNorLieInOneAnother() {
+        let taken = [(owner: "bob", path: "/srv/field/bob")]
+        #expect(DirectoryRules.problems(path: "/srv/field/bob/inner", taken: taken) == ["/srv/field/bob/inner: overlaps /srv/field/bob of bob"])
+        #expect(DirectoryRules.problems(path: "/srv/field", taken: taken) == ["/srv/field: overlaps /srv/field/bob of bob"])
+        #expect(DirectoryRules.problems(path: "/srv/field/bobby", taken: taken).isEmpty)
+    }
+
+    @Test(arguments: [
+        ("/opt/fieldapp/data", nil),
+        ("/var/lib/fieldapp/", nil),
+        ("opt/fieldapp", "absolute path"),
+        ("/opt/../etc", "absolute path"),
+        ("/opt//fieldapp", "absolute path"),
+        ("/etc/fieldapp", "system directory /etc"),
+        ("/opt", "is a system directory"),
+        ("/srv/fieldapp", "vaults there need no allowance"),
+    ] as [(String, String?)])
+    func allowancesNameADirectoryInsideAGuardedArea(_ path: String, _ refused: String?) {
+        let problem = DirectoryRules.allowanceProblem(path)
+        if let refused {
+            #expect(problem?.contains(refused) == true, "\(problem ?? "nil")")
+        } else {
+            #expect(problem == nil, "\(problem ?? "")")
+        }
+    }
+
+    // From the first version of the rules.
+    @Test func refusesRootSystemDirectoriesAndTheirInsides() {
+        #expect(!DirectoryRules.problems(path: "/", taken: []).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/etc", taken: []).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/usr/local/data", taken: []).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/home", taken: []).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/home/../etc", taken: []).isEmpty)
+        #expect(!DirectoryRules.problems(path: "relative/dir", taken: []).isEmpty)
+        #expect(DirectoryRules.problems(path: "/srv/field/alice", taken: []).isEmpty)
+        #expect(DirectoryRules.problems(path: "/home/alice/work/", taken: []).isEmpty)
+    }
+
+    @Test func refusesOverlapInBothDirectionsButNotPrefixSiblings() {
+        let taken = [(owner: "bob", path: "/srv/field/bob")]
+        #expect(!DirectoryRules.problems(path: "/srv/field/bob/sub", taken: taken).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/srv/field", taken: taken).isEmpty)
+        #expect(!DirectoryRules.problems(path: "/srv/field/bob/", taken: taken).isEmpty)
+        #expect(DirectoryRules.problems(path: "/srv/field/bobby", taken: taken).isEmpty)
+    }
+
+    @Test func normalizes() {
+        #expect(DirectoryRules.normalize("/srv//a/./b/") == "/srv/a/b")
+        #expect(DirectoryRules.normalize("/srv/a/../b") == nil)
+    }
+}
