@@ -46,6 +46,9 @@ public actor Manager {
     /// When each registration checks in next (monotonic); absent while one is in flight.
     var nextCheckIn: [String: NIODeadline] = [:]
     var checkInsInFlight: [String: Int] = [:]
+    /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
+    var fetchesInFlight: [String: [UInt64: Task<CheckInOutcome, Never>]] = [:]
+    var nextFetchToken: UInt64 = 0
     /// The one pending wake-up for the soonest due check-in (an event-loop timer; after a
     /// resume or a clock set the wake-up timer reschedules every check-in at once).
     var checkInTimer: Scheduled<Void>?
@@ -815,6 +818,7 @@ public actor Manager {
             }
             try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
             nextCheckIn[user] = nil
+            cancelCheckIns(of: r.id)
             logger.notice("unregistered \(user)", metadata: [
                 "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
                 "peer_uid": "\(caller.credentials.uid)",

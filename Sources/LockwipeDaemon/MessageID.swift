@@ -45,5 +45,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// The policy server is reached over plain http:// (`[server] allow_insecure_http = true`).
     case insecureServer = "a58fa39160054e409371e2cf3cd254d8"
 
+    /// A check-in answer (or a request cancelled by unregister) belonged to a registration
+    /// that no longer exists; it was applied to nobody.
+    case checkInDropped = "1c9fd3f6e6b74c34a039741d2e9b232f"
+
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

@@ -179,6 +179,51 @@ def test_traffic_reg_wiped_wipes_one_registration_within_a_second(make_daemon, m
     assert reg["next_check_in"] is None
 
 
+ID_CHECKIN_DROPPED = "1c9fd3f6e6b74c34a039741d2e9b232f"
+
+
+def test_a_stale_wipe_order_never_reaches_a_new_registration_of_the_same_user(make_daemon, make_server, make_user):
+    """Issue 12, finding 5: the server holds the old registration's check-in while the
+    user is unregistered and registered again with a new vault, then answers 403
+    TRAFFIC_REG_WIPED. The answer belongs to the old registration: the new vault is
+    untouched, and the history says what was dropped."""
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    old_vault = fingerprint(user.vault)
+    srv.set(user, mode="hold", then="wipe")
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", d.ctl("check-in", "--user", user.name)))
+    t.start()
+    wait_until(lambda: srv.stats(user)["held"] == 1, 10, "the check-in did not reach the server")
+    srv.set(user, mode="ok")  # what the server answers from now on (the held request keeps "wipe")
+
+    d.ok("unregister", "--user", user.name)
+    new_vault = d.make_vault(user, f"new-{user.name}", files={"canary.txt": b"the new registration's data\n"})
+    d.outside.joinpath("canary.txt").write_text("outside\n")
+    (new_vault / "link").symlink_to(d.outside / "canary.txt")
+    before_new, before_outside = fingerprint(new_vault), fingerprint(d.outside)
+    d.ok("register", "--user", user.name, "--dir", new_vault)
+    srv.set(user, release=True)  # the old request is answered 403 TRAFFIC_REG_WIPED now
+    wait_until(lambda: srv.stats(user)["held"] == 0, 10, "the server did not answer the held request")
+    t.join(timeout=30)
+    r = result["r"]
+    assert r.code == 1 and "dropped" in r.out, r.describe()
+    # The daemon is done with the old request; nothing may follow it.
+    d.ok("check-in", "--user", user.name)
+
+    reg = d.registration(user)
+    assert reg["state"] == "active" and reg["directories"] == [str(new_vault)], reg
+    assert fingerprint(new_vault) == before_new, "the stale wipe order touched the new registration's vault"
+    assert fingerprint(d.outside) == before_outside
+    assert fingerprint(user.vault) == old_vault, "the old vault (unregistered: left as it was) changed"
+    events = d.history(user)
+    dropped = [e for e in events if e["kind"] == "check-in-dropped"]
+    assert dropped, events
+    assert not [e for e in events if e["kind"] == "wipe"], events
+    assert d.log_lines(f"MESSAGE_ID={ID_CHECKIN_DROPPED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+
+
 @pytest.mark.parametrize("code", ["TRAFFIC_BLOCKED", "REG_BLOCKED", "TRAFFIC_REG_BLOCKED"])
 def test_blocked_is_shown_and_touches_no_data(make_daemon, make_server, make_user, code):
     srv = make_server()
