@@ -74,7 +74,10 @@ let package = Package(
         .executableTarget(name: "lockwipe-fuzz-varlink", dependencies: ["LockwipeProtocol"], path: "Fuzz/VarlinkParser"),
         .testTarget(name: "LockwipeCoreTests", dependencies: ["LockwipeCore"]),
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
-        .testTarget(name: "LockwipeDaemonTests", dependencies: ["LockwipeDaemon"]),
+        .testTarget(
+            name: "LockwipeDaemonTests",
+            dependencies: ["LockwipeDaemon", .product(name: "NIOEmbedded", package: "swift-nio")]
+        ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]
 )

@@ -16,7 +16,8 @@ struct Status: ParsableCommand {
         let lock = p.offlineDaysBeforeLock > 0 ? "lock after \(p.offlineDaysBeforeLock)d offline" : "never lock"
         let wipe = p.offlineDaysBeforeWipe > 0 ? "wipe after \(p.offlineDaysBeforeWipe)d offline" : "never wipe"
         print("Policy:  \(lock), \(wipe) (source: \(p.source))")
-        print("Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")")
+        print("Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
+              + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
         if report.registrations.isEmpty {
             print("No registrations.")
         } else {

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The rule for `[server] url`: HTTPS anywhere, plain HTTP only to this machine (a demo or
-/// a local proxy), and nothing that would put a secret where it gets logged or shown.
+/// a local proxy) and only when the operator says so (`allow_insecure_http`, checked by the
+/// configuration loader), and nothing that would put a secret where it gets logged or shown.
 public enum ServerURL {
     /// Why `text` cannot be the policy server's URL, or nil when it can.
     public static func problem(_ text: String) -> String? {
@@ -19,8 +20,14 @@ public enum ServerURL {
             return isLoopback(host) ? nil
                 : "plain http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, [::1]), not \(host); use https://"
         default:
-            return "must start with https:// (or http:// to a loopback host), not \(scheme)://"
+            return "must start with https:// (or http:// to a loopback host, with allow_insecure_http = true), not \(scheme)://"
         }
+    }
+
+    /// True when `text` is a plain http:// URL: anyone on this machine who binds the port
+    /// first is the "server", so it is allowed only with `[server] allow_insecure_http`.
+    public static func isPlainHTTP(_ text: String) -> Bool {
+        URLComponents(string: text)?.scheme?.lowercased() == "http"
     }
 
     /// localhost, 127.0.0.0/8 and ::1 (with or without brackets).

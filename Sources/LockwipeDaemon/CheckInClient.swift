@@ -11,16 +11,27 @@ import NIOSSL
 /// daemon uses `CheckInClient`.
 public protocol SettingsFetching: Sendable {
     /// One bounded attempt; never throws: anything that is not an answer is `.failure`.
-    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> CheckInOutcome
+    /// Over by `deadline` (waiting for a free request slot included), or, when it is nil,
+    /// `[server] timeout` after a slot is free. Cancelling the calling task ends it at once.
+    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome
     func shutdown() async
 }
 
 /// The check-in client on AsyncHTTPClient: one `HTTPClient` for the daemon's life, at most
 /// `maxConcurrent` requests in flight (and so at most that many connections per host, the
-/// pool's limit too), every request bounded by `[server] timeout` from connect to the last
-/// body byte, bodies bounded by `ServerSettings.maxBodyBytes`, redirects not followed.
+/// pool's limit too), every request bounded by one deadline from connect to the last body
+/// byte, bodies bounded by `ServerSettings.maxBodyBytes`, redirects not followed.
 ///
-/// Timeouts are NIO deadlines on CLOCK_MONOTONIC, so they hold when the wall clock jumps.
+/// The deadline: AsyncHTTPClient's `execute(_:deadline:)` bounds only the wait for the
+/// response head, connecting and the TLS handshake included (its deadline timer is
+/// cancelled when `execute` returns), and its `readTimeout` only the gap between two
+/// reads, which a server sending a byte now and then never exceeds. So the body is read
+/// in a task group against a timer at the same deadline: when the timer wins, the
+/// reading task is cancelled, which makes AsyncHTTPClient cancel the request and close
+/// its connection (the body iterator honours cancellation), and the request slot is free
+/// again. A stalled server costs one slot for `[server] timeout`, never more.
+///
+/// Timeouts are measured on the monotonic clock, so they hold when the wall clock jumps.
 public final class CheckInClient: SettingsFetching {
     public static let maxConcurrent = 8
 
@@ -39,16 +50,57 @@ public final class CheckInClient: SettingsFetching {
         try? await client.shutdown()
     }
 
-    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> CheckInOutcome {
+    /// Why an attempt ended when its task was cancelled (the registration was unregistered,
+    /// the daemon is stopping).
+    public static let cancelledReason = "cancelled before the server answered"
+
+    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
         guard let base = server.url else { return .failure("no server configured") }
-        await limiter.acquire()
-        let outcome = await attempt(base: base, user: user, credentials: credentials, server: server)
+        guard await limiter.acquire(until: deadline) else {
+            if Task.isCancelled { return .failure(Self.cancelledReason) }
+            return .failure("timed out after \(server.timeoutSeconds) s waiting for one of the \(Self.maxConcurrent) check-in connections")
+        }
+        let ownDeadline = NIODeadline.now() + .seconds(Int64(server.timeoutSeconds))
+        let end = deadline.map { min($0, ownDeadline) } ?? ownDeadline
+        let outcome = await attempt(base: base, user: user, credentials: credentials, server: server, deadline: end)
         await limiter.release()
-        return outcome
+        return Task.isCancelled ? .failure(Self.cancelledReason) : outcome
     }
 
-    private func attempt(base: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> CheckInOutcome {
-        let timeout = TimeAmount.seconds(Int64(server.timeoutSeconds))
+    /// `operation`'s outcome, or a timeout failure once `deadline` passes; in that case
+    /// `operation` is cancelled and awaited (its outcome discarded), so nothing it holds
+    /// outlives this call.
+    static func bounded(
+        by deadline: NIODeadline, timeoutSeconds: Int, _ operation: @escaping @Sendable () async -> CheckInOutcome
+    ) async -> CheckInOutcome {
+        await withTaskGroup(of: CheckInOutcome?.self) { group in
+            group.addTask { await operation() }
+            group.addTask {
+                // An event-loop timer, as everywhere in the daemon: Task.sleep's Dispatch
+                // timers do not fire under libfaketime, which the time-travel tests use.
+                let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(deadline: deadline) {}
+                await withTaskCancellationHandler {
+                    _ = try? await timer.futureResult.get()
+                } onCancel: {
+                    timer.cancel()
+                }
+                return Task.isCancelled ? nil : .failure("timed out after \(timeoutSeconds) s")
+            }
+            var outcome: CheckInOutcome = .failure(Self.cancelledReason)
+            while let next = await group.next() {
+                guard let next else { continue }  // the timer, cancelled
+                outcome = next
+                break
+            }
+            group.cancelAll()
+            if Task.isCancelled { return .failure(Self.cancelledReason) }
+            return outcome
+        }
+    }
+
+    private func attempt(
+        base: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline
+    ) async -> CheckInOutcome {
         var request = HTTPClientRequest(url: ServerURL.settings(base: base, user: user))
         request.method = .GET
         request.headers.add(name: "Accept", value: "application/json")
@@ -59,24 +111,34 @@ public final class CheckInClient: SettingsFetching {
         } catch {
             return .failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))")
         }
+        let response: HTTPClientResponse
         do {
-            let response = try await client.execute(request, deadline: .now() + timeout)
-            let contentType = response.headers.first(name: "Content-Type")
-            let messageCode = response.headers.first(name: "x-message-code")
-            var body: Data?
-            let declared = response.headers.first(name: "Content-Length").flatMap(Int.init)
-            if let declared, declared > ServerSettings.maxBodyBytes {
-                body = nil  // not read: the connection is dropped with the response
-            } else {
-                do {
-                    body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
-                } catch is NIOTooManyBytesError {
-                    body = nil
-                }
-            }
-            return CheckInResponse.classify(status: Int(response.status.code), messageCode: messageCode, contentType: contentType, body: body)
+            // Up to the head: AsyncHTTPClient's own deadline, which also reports why a
+            // connection could not be made (refused, TLS) when that is what ran out the time.
+            response = try await client.execute(request, deadline: deadline)
         } catch {
             return .failure(Self.describe(error, timeout: server.timeoutSeconds))
+        }
+        let contentType = response.headers.first(name: "Content-Type")
+        let messageCode = response.headers.first(name: "x-message-code")
+        let status = Int(response.status.code)
+        let declared = response.headers.first(name: "Content-Length").flatMap(Int.init)
+        if let declared, declared > ServerSettings.maxBodyBytes {
+            // Not read: the connection is dropped with the response.
+            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil)
+        }
+        // The body: the same deadline, on a timer of our own (see the type's comment).
+        let timeout = server.timeoutSeconds
+        return await Self.bounded(by: deadline, timeoutSeconds: timeout) {
+            var body: Data?
+            do {
+                body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
+            } catch is NIOTooManyBytesError {
+                body = nil
+            } catch {
+                return .failure(Self.describe(error, timeout: timeout))
+            }
+            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body)
         }
     }
 
@@ -145,27 +207,47 @@ public final class CheckInClient: SettingsFetching {
     }
 }
 
-/// At most `limit` holders at once; the others wait in order.
+/// At most `limit` holders at once; the others wait in order, each until its deadline or
+/// until its task is cancelled.
 actor AsyncLimiter {
     private let limit: Int
     private var active = 0
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
+    private var nextID: UInt64 = 0
+    private let timerLoop = MultiThreadedEventLoopGroup.singleton.any()
 
     init(limit: Int) { self.limit = limit }
 
-    func acquire() async {
+    /// true: the caller holds a slot and must `release()` it; false: the deadline passed
+    /// or the task was cancelled before a slot was free (nothing to release).
+    func acquire(until deadline: NIODeadline? = nil) async -> Bool {
+        if Task.isCancelled { return false }
         if active < limit {
             active += 1
-            return
+            return true
         }
-        await withCheckedContinuation { waiters.append($0) }  // the releaser hands its slot over
+        nextID += 1
+        let id = nextID
+        let timer = deadline.map { d in timerLoop.scheduleTask(deadline: d) { Task { await self.giveUp(id) } } }
+        defer { timer?.cancel() }
+        return await withTaskCancellationHandler {
+            // The releaser hands its slot over (true); giveUp ends the wait (false).
+            await withCheckedContinuation { waiters.append((id, $0)) }
+        } onCancel: {
+            Task { await self.giveUp(id) }
+        }
+    }
+
+    private func giveUp(_ id: UInt64) {
+        guard let i = waiters.firstIndex(where: { $0.id == id }) else { return }  // already handed a slot
+        waiters.remove(at: i).continuation.resume(returning: false)
     }
 
     func release() {
         if waiters.isEmpty {
             active -= 1
         } else {
-            waiters.removeFirst().resume()
+            waiters.removeFirst().continuation.resume(returning: true)
         }
     }
 }

@@ -40,14 +40,21 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var timeoutSeconds = 10
     /// PEM file of CA certificates trusted in addition to the system trust store.
     public var caFile: String?
+    /// Plain http:// (to a loopback host) is accepted only when this is set: any local user
+    /// who binds that port first receives every registration's token and can order wipes.
+    public var allowInsecureHTTP = false
 
     public var isConfigured: Bool { url != nil }
+    /// The server is reached over plain http:// (allowed by `allowInsecureHTTP`).
+    public var usesInsecureHTTP: Bool { url.map(ServerURL.isPlainHTTP) ?? false }
 
-    public init(url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil) {
+    public init(url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil,
+                allowInsecureHTTP: Bool = false) {
         self.url = url
         self.intervalSeconds = intervalSeconds
         self.timeoutSeconds = timeoutSeconds
         self.caFile = caFile
+        self.allowInsecureHTTP = allowInsecureHTTP
     }
 }
 
@@ -134,6 +141,7 @@ public enum ConfigurationLoader {
         Key(table: "server", name: "interval", kind: .positiveInt) { $0.server.intervalSeconds = $1.int! },
         Key(table: "server", name: "timeout", kind: .positiveInt) { $0.server.timeoutSeconds = $1.int! },
         Key(table: "server", name: "ca_file", kind: .readableFile) { $0.server.caFile = $1.string! },
+        Key(table: "server", name: "allow_insecure_http", kind: .bool) { $0.server.allowInsecureHTTP = $1.bool! },
         Key(table: "passcode", name: "min_length", kind: .nonNegativeInt) { $0.passcode.minLength = $1.int! },
         Key(table: "passcode", name: "requires_digit", kind: .bool) { $0.passcode.requiresDigit = $1.bool! },
         Key(table: "passcode", name: "requires_lower", kind: .bool) { $0.passcode.requiresLower = $1.bool! },
@@ -175,6 +183,14 @@ public enum ConfigurationLoader {
         for (key, message) in configuration.policy.problems {
             let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)
             problems.append(ConfigurationProblem(file: place.file, line: place.line, key: "policy." + key, message: message))
+        }
+        if let url = configuration.server.url, ServerURL.isPlainHTTP(url), !configuration.server.allowInsecureHTTP {
+            let place = lastSetIn["server.url"] ?? (files.last ?? path, nil)
+            problems.append(ConfigurationProblem(
+                file: place.file, line: place.line, key: "server.url",
+                message: "plain http:// needs allow_insecure_http = true in [server]: any local user who binds that port "
+                    + "first receives every registration's token and can order locks and wipes; use https:// "
+                    + "(with ca_file for a private CA)"))
         }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return Loaded(configuration: configuration, files: files, notices: notices)

@@ -50,6 +50,7 @@ public enum Daemon {
             return 1
         }
         for notice in loaded.notices { logger.notice("\(notice)") }
+        warnIfInsecure(loaded.configuration.server, logger: logger)
 
         let store: StateStore
         do {
@@ -95,6 +96,14 @@ public enum Daemon {
             return 1
         }
     }
+}
+
+/// `[server] allow_insecure_http` is in use: said at every start and reload.
+func warnIfInsecure(_ server: ServerConfiguration, logger: Logger) {
+    guard server.usesInsecureHTTP, let url = server.url else { return }
+    logger.warning(
+        "the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every registration's token and can order locks and wipes",
+        metadata: ["message_id": MessageID.insecureServer.metadata, "server": .string(url)])
 }
 
 /// The running daemon: start-up enforcement, then the control socket, SIGHUP reloads and
@@ -162,6 +171,7 @@ struct DaemonService: Service {
                 let loaded = try ConfigurationLoader.load(path: paths.configPath)
                 let old = await manager.currentConfiguration
                 await manager.reload(loaded.configuration)
+                warnIfInsecure(loaded.configuration.server, logger: logger)
                 var restartOnly: [String] = []
                 if old.hookTimeoutSeconds != loaded.configuration.hookTimeoutSeconds { restartOnly.append("[hooks]") }
                 if old.maxConnections != loaded.configuration.maxConnections || old.maxMessageBytes != loaded.configuration.maxMessageBytes

@@ -46,6 +46,9 @@ public actor Manager {
     /// When each registration checks in next (monotonic); absent while one is in flight.
     var nextCheckIn: [String: NIODeadline] = [:]
     var checkInsInFlight: [String: Int] = [:]
+    /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
+    var fetchesInFlight: [String: [UInt64: Task<CheckInOutcome, Never>]] = [:]
+    var nextFetchToken: UInt64 = 0
     /// The one pending wake-up for the soonest due check-in (an event-loop timer; after a
     /// resume or a clock set the wake-up timer reschedules every check-in at once).
     var checkInTimer: Scheduled<Void>?
@@ -170,15 +173,18 @@ public actor Manager {
     /// threshold crossing (no polling).
     ///
     /// Before an offline-triggered action, each registration it concerns makes one check-in
-    /// attempt (bounded by `[server] timeout`): a machine that is in fact online is not
-    /// punished. What is due is then decided again, per user, under that user's turn.
+    /// attempt: a machine that is in fact online is not punished. All of them share one
+    /// deadline, `[server] timeout` from now (waiting for a free request slot included), so
+    /// a slow or stalling server delays enforcement, and start-up, by that much at most.
+    /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
         var due = checkpointClocks()
         if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
             let users = Set(due.map(\.0))
+            let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
             await withTaskGroup(of: Void.self) { group in
                 for user in users {
-                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction) }
+                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
                 }
             }
             due = checkpointClocks()
@@ -379,6 +385,9 @@ public actor Manager {
         if !server.isConfigured {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
         }
+        if server.usesInsecureHTTP {
+            warnings.append("the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://")
+        }
         if !caller.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
@@ -395,7 +404,7 @@ public actor Manager {
             }
         }
         return StatusReport(
-            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url),
+            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(list), registrations: infos, warnings: warnings)
     }
 
@@ -824,6 +833,7 @@ public actor Manager {
             }
             try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
             nextCheckIn[user] = nil
+            cancelCheckIns(of: r.id)
             logger.notice("unregistered \(user)", metadata: [
                 "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
                 "peer_uid": "\(caller.credentials.uid)",

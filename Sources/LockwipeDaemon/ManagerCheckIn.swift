@@ -58,7 +58,10 @@ extension Manager {
 
     /// One attempt for `user`: fetch, apply, plan the next one. Never throws: the result
     /// says what happened (`failed` when it was not a contact nor a server command).
-    func checkIn(user: String, purpose: CheckInPurpose) async -> ActionResult {
+    /// `deadline` bounds the whole attempt, the wait for a free request slot included
+    /// (the before-action pass: enforcement never waits longer than `[server] timeout`);
+    /// nil: `[server] timeout` from when the request can start.
+    func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> ActionResult {
         let server = configuration.server
         guard server.isConfigured, let fetcher else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
@@ -71,15 +74,27 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "not checked in: the registration is \(r.state.rawValue)")
         }
         let credentials = try? store.credentials(user)
+        // The answer belongs to this registration (this id), not to whoever has the user
+        // name when it arrives; unregister cancels the request (`cancelCheckIns(of:)`).
+        let asked = r.id
         nextCheckIn[user] = nil
         checkInsInFlight[user, default: 0] += 1
         let started = NIODeadline.now()
-        let outcome = await fetcher.fetch(user: user, credentials: credentials, server: server)
+        let request = Task { await fetcher.fetch(user: user, credentials: credentials, server: server, deadline: deadline) }
+        let token = nextFetchToken
+        nextFetchToken &+= 1
+        fetchesInFlight[asked, default: [:]][token] = request
+        let outcome = await withTaskCancellationHandler { await request.value } onCancel: { request.cancel() }
+        fetchesInFlight[asked]?[token] = nil
+        if fetchesInFlight[asked]?.isEmpty == true { fetchesInFlight[asked] = nil }
         checkInsInFlight[user]! -= 1
         if checkInsInFlight[user] == 0 { checkInsInFlight[user] = nil }
         let elapsedMS = (NIODeadline.now() - started).nanoseconds / 1_000_000
-        let result = await withUser(user) { await self.apply(outcome, user: user, purpose: purpose, elapsedMS: elapsedMS) }
-        if !stopped, configuration.server.isConfigured, let after = try? store.registration(user), !after.state.isWipeCommitted {
+        let result = await withUser(user) {
+            await self.apply(outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
+        }
+        if !stopped, configuration.server.isConfigured, let after = try? store.registration(user), after.id == asked,
+           !after.state.isWipeCommitted {
             let failures = after.server.failures
             let delay = CheckInBackoff(capSeconds: Double(configuration.server.intervalSeconds))
                 .delay(afterFailures: failures, random: random())
@@ -89,10 +104,18 @@ extension Manager {
         return result
     }
 
-    /// Applies one answer in `user`'s turn.
-    private func apply(_ outcome: CheckInOutcome, user: String, purpose: CheckInPurpose, elapsedMS: Int64) async -> ActionResult {
-        guard let r = try? store.registration(user) else {
-            return ActionResult(user: user, action: "check-in", state: nil, detail: "unregistered meanwhile; answer ignored", failed: true)
+    /// Cancels every check-in request of registration `id` still waiting for its answer
+    /// (unregister): whatever the server says to it later is never read.
+    func cancelCheckIns(of id: String) {
+        for request in (fetchesInFlight.removeValue(forKey: id) ?? [:]).values { request.cancel() }
+    }
+
+    /// Applies one answer in `user`'s turn, to the registration that asked only.
+    private func apply(
+        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedMS: Int64
+    ) async -> ActionResult {
+        guard let r = try? store.registration(user), r.id == asked else {
+            return dropStale(outcome, user: user, asked: asked, now: (try? store.registration(user))?.id, purpose: purpose)
         }
         if r.state.isWipeCommitted {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
@@ -148,6 +171,28 @@ extension Manager {
             logger.warning("check-in of \(user) failed: \(why)", metadata: meta)
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "failed: \(why)", failed: true)
         }
+    }
+
+    /// An answer (or a request cancelled by unregister) for a registration that is gone:
+    /// applied to nobody, logged and recorded in the history of the user name.
+    private func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
+                           purpose: CheckInPurpose) -> ActionResult {
+        let answer: String
+        switch outcome {
+        case .contact: answer = "a contact (settings)"
+        case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
+        case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
+        case .blocked(let code): answer = "HTTP 403 \(code)"
+        case .failure(let why): answer = "no answer (\(why))"
+        }
+        let since = current == nil ? "was unregistered" : "was unregistered and \(user) registered again (registration \(current!))"
+        let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
+        try? store.append(event(user, "check-in-dropped", .server, detail, at: clock.now().wall))
+        logger.warning("\(detail)", metadata: [
+            "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
+            "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
+        ])
+        return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
     }
 
     /// A successful contact: clock restarted, block lifted, server policy (when valid)

@@ -42,5 +42,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// A vault passcode was set or changed (the key was re-wrapped).
     case passcodeChanged = "4fdca705590d4183bb4a3cb1f3e9b595"
 
+    /// The policy server is reached over plain http:// (`[server] allow_insecure_http = true`).
+    case insecureServer = "a58fa39160054e409371e2cf3cd254d8"
+
+    /// A check-in answer (or a request cancelled by unregister) belonged to a registration
+    /// that no longer exists; it was applied to nobody.
+    case checkInDropped = "1c9fd3f6e6b74c34a039741d2e9b232f"
+
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

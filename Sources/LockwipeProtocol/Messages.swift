@@ -146,16 +146,29 @@ public struct StatusReport: Codable, Sendable, Equatable {
 public struct ServerInfo: Codable, Sendable, Equatable {
     public var configured: Bool
     public var url: String?
+    /// The server is reached over plain http:// (`[server] allow_insecure_http = true`).
+    public var insecureHttp: Bool
 
-    public init(configured: Bool, url: String?) {
+    public init(configured: Bool, url: String?, insecureHttp: Bool = false) {
         self.configured = configured
         self.url = url
+        self.insecureHttp = insecureHttp
+    }
+
+    enum CodingKeys: String, CodingKey { case configured, url, insecureHttp }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        configured = try c.decode(Bool.self, forKey: .configured)
+        url = try c.decodeIfPresent(String.self, forKey: .url)
+        insecureHttp = try c.decodeIfPresent(Bool.self, forKey: .insecureHttp) ?? false  // added in 1.x: absent from older daemons
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(configured, forKey: .configured)
         try c.encode(url, forKey: .url)  // explicit null: the key is part of the contract
+        try c.encode(insecureHttp, forKey: .insecureHttp)
     }
 }
 

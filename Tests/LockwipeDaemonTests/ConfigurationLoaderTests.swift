@@ -151,9 +151,42 @@ import Testing
             #expect(text.contains("\(path):5: server.ca_file: /nonexistent/ca.pem: no such file"))
             #expect(text.count == 4)
         }
-        try withFiles(["lockwiped.toml": "[server]\nurl = \"http://127.0.0.1:8470\"\ninterval = 60\n"]) { path in
-            let interval = try ConfigurationLoader.load(path: path).configuration.server.intervalSeconds
-            #expect(interval == 60)
+        try withFiles(["lockwiped.toml": "[server]\nurl = \"http://127.0.0.1:8470\"\ninterval = 60\nallow_insecure_http = true\n"]) { path in
+            let server = try ConfigurationLoader.load(path: path).configuration.server
+            #expect(server.intervalSeconds == 60)
+            #expect(server.usesInsecureHTTP && server.allowInsecureHTTP)
+        }
+    }
+
+    /// Issue 12, finding 8: any local user can bind a loopback port first, so plain http://
+    /// needs the operator's explicit `allow_insecure_http = true`.
+    @Test func loopbackHTTPNeedsAllowInsecureHTTPNamedAtTheURLsLine() throws {
+        try withFiles(["lockwiped.toml": "[policy]\noffline_days_before_lock = 2\n\n[server]\nurl = \"http://127.0.0.1:8470\"\n"]) { path in
+            let found = problems(path)
+            #expect(found.count == 1)
+            #expect(found.first?.description.hasPrefix("\(path):5: server.url: plain http:// needs allow_insecure_http = true in [server]") == true)
+        }
+        // Set in a drop-in, refused where the URL was set; allowed from another file.
+        try withFiles([
+            "lockwiped.toml": "[server]\nallow_insecure_http = false\n",
+            "lockwiped.toml.d/10-server.toml": "[server]\nurl = \"http://localhost:8470\"\n",
+        ]) { path in
+            let found = problems(path)
+            #expect(found.map(\.key) == ["server.url"])
+            #expect(found.first?.file.hasSuffix("lockwiped.toml.d/10-server.toml") == true)
+            #expect(found.first?.line == 2)
+        }
+        try withFiles([
+            "lockwiped.toml": "[server]\nurl = \"http://localhost:8470\"\n",
+            "lockwiped.toml.d/10-allow.toml": "[server]\nallow_insecure_http = true\n",
+        ]) { path in
+            let server = try ConfigurationLoader.load(path: path).configuration.server
+            #expect(server.usesInsecureHTTP)
+        }
+        // https needs no permission, and the key does not make it insecure.
+        try withFiles(["lockwiped.toml": "[server]\nurl = \"https://127.0.0.1:8470\"\nallow_insecure_http = true\n"]) { path in
+            let server = try ConfigurationLoader.load(path: path).configuration.server
+            #expect(server.usesInsecureHTTP == false)
         }
     }
 }

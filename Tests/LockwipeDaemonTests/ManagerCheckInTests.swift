@@ -4,6 +4,7 @@ import LockwipeProtocol
 @testable import LockwipeDaemon
 import LockwipeSystemd
 import Logging
+import NIOCore
 import Synchronization
 import Testing
 
@@ -13,7 +14,7 @@ final class ScriptedFetcher: SettingsFetching {
     func answer(_ outcome: CheckInOutcome) { state.withLock { $0.answer = outcome } }
     var calls: [String] { state.withLock { $0.calls } }
     var tokens: [String?] { state.withLock { $0.tokens } }
-    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> CheckInOutcome {
+    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
         state.withLock {
             $0.calls.append(user)
             $0.tokens.append(credentials?.token)

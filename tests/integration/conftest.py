@@ -866,8 +866,15 @@ def make_server(procs):
             shutil.rmtree(root, ignore_errors=True)
 
 
-def server_config(url, interval=3600, timeout=3, ca_file=None):
+def server_config(url, interval=3600, timeout=3, ca_file=None, allow_insecure_http=None):
+    """The [server] table. The demo server speaks plain http:// unless started with TLS;
+    lockwiped accepts that only with `allow_insecure_http = true`, which is added for an
+    http:// URL unless the test says otherwise (True/False: written as given)."""
     text = f'\n[server]\nurl = "{url}"\ninterval = {interval}\ntimeout = {timeout}\n'
     if ca_file:
         text += f'ca_file = "{ca_file}"\n'
+    if allow_insecure_http is None:
+        allow_insecure_http = True if url.startswith("http://") else None
+    if allow_insecure_http is not None:
+        text += f"allow_insecure_http = {'true' if allow_insecure_http else 'false'}\n"
     return text

@@ -223,6 +223,49 @@ def test_oversized_and_unterminated_messages(abused):
     assert d.running()
 
 
+def test_trickled_bytes_do_not_keep_a_connection_open(abused):
+    """Issue 12: the idle time counts from the last complete request, not from the last
+    byte. A client sending one byte a second and never finishing a request is closed after
+    idle_timeout_seconds; a client whose requests keep coming stays connected."""
+    d = abused
+    partial = b'{"method":"io.lockwipe.Manager.GetStatus","parameters":{"user":"' + b"a" * 64
+    with connect(d) as s:
+        started = time.monotonic()
+        closed_after = None
+        for byte in partial:
+            try:
+                s.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                closed_after = time.monotonic() - started
+                break
+            if closed_by_daemon(s, within=1.0):
+                closed_after = time.monotonic() - started
+                break
+            if time.monotonic() - started > IDLE + 10:
+                break
+    assert closed_after is not None, \
+        f"a connection trickling a byte a second was still open after {IDLE + 10} s (idle_timeout_seconds = {IDLE})"
+    print(f"\n  trickling client closed after {closed_after:.1f} s (idle_timeout_seconds = {IDLE})")
+    assert IDLE - 0.5 <= closed_after <= IDLE + 2.5, \
+        f"closed after {closed_after:.1f} s, not at the idle timeout of {IDLE} s"
+
+    # Complete requests, one a second for twice the idle time: served throughout.
+    with connect(d) as s:
+        started = time.monotonic()
+        while time.monotonic() - started < 2 * IDLE:
+            send(s, STATUS)
+            reply = receive(s)
+            assert reply is not None and "parameters" in reply, \
+                f"a client sending a request a second was cut off after {time.monotonic() - started:.1f} s"
+            time.sleep(1)
+        # Then silence: closed one idle time after the last answer.
+        quiet = time.monotonic()
+        assert closed_by_daemon(s, within=IDLE + 5), "an idle connection was not closed"
+        took = time.monotonic() - quiet
+        assert IDLE - 1.5 <= took <= IDLE + 2.5, f"closed {took:.1f} s after the last request (idle timeout {IDLE} s)"
+    assert d.running()
+
+
 def test_ten_thousand_malformed_requests_in_a_row(abused):
     d = abused
     pid = d.proc.pid

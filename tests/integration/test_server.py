@@ -75,7 +75,7 @@ def test_server_policy_arrives_is_applied_and_survives_a_restart(make_daemon, ma
     assert reg["blocked"] is False
     assert reg["passcode_policy"]["min_length"] == 8 and reg["passcode_policy"]["retry_limit"] == 10, reg
     doc = d.status()
-    assert doc["server"] == {"configured": True, "url": srv.url}, doc["server"]
+    assert doc["server"] == {"configured": True, "url": srv.url, "insecure_http": True}, doc["server"]
     assert doc["policy"]["source"] == "server" and doc["policy"]["offline_days_before_lock"] == 3, doc["policy"]
     assert not [w for w in doc["warnings"] if "no policy server" in w], doc["warnings"]
     assert [e for e in d.history(user) if e["kind"] == "server-policy"], d.history(user)
@@ -177,6 +177,51 @@ def test_traffic_reg_wiped_wipes_one_registration_within_a_second(make_daemon, m
     d.ctl("check-in")
     assert requests_of(srv, a) == n
     assert reg["next_check_in"] is None
+
+
+ID_CHECKIN_DROPPED = "1c9fd3f6e6b74c34a039741d2e9b232f"
+
+
+def test_a_stale_wipe_order_never_reaches_a_new_registration_of_the_same_user(make_daemon, make_server, make_user):
+    """Issue 12, finding 5: the server holds the old registration's check-in while the
+    user is unregistered and registered again with a new vault, then answers 403
+    TRAFFIC_REG_WIPED. The answer belongs to the old registration: the new vault is
+    untouched, and the history says what was dropped."""
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    old_vault = fingerprint(user.vault)
+    srv.set(user, mode="hold", then="wipe")
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", d.ctl("check-in", "--user", user.name)))
+    t.start()
+    wait_until(lambda: srv.stats(user)["held"] == 1, 10, "the check-in did not reach the server")
+    srv.set(user, mode="ok")  # what the server answers from now on (the held request keeps "wipe")
+
+    d.ok("unregister", "--user", user.name)
+    new_vault = d.make_vault(user, f"new-{user.name}", files={"canary.txt": b"the new registration's data\n"})
+    d.outside.joinpath("canary.txt").write_text("outside\n")
+    (new_vault / "link").symlink_to(d.outside / "canary.txt")
+    before_new, before_outside = fingerprint(new_vault), fingerprint(d.outside)
+    d.ok("register", "--user", user.name, "--dir", new_vault)
+    srv.set(user, release=True)  # the old request is answered 403 TRAFFIC_REG_WIPED now
+    wait_until(lambda: srv.stats(user)["held"] == 0, 10, "the server did not answer the held request")
+    t.join(timeout=30)
+    r = result["r"]
+    assert r.code == 1 and "dropped" in r.out, r.describe()
+    # The daemon is done with the old request; nothing may follow it.
+    d.ok("check-in", "--user", user.name)
+
+    reg = d.registration(user)
+    assert reg["state"] == "active" and reg["directories"] == [str(new_vault)], reg
+    assert fingerprint(new_vault) == before_new, "the stale wipe order touched the new registration's vault"
+    assert fingerprint(d.outside) == before_outside
+    assert fingerprint(user.vault) == old_vault, "the old vault (unregistered: left as it was) changed"
+    events = d.history(user)
+    dropped = [e for e in events if e["kind"] == "check-in-dropped"]
+    assert dropped, events
+    assert not [e for e in events if e["kind"] == "wipe"], events
+    assert d.log_lines(f"MESSAGE_ID={ID_CHECKIN_DROPPED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
 
 
 @pytest.mark.parametrize("code", ["TRAFFIC_BLOCKED", "REG_BLOCKED", "TRAFFIC_REG_BLOCKED"])
@@ -287,6 +332,67 @@ def test_offline_lock_checks_in_first_and_locks_only_when_the_server_is_down(mak
     assert "connect" in reg["last_error"], reg
 
 
+def test_a_server_stalling_the_body_delays_start_up_by_the_timeout_at_most(make_daemon, make_server, make_user):
+    """Finding 4 of issue 12: a server that sends the head and then one body byte a second
+    must not hold start-up (and with it READY=1 and the PAM gate) past [server] timeout.
+    Nine registrations are due, one more than the client's eight request slots: the one
+    deadline covers the wait for a slot too."""
+    timeout = 2
+    srv = make_server()
+    srv.set("*", mode="ok", settings={"blockWipingPolicy": {"blockWipeEnabled": True, "blockDisconnectedPeriod": 2,
+                                                            "wipeDisconnectedPeriod": 0}})
+    d = served_daemon(make_daemon, srv, lock=2, timeout=timeout, faketime="+0")
+    users = [registered(d, make_user) for _ in range(9)]
+    d.ok("check-in")
+    d.stop()
+
+    srv.set("*", mode="stall-body", delay=300)
+    srv.reset_stats()
+    started = time.monotonic()
+    d.start(faketime="+3d", wait=False)
+    d.wait_ready(timeout=timeout + 6)
+    took = time.monotonic() - started
+    print(f"\nstart-up with a stalling server (timeout = {timeout} s): serving after {took:.1f} s")
+    assert took < timeout + 5, f"start-up took {took:.1f} s with [server] timeout = {timeout}"
+    assert srv.stats()["requests"] >= 8, "the before-action check-ins did not reach the server"
+    for u in users:
+        reg = d.registration(u)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "offline", reg
+        assert owner_of(u.vault) == (0, 0, 0), fmt_owner(owner_of(u.vault))
+        assert "timed out" in (reg["last_error"] or ""), reg
+    # The daemon gave every stalled request up and closed its connection.
+    wait_until(lambda: srv.stats()["active_connections"] == 0, 3 * timeout + 5,
+               "stalled connections are still open at the server", details=lambda: json.dumps(srv.stats()["stats"]))
+
+    # The slots are free again: a normal check-in works, and lifts the offline locks.
+    srv.set("*", mode="ok")
+    r = d.ok("check-in", timeout=30)
+    assert r.out.count("contact ok") == 9, r.describe()
+    for u in users:
+        assert d.state_of(u) == "active", d.registration(u)
+        assert owner_of(u.vault)[2] == 0o750
+
+
+def test_stalled_check_ins_release_their_request_slots(make_daemon, make_server, make_user):
+    """Nine stalled check-ins at once through eight slots end in two rounds of
+    [server] timeout; had a stalled request kept its slot, the ninth would wait forever."""
+    timeout = 2
+    srv = make_server()
+    d = served_daemon(make_daemon, srv, timeout=timeout)
+    users = [registered(d, make_user) for _ in range(9)]
+    srv.set("*", mode="stall-body", delay=300)
+    started = time.monotonic()
+    r = d.ctl("check-in", timeout=60)
+    took = time.monotonic() - started
+    print(f"\n9 stalled check-ins through 8 slots, timeout = {timeout} s: {took:.1f} s")
+    assert r.code == 1 and r.out.count("timed out") == 9, r.describe()
+    assert took < 2 * timeout + 4, f"9 stalled check-ins took {took:.1f} s"
+    srv.set("*", mode="ok")
+    r = d.ok("check-in", timeout=30)
+    assert r.out.count("contact ok") == 9, r.describe()
+    assert all(d.registration(u)["last_error"] is None for u in users)
+
+
 def test_scheduled_check_ins_run_at_the_interval(make_daemon, make_server, make_user):
     srv = make_server()
     d = served_daemon(make_daemon, srv, interval=1)
@@ -378,6 +484,8 @@ def test_https_with_ca_file_and_client_certificate(make_daemon, make_server, mak
     reg = d.registration(user)
     assert reg["last_error"] is None and reg["credentials"] == "certificate", reg
     assert srv.stats(user)["last_client_certificate"] == {"commonName": "lockwipe-client"}, srv.stats(user)
+    doc = d.status()
+    assert doc["server"]["insecure_http"] is False and not [w for w in doc["warnings"] if "plain http" in w], doc
 
 
 def test_http_is_refused_for_a_host_that_is_not_loopback(make_daemon):
@@ -386,6 +494,54 @@ def test_http_is_refused_for_a_host_that_is_not_loopback(make_daemon):
     assert r.returncode == 1, r
     line = next(i for i, l in enumerate(d.config.read_text().splitlines(), 1) if l.startswith("url"))
     assert f"{d.config}:{line}: server.url: plain http:// is allowed only to a loopback host" in r.stderr, r.stderr
+
+
+ID_INSECURE_SERVER = "a58fa39160054e409371e2cf3cd254d8"
+
+
+def test_loopback_http_needs_allow_insecure_http(make_daemon, make_server, make_user):
+    """Issue 12, finding 8: any local user can bind a loopback port before the real
+    server and then receives every token and can order wipes. Plain http:// is refused
+    unless the operator sets allow_insecure_http = true, which is then warned about."""
+    srv = make_server()
+    plain = config_text(lock=3, extra=server_config(srv.url, allow_insecure_http=False))
+    d = make_daemon(config=plain, start=False)
+    line = next(i for i, l in enumerate(d.config.read_text().splitlines(), 1) if l.startswith("url"))
+    r = subprocess.run(d.argv("--check-config"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1, r
+    assert f"{d.config}:{line}: server.url: plain http:// needs allow_insecure_http = true in [server]" in r.stderr, r.stderr
+    # Nor does the daemon start with it.
+    p = subprocess.run(d.argv(), capture_output=True, text=True, timeout=30, env={"LOCKWIPE_LOG": "stderr", "PATH": "/usr/bin:/bin"})
+    assert p.returncode != 0 and "allow_insecure_http" in p.stderr, p
+
+    # Allowed: a warning at start-up (with its MESSAGE_ID), in status --json and in status.
+    d.write_config(config_text(lock=3, extra=server_config(srv.url, allow_insecure_http=True)))
+    r = subprocess.run(d.argv("--check-config"), capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r
+    d.start()
+    assert d.log_lines(f"MESSAGE_ID={ID_INSECURE_SERVER}"), d.log_tail()
+    user = registered(d, make_user)
+    d.ok("check-in", "--user", user.name)
+    doc = d.status()
+    assert doc["server"]["insecure_http"] is True, doc["server"]
+    assert [w for w in doc["warnings"] if "plain http://" in w and "allow_insecure_http" in w], doc["warnings"]
+    human = d.ok("status").out
+    assert "INSECURE: plain http" in human and "warning: the policy server is reached over plain http://" in human, human
+
+    # A reload to http:// without the key is refused; the running configuration stays.
+    d.write_config(config_text(lock=5, extra=server_config(srv.url, allow_insecure_http=False)))
+    d.hup()
+    wait_until(lambda: d.log_lines("configuration not reloaded", "allow_insecure_http"), 10,
+               "the reload without allow_insecure_http was not refused", details=d.log_tail)
+    doc = d.status()
+    assert doc["server"] == {"configured": True, "url": srv.url, "insecure_http": True}, doc["server"]
+
+    # https (test_https_with_ca_file_and_client_certificate runs it end to end) is not flagged.
+    d.write_config(config_text(lock=3))
+    d.hup()
+    wait_until(lambda: d.log_lines("configuration reloaded"), 10, "no reload", details=d.log_tail)
+    doc = d.status()
+    assert doc["server"] == {"configured": False, "url": None, "insecure_http": False}, doc["server"]
 
 
 # --------------------------------------------------------------------------- many registrations

@@ -1,0 +1,43 @@
+@testable import LockwipeDaemon
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// The control socket's idle rule (issue 12): idle time counts from the opening of the
+/// connection or the answer to its last request; bytes that never complete a request do
+/// not reset it, and a request waiting for its answer is never idle. Time is the
+/// embedded event loop's, moved by the test.
+@Suite struct ConnectionGuardTests {
+    func connection(idle: Int64 = 3) throws -> EmbeddedChannel {
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(NULFrameDecoder(maxMessageBytes: 1024)))
+        try channel.pipeline.syncOperations.addHandler(ConnectionGuard(idleTimeout: .seconds(idle)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        return channel
+    }
+
+    @Test func tricklingBytesWithoutARequestDoesNotKeepTheConnection() throws {
+        let channel = try connection()
+        for byte in "{\"method\":" {
+            try channel.writeInbound(ByteBuffer(string: String(byte)))
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
+            if !channel.isActive { break }
+        }
+        // Ten bytes over five seconds, none completing a request: closed at three.
+        #expect(!channel.isActive)
+    }
+
+    @Test func aRequestIsNotIdleUntilAnsweredAndTheTimerRestartsThen() throws {
+        let channel = try connection()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        try channel.writeInbound(ByteBuffer(string: "{}\0"))
+        #expect(try channel.readInbound(as: ByteBuffer.self) != nil)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(60))  // a long wipe
+        #expect(channel.isActive)
+        try channel.writeOutbound(ByteBuffer(string: "{\"parameters\":{}}\0"))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(2900))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(200))
+        #expect(!channel.isActive)
+    }
+}
