@@ -17,6 +17,18 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var lastWipe: WipeSummary?
     /// What the policy server said and when it was last tried.
     public var server = ServerRecord()
+    /// The device and inode of each directory (same order as `directories`), recorded at
+    /// registration; nil for one registered before they were recorded (`v5-vault-identity`)
+    /// until start-up records it.
+    public var identities: [VaultDirectory.Identity?] = []
+    /// Why the last action could not reach the vault (missing, replaced, lock not
+    /// verified), until an action succeeds again; shown in `status` as `vault_error`.
+    public var vaultError: String?
+
+    /// The vault directories with their recorded identities: what every action opens.
+    public var vaults: [VaultDirectory] {
+        directories.enumerated().map { i, path in VaultDirectory(path: path, identity: i < identities.count ? identities[i] : nil) }
+    }
 }
 
 /// The check-in side of a registration, as persisted (table `server_state`).
@@ -277,6 +289,16 @@ public final class StateStore: Sendable {
                 ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
                 """)
         }
+        // A vault is an inode, not a path: the device and inode of each directory, recorded
+        // at registration (NULL for older registrations until start-up records them), and
+        // why the last action could not reach the vault.
+        m.registerMigration("v5-vault-identity") { db in
+            try db.execute(sql: """
+                ALTER TABLE directories ADD COLUMN device INTEGER;
+                ALTER TABLE directories ADD COLUMN inode INTEGER;
+                ALTER TABLE registrations ADD COLUMN vault_error TEXT;
+                """)
+        }
         return m
     }
 
@@ -301,8 +323,12 @@ public final class StateStore: Sendable {
     /// four queries in all, whatever the number of registrations.
     private static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
         var directories: [String: [String]] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT user, path FROM directories ORDER BY user, position") {
+        var identities: [String: [VaultDirectory.Identity?]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
             directories[row["user"], default: []].append(row["path"])
+            let device: Int64? = row["device"], inode: Int64? = row["inode"]
+            identities[row["user"], default: []].append(
+                device.flatMap { d in inode.map { VaultDirectory.Identity(device: UInt64(bitPattern: d), inode: UInt64(bitPattern: $0)) } })
         }
         var servers: [String: ServerRecord] = [:]
         for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state") {
@@ -327,7 +353,7 @@ public final class StateStore: Sendable {
             let wipeJSON: String? = row["last_wipe"]
             var server = servers[name] ?? ServerRecord()
             if let kind = credentials[name] { server.credentials = kind }
-            return RegistrationRecord(
+            var record = RegistrationRecord(
                 user: name,
                 uid: UInt32(row["uid"] as Int64),
                 state: RegistrationState(rawValue: row["state"]) ?? .locked,  // unknown: fail closed
@@ -342,6 +368,9 @@ public final class StateStore: Sendable {
                 lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) },
                 server: server
             )
+            record.identities = identities[name] ?? []
+            record.vaultError = row["vault_error"]
+            return record
         }
     }
 
@@ -359,8 +388,10 @@ public final class StateStore: Sendable {
                 arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
                             event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
                             r.clock.lastWall, r.clock.offlineSeconds])
-            for (i, path) in r.directories.enumerated() {
-                try db.execute(sql: "INSERT INTO directories (user, position, path) VALUES (?, ?, ?)", arguments: [r.user, i, path])
+            for (i, vault) in r.vaults.enumerated() {
+                try db.execute(sql: "INSERT INTO directories (user, position, path, device, inode) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [r.user, i, vault.path, vault.identity.map { Int64(bitPattern: $0.device) },
+                                           vault.identity.map { Int64(bitPattern: $0.inode) }])
             }
             try Self.append(event, db)
         }
@@ -377,6 +408,34 @@ public final class StateStore: Sendable {
             try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             try Self.append(event, db)
+        }
+    }
+
+    /// Records the identity of a directory registered before identities were kept
+    /// (start-up, once its path passed the ancestor rule).
+    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
+                           arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
+    /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
+    /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
+    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
+            if lockFailed {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+            }
+            if lockHolds {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
+            }
+            if let event { try Self.append(event, db) }
         }
     }
 
@@ -439,7 +498,7 @@ public final class StateStore: Sendable {
     public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) throws {
         try db.write { db in
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                            arguments: [RegistrationState.active.rawValue, user])
             if let clock { try Self.save(clock, of: user, db) }
             try Self.append(event, db)
@@ -511,7 +570,7 @@ public final class StateStore: Sendable {
             }
             if unlock {
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                                arguments: [RegistrationState.active.rawValue, user])
             }
             for e in events { try Self.append(e, db) }
@@ -522,8 +581,8 @@ public final class StateStore: Sendable {
     /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
     public func setLockTrigger(_ user: String, _ trigger: Trigger) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state = ?",
-                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue])
+            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
         }
     }
 
@@ -585,7 +644,7 @@ public final class StateStore: Sendable {
             if summary.complete {
                 try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
+                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ?, vault_error = NULL WHERE user = ?",
                                arguments: [RegistrationState.wiped.rawValue, json, user])
             } else {
                 try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",

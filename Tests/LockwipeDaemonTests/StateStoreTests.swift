@@ -13,8 +13,11 @@ import Testing
     }
 
     func record(_ user: String) -> RegistrationRecord {
-        RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
-                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        var r = RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
+                                   lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        // Device and inode as recorded at registration (v5-vault-identity); 64-bit values survive.
+        r.identities = [.init(device: 2049, inode: 1), .init(device: UInt64.max, inode: UInt64(Int64.max) + 7)]
+        return r
     }
 
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
