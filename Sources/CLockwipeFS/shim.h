@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <linux/fs.h>
 #include <unistd.h>
+#include <sys/syscall.h>
 #include <stddef.h>
 #include <linux/fscrypt.h>
 #include <sys/prctl.h>
@@ -87,6 +88,12 @@ static inline int lockwipe_clear_immutable(int fd) {
 /// One call makes a whole batch of overwritten files durable. 0, or -errno.
 static inline int lockwipe_syncfs(int fd) {
     return syncfs(fd) == 0 ? 0 : -errno;
+}
+
+/// `renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)`: atomically exchanges two
+/// names. Used by the tests' racers (the attack a vault must withstand); 0 or -errno.
+static inline int lockwipe_rename_exchange(const char *a, const char *b) {
+    return syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */) == 0 ? 0 : -errno;
 }
 
 static const unsigned int lockwipe_immutable_flag = FS_IMMUTABLE_FL;

@@ -47,6 +47,9 @@ struct Status: ParsableCommand {
             for r in report.registrations {
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
+                if let e = r.vaultError {
+                    print("\(r.user): " + (r.state == .lockFailed ? "LOCK FAILED, the vault is NOT locked (retried): " : "VAULT UNREACHABLE, nothing is done to it: ") + e)
+                }
                 if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
                 if let wrapping = r.keyWrapping, !r.state.isWipeCommitted {

@@ -52,6 +52,7 @@ public enum LoginGate {
     /// nil registration: the user is not registered on this machine.
     public static func decide(_ r: Registration?) -> Decision {
         guard let r else { return Decision(allowed: true, message: nil) }
+        // A lock that failed (lock-failed) is still a committed lock: the gate treats it as one.
         switch r.state {
         case .wiped:
             return Decision(allowed: false, message: """
@@ -63,12 +64,12 @@ public enum LoginGate {
                 lockwipe: login refused: the data of \(r.user) on this machine is being wiped. \
                 Ask your administrator.
                 """)
-        case .locked where r.lockTrigger == .server:
+        case .locked where r.lockTrigger == .server, .lockFailed where r.lockTrigger == .server:
             return Decision(allowed: false, message: """
                 lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
                 Ask your administrator: the lock is lifted at the next check-in the server allows.
                 """)
-        case .locked:
+        case .locked, .lockFailed:
             let how: String
             switch r.lockTrigger {
             case .offline:

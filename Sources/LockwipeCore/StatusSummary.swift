@@ -17,6 +17,8 @@ public enum StatusSummary {
         var text = "\(users) user\(users == 1 ? "" : "s")"
         let locked = entries.filter { $0.state == .locked }.count
         if locked > 0 { text += ", \(locked) locked" }
+        let lockFailed = entries.filter { $0.state == .lockFailed }.count
+        if lockFailed > 0 { text += ", \(lockFailed) LOCK FAILED" }
         let wiping = entries.filter { $0.state == .wipePending || $0.state == .wiping }.count
         if wiping > 0 { text += ", \(wiping) wiping" }
         let soonest = entries.compactMap { e in e.next.map { (e.user, $0) } }.min { $0.1.inSeconds < $1.1.inSeconds }

@@ -7,10 +7,12 @@ import LockwipeCore
 /// user's passcode or the machine key).
 ///
 /// The key is found from each directory's own encryption policy (the kernel's key
-/// identifier), so lock needs nothing from the store and start-up can re-apply it.
-/// Key operations use a descriptor on the vault's parent: one inside the vault would
-/// itself keep the key in use. The daemon holds no descriptor inside a vault while it
-/// locks (the policy is read and the descriptor closed first).
+/// identifier), read from the recorded inode opened by `VaultPath.open`, so lock needs
+/// nothing from the store and start-up can re-apply it. Key operations use the descriptor
+/// on the vault's parent that the same walk opened (checked to be on the vault's
+/// filesystem): one inside the vault would itself keep the key in use. The daemon holds no
+/// descriptor inside a vault while it locks (the policy is read and the descriptor closed
+/// first). A lock is verified from the key itself: its status must be absent for all users.
 public struct FscryptLock: VaultProtecting {
     /// How often removal is retried after the holders were ended (their descriptors close
     /// asynchronously as the processes exit).
@@ -21,9 +23,9 @@ public struct FscryptLock: VaultProtecting {
     public var kind: Protection { .encrypted }
 
     /// Nothing to record: owner and mode are never changed, only the key goes.
-    public func recordState(of directories: [String], user: String) throws -> [LockRecord] { [] }
+    public func recordState(of directories: [VaultDirectory], user: String) throws -> [LockRecord] { [] }
 
-    public func lock(_ directories: [String]) throws {
+    public func lock(_ directories: [VaultDirectory]) throws {
         try lock(directories, uid: 0, endHolders: { [] })
     }
 
@@ -31,12 +33,12 @@ public struct FscryptLock: VaultProtecting {
     /// ends holders again and retries; then verifies with the key-status ioctl. A key that
     /// stays in use (files held open by processes that were not ended) is an error: the
     /// lock is committed and start-up retries it, but nobody is told it is complete.
-    public func lock(_ directories: [String], uid: UInt32, endHolders: () -> [Int32]) throws {
+    public func lock(_ directories: [VaultDirectory], uid: UInt32, endHolders: () -> [Int32]) throws {
         _ = endHolders()
-        for path in directories {
-            guard let found = try Self.keyIdentifier(of: path) else { continue }
-            defer { close(found.1) }
-            try removeKey(found.0, parent: found.1, path: path, endHolders: endHolders)
+        for directory in directories {
+            let (id, parent) = try Self.keyIdentifier(of: directory)
+            defer { close(parent) }
+            try removeKey(id, parent: parent, path: directory.path, endHolders: endHolders)
         }
     }
 
@@ -65,17 +67,13 @@ public struct FscryptLock: VaultProtecting {
         }
     }
 
-    public func unlock(_ records: [LockRecord]) throws {
-        throw FileSystemError("unlock", "an encrypted vault without its key", code: ENOKEY)
-    }
-
     /// Adds the key on each directory's filesystem and checks it is the directory's key
     /// and present.
-    public func unlock(_ records: [LockRecord], directories: [String], key: [UInt8]?) throws {
-        guard let key else { try unlock(records); return }
-        for path in directories {
-            guard let found = try Self.keyIdentifier(of: path) else { continue }
-            let (id, parent) = found
+    public func unlock(_ records: [LockRecord], directories: [VaultDirectory], key: [UInt8]?) throws {
+        guard let key else { throw FileSystemError("unlock", "an encrypted vault without its key", code: ENOKEY) }
+        for directory in directories {
+            let path = directory.path
+            let (id, parent) = try Self.keyIdentifier(of: directory)
             defer { close(parent) }
             let added = try Fscrypt.addKey(key, fd: parent, path: path)
             guard added == id else {
@@ -88,42 +86,43 @@ public struct FscryptLock: VaultProtecting {
         }
     }
 
-    public func isLocked(_ directories: [String]) -> Bool {
-        directories.allSatisfy { path in
-            let found: (Fscrypt.KeyIdentifier, Int32)?
-            do {
-                found = try Self.keyIdentifier(of: path)
-            } catch {
-                return false
-            }
-            guard let pair = found else { return true }
-            let (id, parent) = pair
+    /// True when every directory is the recorded inode and its key is absent from the
+    /// kernel for all users. A vault that is missing or replaced is not locked.
+    public func isLocked(_ directories: [VaultDirectory]) -> Bool {
+        directories.allSatisfy { directory in
+            guard let found = try? Self.keyIdentifier(of: directory) else { return false }
+            let (id, parent) = found
             defer { close(parent) }
-            return (try? Fscrypt.status(of: id, fd: parent, path: path)) == .absent
+            return (try? Fscrypt.status(of: id, fd: parent, path: directory.path)) == .absent
         }
     }
 
-    /// The key identifier of the encrypted directory `path` and an open descriptor on its
-    /// parent (the caller closes it); nil when the directory is gone. Refuses a symlink,
-    /// and a directory that is not encrypted (a vault must never silently become plaintext).
-    static func keyIdentifier(of path: String) throws -> (Fscrypt.KeyIdentifier, Int32)? {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw FileSystemError("open", path)
-        }
+    /// The key identifier of the recorded encrypted directory and an open descriptor on its
+    /// parent on the same filesystem (the caller closes it). Refuses a vault that is missing
+    /// or replaced, and a directory that is not encrypted (a vault must never silently
+    /// become plaintext).
+    static func keyIdentifier(of directory: VaultDirectory) throws -> (Fscrypt.KeyIdentifier, Int32) {
+        let path = directory.path
+        let opened = try VaultPath.open(directory)
         let policy: Fscrypt.KeyIdentifier?
         do {
-            policy = try Fscrypt.policy(of: fd, path: path)
-            close(fd)
+            policy = try Fscrypt.policy(of: opened.fd, path: path)
         } catch {
-            close(fd)
+            opened.close()
             throw error
         }
-        guard let id = policy else { throw FileSystemError("lock", path + " (it is not an encrypted directory)", code: ENODATA) }
-        let parentPath = (path as NSString).deletingLastPathComponent
-        let parent = open(parentPath.isEmpty ? "/" : parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else { throw FileSystemError("open", parentPath) }
+        // Only the parent stays open: a descriptor on the vault would keep its key in use.
+        close(opened.fd)
+        let parent = opened.parent
+        guard let id = policy else {
+            close(parent)
+            throw FileSystemError("lock", path + " (it is not an encrypted directory)", code: ENODATA)
+        }
+        var st = stat()
+        guard fstat(parent, &st) == 0, UInt64(st.st_dev) == opened.identity.device else {
+            close(parent)
+            throw FileSystemError("lock", path + " (its parent is on another filesystem: the key cannot be reached from it)", code: EXDEV)
+        }
         return (id, parent)
     }
 
@@ -159,24 +158,27 @@ public struct FscryptLock: VaultProtecting {
         return nil
     }
 
-    /// Makes the empty directory `path` an fscrypt v2 directory under `key` (which stays
+    /// Makes the empty recorded directory an fscrypt v2 directory under `key` (which stays
     /// added: the new vault is unlocked). Returns the key identifier.
-    static func encrypt(_ path: String, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw FileSystemError("open", path) }
-        defer { close(fd) }
-        return try Fscrypt.encrypt(emptyDirectory: fd, path: path, key: key)
+    static func encrypt(_ directory: VaultDirectory, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
+        let opened = try VaultPath.open(directory)
+        defer { opened.close() }
+        return try Fscrypt.encrypt(emptyDirectory: opened.fd, path: directory.path, key: key)
     }
 
-    /// Removes `id` from the filesystem of `path` (undo of a registration), ignoring a key
-    /// that is not there.
-    static func removeKey(_ id: Fscrypt.KeyIdentifier, near path: String) -> String? {
-        let parentPath = (path as NSString).deletingLastPathComponent
-        let parent = open(parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else { return "cannot open \(parentPath) to remove the key of \(path)" }
-        defer { close(parent) }
+    /// Removes `id` from the filesystem of the recorded directory (undo of a registration),
+    /// ignoring a key that is not there.
+    static func removeKey(_ id: Fscrypt.KeyIdentifier, near directory: VaultDirectory) -> String? {
+        let opened: OpenedVault
         do {
-            _ = try Fscrypt.removeKey(id, fd: parent, path: path)
+            opened = try VaultPath.open(directory)
+        } catch {
+            return "cannot remove the key of \(directory.path): \(error)"
+        }
+        close(opened.fd)
+        defer { close(opened.parent) }
+        do {
+            _ = try Fscrypt.removeKey(id, fd: opened.parent, path: directory.path)
         } catch {
             if error.code != ENOKEY { return "\(error)" }
         }

@@ -127,13 +127,9 @@ public actor Manager {
                     _ = await self.performWipe(user: pending.user, reason: pending.reason, trigger: pending.trigger, resumed: true)
                 }
             }
-            for r in try store.registrations() where r.state == .locked {
-                do {
-                    _ = try await applyLock(r)
-                } catch {
-                    logger.critical("cannot re-apply the lock of a locked registration",
-                                    metadata: ["user": .string(r.user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
-                }
+            await checkVaults()
+            for r in try store.registrations() where r.state.isLockCommitted {
+                await retryLock(r)
             }
             await reopenEncryptedVaults()
         } catch {
@@ -178,6 +174,12 @@ public actor Manager {
     /// a slow or stalling server delays enforcement, and start-up, by that much at most.
     /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
+        for r in (try? store.registrations()) ?? [] where r.state == .lockFailed {
+            await withUser(r.user) {
+                guard let current = try? self.store.registration(r.user), current.state == .lockFailed else { return }
+                await self.retryLock(current)
+            }
+        }
         var due = checkpointClocks()
         if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
             let users = Set(due.map(\.0))
@@ -291,7 +293,9 @@ public actor Manager {
         }
         // Offline time grows at least as fast as real time (suspended time included), so
         // the crossing is at most this far.
-        wakeTimer?.schedule(in: entries.compactMap({ $0.next?.inSeconds }).min())
+        // A lock that failed is retried at least every minute (until it holds).
+        let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
+        wakeTimer?.schedule(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry].compactMap { $0 }).min())
     }
 
     /// The wake-up timer fired: a threshold is due, or the wall clock was set or the
@@ -366,7 +370,7 @@ public actor Manager {
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
                 nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
-                lockTrigger: r.state == .locked ? r.lockTrigger : nil, wipe: r.lastWipe,
+                lockTrigger: r.state.isLockCommitted ? r.lockTrigger : nil, wipe: r.lastWipe,
                 wipeProgress: runningWipes[r.user]?.info())
             info.policy = PolicyInfo(policy: p, source: source)
             info.policySource = source
@@ -378,6 +382,7 @@ public actor Manager {
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
+            info.vaultError = r.vaultError
             vaultStatus(r, into: &info)
             return info
         }
@@ -392,6 +397,12 @@ public actor Manager {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
         }
         warnings += logoutLockWarnings(list)
+        for r in list where r.state == .lockFailed {
+            warnings.append("the lock of \(r.user) FAILED and is not in force; it is retried: \(r.vaultError ?? "see the journal")")
+        }
+        for r in list where r.state != .lockFailed && r.vaultError != nil {
+            warnings.append("the vault of \(r.user) cannot be reached: \(r.vaultError!)")
+        }
         for r in list where r.state == .wipePending {
             warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
         }
@@ -477,21 +488,27 @@ public actor Manager {
         guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
+        case .lockFailed:
+            if let failed = await retryLock(r) { throw failed }
+            return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
         case .wipePending, .wiping, .wiped:
             throw VarlinkError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
         case .active: break
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
         await observers.notify(.willLock, event)
-        let records = try orFail(user, "lock") { try protection(for: r).recordState(of: r.directories, user: user) }
+        // What can be reached now is recorded; a directory that cannot is recorded at the
+        // retry that reaches it (the lock is committed either way, and fails below).
+        let records = recordableState(r)
         let now = clock.now().wall
         try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, "lock", trigger, reason, at: now))
         let ended: [Int32]
         do {
             ended = try await applyLock(r)
         } catch {
-            throw failure(user, "lock", error)
+            throw lockFailed(r, error)
         }
+        if r.vaultError != nil { try? store.setVaultError(user, nil) }
         var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)
@@ -509,12 +526,13 @@ public actor Manager {
     /// `[lock] terminate_processes` is on; returns the pids that were ended.
     func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
         let p = protection(for: r)
+        let vaults = r.vaults
         let dirs = r.directories
         let uid = r.uid
         let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
         return try await runBlocking {
             var ended: [Int32] = []
-            try p.lock(dirs, uid: uid) {
+            try p.lock(vaults, uid: uid) {
                 let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
                 ended += pids
                 return pids
@@ -529,11 +547,15 @@ public actor Manager {
             return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
         guard caller.isAdmin else { throw VarlinkError.notPermitted("only root and members of the admin group may unlock a vault with a permission lock") }
-        guard r.state == .locked else {
+        guard r.state.isLockCommitted else {
             throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
         }
         let records = try store.lockRecords(user)
-        try orFail(user, "unlock") { try protection.unlock(records) }
+        do {
+            try protection.unlock(records, directories: r.vaults, key: nil)
+        } catch {
+            throw vaultFailure(r, "unlock", error)
+        }
         let reading = clock.now()
         let reason = "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
         try store.commitUnlock(user, clock: .started(at: reading), event: event(user, "unlock", .admin, reason, at: reading.wall))
@@ -576,6 +598,9 @@ public actor Manager {
         await observers.notify(.willWipe, event)
         do {
             _ = try await applyLock(r)
+        } catch let error as VaultOpenError {
+            // The erase below cannot open it either: nothing is touched, the wipe stays pending.
+            vaultWarning(r, "wipe", error)
         } catch {
             logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
@@ -602,7 +627,7 @@ public actor Manager {
         // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
         // and stays pending, instead of holding the stop until it is done.
         var summary = await withTaskCancellationHandler {
-            await eraser.erase(directories: r.directories, options: options, progress: progress)
+            await eraser.erase(directories: r.vaults, options: options, progress: progress)
         } onCancel: {
             progress.cancel()
         }
@@ -696,7 +721,7 @@ public actor Manager {
                     let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
                     problems += found
                     guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
-                    problems += Self.filesystemProblems(n)
+                    problems += VaultPath.ancestorProblems(n)
                     taken.append((owner: user, path: n))
                     normalized.append(n)
                 }
@@ -725,26 +750,32 @@ public actor Manager {
                 guard kind == .encrypted else { return }
                 vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, registration: registrationID, at: self.clock.now().wall)
             }
-            var created: [String] = []
+            // Each directory is opened (or created with mkdirat on its verified parent and
+            // fchown'ed through its own descriptor) and its device and inode recorded: from
+            // now on the vault is that inode, whatever its path comes to name.
+            var created: [VaultDirectory] = []
+            var vaults: [VaultDirectory] = []
             flow.add("create vault directories", run: {
-                for d in normalized where !FileManager.default.fileExists(atPath: d) {
-                    guard mkdir(d, 0o700) == 0 else { throw FileSystemError("mkdir", d) }
-                    created.append(d)
-                    guard chown(d, account!.uid, account!.gid) == 0 else { throw FileSystemError("chown", d) }
+                for d in normalized {
+                    let (v, isNew) = try VaultPath.create(d, uid: account!.uid, gid: account!.gid)
+                    vaults.append(v)
+                    if isNew { created.append(v) }
                 }
             }, undo: {
-                let failed = created.reversed().filter { rmdir($0) != 0 }
-                return failed.isEmpty ? nil : "could not remove \(failed.joined(separator: ", "))"
+                let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
+                return failed.isEmpty ? nil : failed.joined(separator: "; ")
             })
             flow.add("encrypt the vault directories", run: {
                 guard let v = vault else { return }
-                for d in normalized {
+                for d in vaults {
                     let id = try FscryptLock.encrypt(d, key: v.key)
-                    guard id == v.stored.identifier else { throw FileSystemError("encrypt", d + " (the kernel derived another key identifier)", code: EINVAL) }
+                    guard id == v.stored.identifier else { throw FileSystemError("encrypt", d.path + " (the kernel derived another key identifier)", code: EINVAL) }
                 }
             }, undo: {
                 guard let v = vault else { return nil }
-                let failed = Set(normalized).compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
+                // One key per filesystem: removing it near one directory removes it for all there.
+                var seen = Set<UInt64>()
+                let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
                 return failed.isEmpty ? nil : failed.joined(separator: "; ")
             })
             let reading = clock.now()
@@ -753,6 +784,7 @@ public actor Manager {
                     user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
                     lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
                 record.id = registrationID
+                record.identities = vaults.map(\.identity)
                 let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
                 var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
                 if let v = vault {
@@ -778,7 +810,7 @@ public actor Manager {
             ])
             reschedule()
             var detail = "registered \(normalized.joined(separator: ", "))"
-            if !created.isEmpty { detail += " (created \(created.joined(separator: ", ")))" }
+            if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
             if kind == .encrypted {
                 let machine = vault?.stored.wrapped.wrapping == .machine
                 detail += "; protection: encrypted (fscrypt v2), key wrapped by "
@@ -794,27 +826,6 @@ public actor Manager {
         return result
     }
 
-    /// Checks that need the filesystem: the directory (if it exists) is a real directory and
-    /// no component of its parent is a symlink (a vault reached through a link could point
-    /// anywhere later).
-    nonisolated static func filesystemProblems(_ path: String) -> [String] {
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            if (st.st_mode & S_IFMT) == S_IFLNK { return ["\(path): is a symlink; register the real directory"] }
-            if (st.st_mode & S_IFMT) != S_IFDIR { return ["\(path): exists and is not a directory"] }
-        } else if errno != ENOENT {
-            return ["\(path): \(String(cString: strerror(errno)))"]
-        }
-        let parent = (path as NSString).deletingLastPathComponent
-        guard let resolved = realpath(parent, nil) else {
-            return ["\(path): its parent directory \(parent) does not exist"]
-        }
-        defer { free(resolved) }
-        let real = String(cString: resolved)
-        if real != parent { return ["\(path): its parent \(parent) passes through a symlink (to \(real))"] }
-        return []
-    }
-
     public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
         try await withUser(user) {
             guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
@@ -827,9 +838,19 @@ public actor Manager {
                         + "Copy the data out while it is unlocked, then wipe it (lockwipectl wipe --user \(user)) and unregister")
             }
             var detail = "unregistered; the directories are left as they are"
-            if r.state == .locked {
-                try orFail(user, "unregister") { try protection.unlock(try store.lockRecords(user)) }
-                detail = "unregistered; the lock was lifted (owner and mode restored)"
+            if r.state.isLockCommitted {
+                do {
+                    try protection.unlock(try store.lockRecords(user), directories: r.vaults, key: nil)
+                    detail = "unregistered; the lock was lifted (owner and mode restored)"
+                } catch let error as VaultOpenError {
+                    // Nothing is touched: the path no longer leads to the registered vault.
+                    vaultWarning(r, "unregister", error)
+                    detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
+                } catch let error as FileSystemError where error.code == EPERM {
+                    detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
+                } catch {
+                    throw failure(user, "unregister", error)
+                }
             }
             try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
             nextCheckIn[user] = nil

@@ -239,7 +239,7 @@ extension Manager {
         // administrator or the user set. The filesystem first, then the record (as unlock does).
         var unlock = false
         var handBack = false
-        if r.state == .locked, r.lockTrigger == .server || r.lockTrigger == .offline, settings.registrationLocked != true {
+        if r.state.isLockCommitted, r.lockTrigger == .server || r.lockTrigger == .offline, settings.registrationLocked != true {
             do {
                 guard try await unlockAfterContact(r) else {
                     // Only the user's passcode opens this vault: the server's (or the offline)

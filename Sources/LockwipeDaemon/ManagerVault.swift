@@ -162,7 +162,9 @@ extension Manager {
     /// `status` tells the truth and its user can unlock it with the passcode.
     func reopenEncryptedVaults() async {
         for r in (try? store.registrations()) ?? [] where r.protection == .encrypted && r.state == .active {
-            guard encryption.isLocked(r.directories) else { continue }
+            // A vault that cannot be opened (missing, replaced) is not "locked": it is
+            // reported by `checkVaults`, and nothing here touches it.
+            guard r.vaults.allSatisfy({ (try? VaultPath.open($0))?.close() != nil }), encryption.isLocked(r.vaults) else { continue }
             do {
                 if try await unlockAfterContact(r) {
                     logger.info("re-added the vault key of \(r.user) (default passcode) after start-up", metadata: ["user": .string(r.user)])
@@ -188,7 +190,7 @@ extension Manager {
     /// machine key): then there is nothing left for the unlock to do.
     func checkInBeforeUserUnlock(user: String, caller: Caller) async throws -> Bool {
         guard !caller.isAdmin, configuration.server.isConfigured, fetcher != nil,
-              let r = try store.registration(user), r.protection == .encrypted, r.state == .locked,
+              let r = try store.registration(user), r.protection == .encrypted, r.state.isLockCommitted,
               r.lockTrigger == .server || r.lockTrigger == .offline else { return false }
         _ = await checkIn(user: user, purpose: .requested)
         return try store.registration(user)?.state == .active
@@ -196,7 +198,7 @@ extension Manager {
 
     func unlockEncrypted(_ r: RegistrationRecord, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
         let user = r.user
-        guard r.state == .locked else { throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))") }
+        guard r.state.isLockCommitted else { throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))") }
         if !caller.isAdmin {
             switch r.lockTrigger {
             case .user?, .logout?, .resume?:
@@ -265,12 +267,12 @@ extension Manager {
         }
         let records = try store.lockRecords(user)
         let keyCopy = key
-        let dirs = r.directories
+        let dirs = r.vaults
         let encryption = self.encryption
         do {
             try await runBlocking { try encryption.unlock(records, directories: dirs, key: keyCopy) }
         } catch {
-            throw failure(user, "unlock", error)
+            throw vaultFailure(r, "unlock", error)
         }
         // An administrator's unlock is a re-authentication and restarts the offline clock
         // (as for the permission lock); a user's own unlock of a user or logout lock is not.
@@ -296,13 +298,17 @@ extension Manager {
     /// is lifted, the vault stays locked until its user unlocks it (trigger becomes `user`).
     func unlockAfterContact(_ r: RegistrationRecord) async throws -> Bool {
         guard r.protection == .encrypted else {
-            try protection.unlock(try store.lockRecords(r.user))
+            do {
+                try protection.unlock(try store.lockRecords(r.user), directories: r.vaults, key: nil)
+            } catch {
+                throw vaultFailure(r, "unlock", error)
+            }
             return true
         }
         guard let stored = try store.vaultKey(r.user), stored.wrapped.wrapping == .machine else { return false }
         let key = try unwrapWithMachineKey(stored.wrapped, of: r)
         await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
-        let dirs = r.directories
+        let dirs = r.vaults
         let encryption = self.encryption
         try await runBlocking {
             var k = key
@@ -387,7 +393,9 @@ extension Manager {
     /// such files and so stays incomplete and pending until they close.
     func destroyVaultKey(_ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant) -> (at: Int64, seconds: Double?)? {
         let user = r.user
-        let kernelGone = encryption.isLocked(r.directories)
+        // Decided from the key itself (key status on the recorded vault's filesystem), never
+        // from the path: a vault that cannot be opened is not known to be locked.
+        let kernelGone = encryption.isLocked(r.vaults)
         let elapsed = ContinuousClock.now - requested
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let now = clock.now().wall

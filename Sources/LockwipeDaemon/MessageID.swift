@@ -41,6 +41,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     case passcodeWrong = "baf1a3a409f24558ba89cbe85d21e96a"
     /// A vault passcode was set or changed (the key was re-wrapped).
     case passcodeChanged = "4fdca705590d4183bb4a3cb1f3e9b595"
+    /// A vault directory cannot be reached as registered (missing, renamed, replaced, or a
+    /// symlink on its path): the action failed and nothing was touched.
+    case vaultUnreachable = "11b4584a40f449368229dfdeaf304303"
+    /// A lock was applied but did not verify (`root:root 0000`, or the key still in the
+    /// kernel): the registration is `lock-failed` and the lock is retried.
+    case lockFailed = "962008de2c2b4b24a1125629faed66bf"
 
     /// The policy server is reached over plain http:// (`[server] allow_insecure_http = true`).
     case insecureServer = "a58fa39160054e409371e2cf3cd254d8"

@@ -8,13 +8,17 @@ public protocol VaultErasing: Sendable {
     /// Erases the contents of `directories`. Never throws: what could not be removed is in
     /// the summary's `skipped`, which makes the wipe incomplete. `progress` is updated as
     /// the wipe goes, for `status`.
-    func erase(directories: [String], options: WipeOptions, progress: WipeProgress) async -> WipeSummary
+    func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary
 }
 
 /// The secure wipe engine: overwrites, then unlinks, everything inside each vault,
 /// bottom-up, and reports exactly what it did.
 ///
 /// Guarantees, because a wipe runs as root over directories users control:
+/// - each vault is reached with `VaultPath.open`: no symlink anywhere on the way from `/`,
+///   and the directory must be the recorded device and inode. A vault that is missing or
+///   replaced is not wiped and is reported (the wipe stays incomplete and pending): a
+///   renamed vault is never reported wiped;
 /// - every step is relative to an open directory descriptor (`openat`, `fstatat`,
 ///   `unlinkat`); no path is resolved again from the top once the walk started. Going
 ///   back up to a parent whose descriptor was closed (to bound open descriptors) opens
@@ -50,7 +54,7 @@ public struct SecureEraser: VaultErasing {
         self.batchDirectories = max(1, batchDirectories)
     }
 
-    public func erase(directories: [String], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
+    public func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
         let started = ContinuousClock.now
         let engine = self
         let result = try? await runBlocking { () -> WipeRun.Tally in
@@ -65,7 +69,7 @@ public struct SecureEraser: VaultErasing {
             for directory in directories { run.erase(root: directory) }
             return run.tally
         }
-        let tally = result ?? WipeRun.Tally(skipped: [.init(path: directories.joined(separator: ", "), reason: "the wipe thread could not run")])
+        let tally = result ?? WipeRun.Tally(skipped: [.init(path: directories.map(\.path).joined(separator: ", "), reason: "the wipe thread could not run")])
         return WipeSummary(
             filesOverwritten: tally.filesOverwritten, bytesOverwritten: tally.bytesOverwritten,
             entriesRemoved: tally.removed, skipped: tally.skipped,
@@ -169,18 +173,19 @@ final class WipeRun {
 
     /// Empties (or removes, per `remove_root`) one vault. Entries that appear while the
     /// walk runs, or a walk that lost its way back up, lead to another walk (at most 3).
-    func erase(root: String) {
+    func erase(root vault: VaultDirectory) {
+        let root = vault.path
         for attempt in 1...3 {
             let skippedBefore = tally.skipped.count
-            let end = progress.isCancelled ? .cancelled : walk(root)
+            let end = progress.isCancelled ? .cancelled : walk(vault)
             if end == .cancelled {
                 discardBatch()  // not durable yet: those files stay, and are overwritten again on resume
                 return skip(root, Self.cancelledReason)
             }
             flush()
-            guard let left = remainingEntries(root) else { return }  // the root is gone
+            guard let left = remainingEntries(vault) else { return }  // could not be opened: reported
             if left == 0 {
-                if options.removeRoot { removeRoot(root) }
+                if options.removeRoot { removeRoot(vault) }
                 return
             }
             // Entries left because they were skipped are already reported.
@@ -191,12 +196,20 @@ final class WipeRun {
         }
     }
 
-    /// Entries left in the root, or nil when the root itself is gone.
-    private func remainingEntries(_ root: String) -> Int? {
-        let fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0, let dir = fdopendir(fd) else {
-            if fd >= 0 { close(fd) }
-            return errno == ENOENT ? nil : 0
+    /// Entries left in the root, or nil when the recorded root cannot be opened (reported).
+    private func remainingEntries(_ vault: VaultDirectory) -> Int? {
+        let opened: OpenedVault
+        do {
+            opened = try VaultPath.open(vault)
+        } catch {
+            skip(vault.path, "\(error)")
+            return nil
+        }
+        close(opened.parent)
+        let fd = opened.fd
+        guard let dir = fdopendir(fd) else {
+            close(fd)
+            return 0
         }
         defer { closedir(dir) }
         var count = 0
@@ -208,11 +221,17 @@ final class WipeRun {
         return count
     }
 
-    private func removeRoot(_ root: String) {
-        let parentPath = (root as NSString).deletingLastPathComponent
-        let name = Array((root as NSString).lastPathComponent.utf8CString)
-        let parentFd = open(parentPath, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parentFd >= 0 else { return skip(root, "its parent cannot be opened to remove it: \(Self.reason(errno))") }
+    private func removeRoot(_ vault: VaultDirectory) {
+        let root = vault.path
+        let opened: OpenedVault
+        do {
+            opened = try VaultPath.open(vault)
+        } catch {
+            return skip(root, "cannot be opened to remove it: \(error)")
+        }
+        close(opened.fd)
+        let parentFd = opened.parent
+        let name = Array(opened.name.utf8CString)
         defer { close(parentFd) }
         var st = stat()
         guard let identity = rootIdentity, fstatat(parentFd, name, &st, AT_SYMLINK_NOFOLLOW) == 0,
@@ -225,12 +244,16 @@ final class WipeRun {
 
     // MARK: The walk
 
-    private func walk(_ root: String) -> WalkEnd {
-        let rootFd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        if rootFd < 0 {
-            if errno != ENOENT {  // already gone: nothing left to erase
-                skip(root, errno == ELOOP || errno == ENOTDIR ? "not a directory (a symlink?); refused" : Self.reason(errno))
-            }
+    private func walk(_ vault: VaultDirectory) -> WalkEnd {
+        let root = vault.path
+        let rootFd: Int32
+        do {
+            let opened = try VaultPath.open(vault)
+            close(opened.parent)
+            rootFd = opened.fd
+        } catch {
+            // Missing or replaced: nothing is touched, and the wipe is not complete.
+            skip(root, "\(error)")
             return .finished
         }
         var rootStat = stat()
@@ -570,9 +593,10 @@ final class WipeRun {
     /// Counts the files and bytes the overwrite will write, for the progress ETA. A plain
     /// walk that never modifies anything; it does not go deeper than the descriptor
     /// budget (a deep chain holds little data), so the totals are an estimate.
-    func census(_ root: String, files: inout Int, bytes: inout Int64) {
-        let rootFd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard rootFd >= 0 else { return }
+    func census(_ vault: VaultDirectory, files: inout Int, bytes: inout Int64) {
+        guard let opened = try? VaultPath.open(vault) else { return }
+        close(opened.parent)
+        let rootFd = opened.fd
         var rootStat = stat()
         guard fstat(rootFd, &rootStat) == 0, let rootDir = fdopendir(rootFd) else {
             close(rootFd)

@@ -30,6 +30,19 @@ public struct RegistrationRecord: Sendable, Equatable {
             return String(repeating: "0", count: 16 - hex.count) + hex
         }.joined()
     }
+
+    /// The device and inode of each directory (same order as `directories`), recorded at
+    /// registration; nil for one registered before they were recorded (`v5-vault-identity`)
+    /// until start-up records it.
+    public var identities: [VaultDirectory.Identity?] = []
+    /// Why the last action could not reach the vault (missing, replaced, lock not
+    /// verified), until an action succeeds again; shown in `status` as `vault_error`.
+    public var vaultError: String?
+
+    /// The vault directories with their recorded identities: what every action opens.
+    public var vaults: [VaultDirectory] {
+        directories.enumerated().map { i, path in VaultDirectory(path: path, identity: i < identities.count ? identities[i] : nil) }
+    }
 }
 
 /// The check-in side of a registration, as persisted (table `server_state`).
@@ -318,6 +331,16 @@ public final class StateStore: Sendable {
                 CREATE UNIQUE INDEX registrations_id ON registrations(id);
                 """)
         }
+        // A vault is an inode, not a path: the device and inode of each directory, recorded
+        // at registration (NULL for older registrations until start-up records them), and
+        // why the last action could not reach the vault.
+        m.registerMigration("v5-vault-identity") { db in
+            try db.execute(sql: """
+                ALTER TABLE directories ADD COLUMN device INTEGER;
+                ALTER TABLE directories ADD COLUMN inode INTEGER;
+                ALTER TABLE registrations ADD COLUMN vault_error TEXT;
+                """)
+        }
         // Wrapped keys move out of the database into files of their own (`KeyFiles`),
         // which can be overwritten, and the time of the last wrong passcode is kept
         // (`PasscodeBackoff`); `salt` and `sealed` are left as zeros of the same size
@@ -394,8 +417,12 @@ public final class StateStore: Sendable {
     /// four queries in all, whatever the number of registrations.
     private static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
         var directories: [String: [String]] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT user, path FROM directories ORDER BY user, position") {
+        var identities: [String: [VaultDirectory.Identity?]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
             directories[row["user"], default: []].append(row["path"])
+            let device: Int64? = row["device"], inode: Int64? = row["inode"]
+            identities[row["user"], default: []].append(
+                device.flatMap { d in inode.map { VaultDirectory.Identity(device: UInt64(bitPattern: d), inode: UInt64(bitPattern: $0)) } })
         }
         var servers: [String: ServerRecord] = [:]
         for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state") {
@@ -420,7 +447,7 @@ public final class StateStore: Sendable {
             let wipeJSON: String? = row["last_wipe"]
             var server = servers[name] ?? ServerRecord()
             if let kind = credentials[name] { server.credentials = kind }
-            return RegistrationRecord(
+            var record = RegistrationRecord(
                 user: name,
                 uid: UInt32(row["uid"] as Int64),
                 state: RegistrationState(rawValue: row["state"]) ?? .locked,  // unknown: fail closed
@@ -436,6 +463,9 @@ public final class StateStore: Sendable {
                 server: server,
                 id: row["id"]
             )
+            record.identities = identities[name] ?? []
+            record.vaultError = row["vault_error"]
+            return record
         }
     }
 
@@ -466,8 +496,10 @@ public final class StateStore: Sendable {
                 arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
                             event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
                             r.clock.lastWall, r.clock.offlineSeconds, r.id])
-            for (i, path) in r.directories.enumerated() {
-                try db.execute(sql: "INSERT INTO directories (user, position, path) VALUES (?, ?, ?)", arguments: [r.user, i, path])
+            for (i, vault) in r.vaults.enumerated() {
+                try db.execute(sql: "INSERT INTO directories (user, position, path, device, inode) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [r.user, i, vault.path, vault.identity.map { Int64(bitPattern: $0.device) },
+                                           vault.identity.map { Int64(bitPattern: $0.inode) }])
             }
             try Self.append(event, db)
         }
@@ -490,6 +522,34 @@ public final class StateStore: Sendable {
             try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             try Self.append(event, db)
+        }
+    }
+
+    /// Records the identity of a directory registered before identities were kept
+    /// (start-up, once its path passed the ancestor rule).
+    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
+                           arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
+    /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
+    /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
+    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
+            if lockFailed {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+            }
+            if lockHolds {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
+            }
+            if let event { try Self.append(event, db) }
         }
     }
 
@@ -552,7 +612,7 @@ public final class StateStore: Sendable {
     public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) throws {
         try db.write { db in
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                            arguments: [RegistrationState.active.rawValue, user])
             if let clock { try Self.save(clock, of: user, db) }
             try Self.append(event, db)
@@ -624,7 +684,7 @@ public final class StateStore: Sendable {
             }
             if unlock {
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL WHERE user = ?",
+                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                                arguments: [RegistrationState.active.rawValue, user])
             }
             for e in events { try Self.append(e, db) }
@@ -635,8 +695,8 @@ public final class StateStore: Sendable {
     /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
     public func setLockTrigger(_ user: String, _ trigger: Trigger) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state = ?",
-                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue])
+            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
         }
     }
 
@@ -698,7 +758,7 @@ public final class StateStore: Sendable {
             if summary.complete {
                 try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
+                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ?, vault_error = NULL WHERE user = ?",
                                arguments: [RegistrationState.wiped.rawValue, json, user])
             } else {
                 try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",

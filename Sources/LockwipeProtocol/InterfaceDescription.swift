@@ -49,7 +49,8 @@ public enum InterfaceDescription {
           key_wrapping: ?string,
           passcode_expires: ?string,
           failed_unlocks: ?int,
-          retry_limit: ?int
+          retry_limit: ?int,
+          vault_error: ?string
         )
 
         type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)

@@ -244,6 +244,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// Encrypted vaults: failed unlocks in a row, and how many the policy allows (0 = unlimited).
     public var failedUnlocks: Int?
     public var retryLimit: Int?
+    /// Why the vault cannot be reached as registered (missing, renamed, replaced, a
+    /// symlink on its path) or its lock did not verify; null when it can. Always present.
+    public var vaultError: String?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -275,6 +278,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encode(lastContact, forKey: .lastContact)
         try c.encode(offlineSeconds, forKey: .offlineSeconds)
         try c.encode(nextAction, forKey: .nextAction)  // explicit null when nothing is due
+        try c.encode(vaultError, forKey: .vaultError)  // explicit null when the vault is reachable
         try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
         try c.encodeIfPresent(wipe, forKey: .wipe)
         try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)

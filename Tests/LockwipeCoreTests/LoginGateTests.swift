@@ -33,6 +33,13 @@ import Testing
         #expect(d.message?.hasPrefix("lockwipe: your data on this machine is locked.") == true)
     }
 
+    /// A lock that failed (the vault could not be reached as registered) is still a
+    /// committed lock: the gate decides exactly as for one in force.
+    @Test(arguments: [Trigger.server, .offline, .logout, .admin, .user])
+    func aFailedLockIsGatedAsALock(_ trigger: Trigger) {
+        #expect(LoginGate.decide(reg(.lockFailed, trigger)) == LoginGate.decide(reg(.locked, trigger)))
+    }
+
     @Test func theNoticeSaysHowToUnlock() {
         #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("next successful check-in") == true)
         #expect(LoginGate.decide(reg(.locked, .logout, .encrypted)).message?.contains("lockwipectl unlock --user alice") == true)

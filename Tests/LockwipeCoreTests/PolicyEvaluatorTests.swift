@@ -28,6 +28,15 @@ import Testing
         #expect(PolicyEvaluator.evaluate(policy: policy, state: .active, offlineSeconds: 31 * day) == Evaluation(due: .wipe, next: nil))
     }
 
+    /// A lock that failed is not decided again (the daemon retries it), and the wipe
+    /// still comes when it is due: a vault renamed away does not escape its wipe.
+    @Test func aFailedLockIsRetriedNotReDecidedAndTheWipeStillComes() {
+        let policy = Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30)
+        #expect(PolicyEvaluator.evaluate(policy: policy, state: .lockFailed, offlineSeconds: 10 * day)
+                == PolicyEvaluator.evaluate(policy: policy, state: .locked, offlineSeconds: 10 * day))
+        #expect(PolicyEvaluator.evaluate(policy: policy, state: .lockFailed, offlineSeconds: 30 * day).due == .wipe)
+    }
+
     @Test func neverPolicyDoesNothing() {
         #expect(PolicyEvaluator.evaluate(policy: .never, state: .active, offlineSeconds: 10_000 * day) == Evaluation(due: nil, next: nil))
     }

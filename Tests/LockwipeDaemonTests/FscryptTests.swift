@@ -146,32 +146,35 @@ final class EncryptedFilesystem {
         mkdir(vault, 0o700)
         #expect(FscryptLock.encryptionProblem(vault) == nil)
         let key = (0..<Fscrypt.keySize).map { _ in UInt8.random(in: 0...255) }
-        let id = try FscryptLock.encrypt(vault, key: key)
+        let v = try VaultDirectory.current(vault)
+        let id = try FscryptLock.encrypt(v, key: key)
         #expect(id.bytes == (try Manager.keyIdentifier(key)))  // what registration checks
         #expect(FscryptLock.encryptionProblem(vault) != nil)   // already encrypted
         try Data("secret".utf8).write(to: URL(fileURLWithPath: vault + "/a.txt"))
         let lock = FscryptLock()
-        #expect(!lock.isLocked([vault]))
+        #expect(!lock.isLocked([v]))
 
         // An open file keeps the key busy until its "holder" is ended: the lock retries.
         var holder: Int32 = open(vault + "/a.txt", O_RDONLY)
         var ended = 0
-        try lock.lock([vault], uid: 0) {
+        try lock.lock([v], uid: 0) {
             ended += 1
             if holder >= 0 { close(holder); holder = -1 }
             return []
         }
         #expect(ended >= 1)
-        #expect(lock.isLocked([vault]))
+        #expect(lock.isLocked([v]))
         #expect(try FileManager.default.contentsOfDirectory(atPath: vault) != ["a.txt"])
-        try lock.lock([vault])  // idempotent (start-up re-applies it)
+        try lock.lock([v])  // idempotent (start-up re-applies it)
 
-        #expect(throws: FileSystemError.self) { try lock.unlock([], directories: [vault], key: [UInt8](repeating: 1, count: 64)) }
-        #expect(lock.isLocked([vault]))
-        try lock.unlock([], directories: [vault], key: key)
-        #expect(!lock.isLocked([vault]))
+        #expect(throws: FileSystemError.self) { try lock.unlock([], directories: [v], key: [UInt8](repeating: 1, count: 64)) }
+        #expect(lock.isLocked([v]))
+        try lock.unlock([], directories: [v], key: key)
+        #expect(!lock.isLocked([v]))
         #expect(try String(contentsOfFile: vault + "/a.txt", encoding: .utf8) == "secret")
-        #expect(lock.isLocked([fs.mountPoint + "/gone"]))  // a vault that is gone has nothing to lock        withExtendedLifetime(fs) {}
+        // A vault that is gone (or renamed away) is never "locked".
+        #expect(!lock.isLocked([VaultDirectory(path: fs.mountPoint + "/gone", identity: v.identity)]))
+        withExtendedLifetime(fs) {}
     }
 
     @Test func aHolderThatIsNotEndedMakesTheLockFailLoudly() throws {
@@ -182,12 +185,13 @@ final class EncryptedFilesystem {
         }
         let vault = fs.mountPoint + "/vault"
         mkdir(vault, 0o700)
-        _ = try FscryptLock.encrypt(vault, key: (0..<64).map { UInt8($0) })
+        let v = try VaultDirectory.current(vault)
+        _ = try FscryptLock.encrypt(v, key: (0..<64).map { UInt8($0) })
         let holder = open(vault + "/open.txt", O_CREAT | O_RDWR, 0o600)
         var lock = FscryptLock()
         lock.attempts = 2
-        #expect(throws: FileSystemError.self) { try lock.lock([vault], uid: 0, endHolders: { [] }) }
-        #expect(!lock.isLocked([vault]))
+        #expect(throws: FileSystemError.self) { try lock.lock([v], uid: 0, endHolders: { [] }) }
+        #expect(!lock.isLocked([v]))
         close(holder)
         withExtendedLifetime(fs) {}
     }

@@ -52,7 +52,7 @@ import Testing
 
         let before = try snapshot(outside)
         let progress = WipeProgress()
-        let summary = await SecureEraser().erase(directories: [vault], options: WipeOptions(), progress: progress)
+        let summary = await SecureEraser().erase(directories: [try VaultDirectory.current(vault)], options: WipeOptions(), progress: progress)
 
         #expect(summary.complete, "skipped: \(summary.skipped)")
         // Only `secret` has data and one link: the hard link's data belongs to the canary.
@@ -76,7 +76,9 @@ import Testing
         try fm.createDirectory(atPath: root + "/target", withIntermediateDirectories: true)
         try Data("keep".utf8).write(to: URL(fileURLWithPath: root + "/target/keep"))
         try fm.createSymbolicLink(atPath: root + "/vault", withDestinationPath: root + "/target")
-        let summary = await SecureEraser().erase(directories: [root + "/vault"], options: WipeOptions(), progress: WipeProgress())
+        // The recorded inode is the target's; the path now leads through a symlink.
+        let recorded = VaultDirectory(path: root + "/vault", identity: try VaultDirectory.current(root + "/target").identity)
+        let summary = await SecureEraser().erase(directories: [recorded], options: WipeOptions(), progress: WipeProgress())
         #expect(!summary.complete)
         #expect(fm.fileExists(atPath: root + "/target/keep"))
     }
@@ -112,7 +114,7 @@ import Testing
         }
         close(dirfd)
         let summary = await SecureEraser(maxOpenDirectories: 4, batchFiles: 3, batchDirectories: 2).erase(
-            directories: [vault], options: WipeOptions(), progress: WipeProgress())
+            directories: [try VaultDirectory.current(vault)], options: WipeOptions(), progress: WipeProgress())
         #expect(summary.complete, "skipped: \(summary.skipped.prefix(3))")
         #expect(summary.entriesRemoved == 1500 + 15 + 15)
         #expect(summary.filesOverwritten == 15)
@@ -128,7 +130,7 @@ import Testing
         try Data(repeating: 7, count: 10_000).write(to: URL(fileURLWithPath: vault + "/sub/big"))
         let progress = WipeProgress()
         let summary = await SecureEraser().erase(
-            directories: [vault], options: WipeOptions(passes: 0, removeRoot: true), progress: progress)
+            directories: [try VaultDirectory.current(vault)], options: WipeOptions(passes: 0, removeRoot: true), progress: progress)
         #expect(summary.complete)
         #expect(summary.filesOverwritten == 0 && summary.bytesOverwritten == 0)
         #expect(summary.entriesRemoved == 3)  // big, sub, and the vault itself
@@ -137,10 +139,26 @@ import Testing
         #expect(progress.info().bytesTotal == nil)  // no census without an overwrite
     }
 
-    @Test func aMissingVaultIsAlreadyErased() async {
-        let summary = await SecureEraser().erase(directories: ["/nonexistent/lockwipe-vault"], options: WipeOptions(), progress: WipeProgress())
-        #expect(summary.complete)
-        #expect(summary.entriesRemoved == 0)
+    /// A vault that is missing (renamed away by its user, say) is never reported wiped.
+    @Test func aMissingVaultIsNeverReportedErased() async {
+        let missing = VaultDirectory(path: "/nonexistent/lockwipe-vault", identity: .init(device: 1, inode: 2))
+        let summary = await SecureEraser().erase(directories: [missing], options: WipeOptions(), progress: WipeProgress())
+        #expect(!summary.complete)
+        #expect(summary.skipped.first?.reason.contains("missing") == true)
+    }
+
+    /// A directory at the recorded path that is not the recorded inode is not touched.
+    @Test func aReplacedVaultIsNotTouched() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        try fm.createDirectory(atPath: root + "/vault", withIntermediateDirectories: true)
+        let recorded = try VaultDirectory.current(root + "/vault")
+        try fm.moveItem(atPath: root + "/vault", toPath: root + "/moved")
+        try fm.createDirectory(atPath: root + "/vault", withIntermediateDirectories: true)
+        try Data("other".utf8).write(to: URL(fileURLWithPath: root + "/vault/keep"))
+        let summary = await SecureEraser().erase(directories: [recorded], options: WipeOptions(), progress: WipeProgress())
+        #expect(!summary.complete)
+        #expect(fm.fileExists(atPath: root + "/vault/keep"))
     }
 
     // MARK: The overwrite itself
@@ -223,7 +241,7 @@ import Testing
             Issue.record("this filesystem does not support chattr attributes")
             return
         }
-        let summary = await SecureEraser().erase(directories: [vault], options: WipeOptions(), progress: WipeProgress())
+        let summary = await SecureEraser().erase(directories: [try VaultDirectory.current(vault)], options: WipeOptions(), progress: WipeProgress())
         #expect(summary.complete, "skipped: \(summary.skipped)")
         #expect(summary.attributesCleared == 2)
         #expect(try fm.contentsOfDirectory(atPath: vault).isEmpty)

@@ -17,6 +17,8 @@ import Testing
         var r = RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
                                    lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
         r.id = String(repeating: "0", count: 32 - user.utf8.count) + user  // stable, so records compare equal
+        // Device and inode as recorded at registration (v5-vault-identity); 64-bit values survive.
+        r.identities = [.init(device: 2049, inode: 1), .init(device: UInt64.max, inode: UInt64(Int64.max) + 7)]
         return r
     }
 

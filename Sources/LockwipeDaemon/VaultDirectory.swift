@@ -1,0 +1,289 @@
+import Foundation
+
+/// A vault directory as registered: its path and the inode it was at registration.
+///
+/// A vault is an inode, not a path. Every action reaches it with `VaultPath.open`, which
+/// walks from `/` without following any symlink and refuses any directory that is not the
+/// recorded device and inode; the action then works on that descriptor only. A path whose
+/// identity was never recorded (a registration made before `v5-vault-identity` whose path
+/// did not pass the ancestor rule at start-up) is never acted on.
+public struct VaultDirectory: Sendable, Hashable, CustomStringConvertible {
+    public struct Identity: Sendable, Hashable, CustomStringConvertible {
+        public var device: UInt64
+        public var inode: UInt64
+        public init(device: UInt64, inode: UInt64) {
+            self.device = device
+            self.inode = inode
+        }
+        init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+        public var description: String { "device \(device), inode \(inode)" }
+    }
+
+    public var path: String
+    public var identity: Identity?
+
+    public init(path: String, identity: Identity?) {
+        self.path = path
+        self.identity = identity
+    }
+
+    public var description: String { path }
+
+    /// The directory at `path` now, identified by the safe walk (tests and the recording
+    /// of registrations made before identities were kept).
+    public static func current(_ path: String) throws(VaultOpenError) -> VaultDirectory {
+        let opened = try VaultPath.walk(path)
+        defer { opened.close() }
+        return VaultDirectory(path: path, identity: opened.identity)
+    }
+}
+
+/// Why a recorded vault could not be opened. Nothing was touched.
+public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The path (or one of its components) does not exist: the vault was removed or renamed.
+    case missing(path: String, component: String)
+    /// A component is a symlink or not a directory: the walk never follows one.
+    case notADirectory(path: String, component: String)
+    /// The path leads to a directory that is not the recorded inode (renamed, replaced).
+    case replaced(path: String, expected: VaultDirectory.Identity, found: VaultDirectory.Identity)
+    /// No identity was recorded for this path (see `VaultDirectory`).
+    case unrecorded(path: String)
+    case failed(path: String, component: String, code: Int32)
+
+    public var path: String {
+        switch self {
+        case .missing(let p, _), .notADirectory(let p, _), .replaced(let p, _, _), .unrecorded(let p), .failed(let p, _, _): return p
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .missing(let path, let component):
+            return component == path ? "\(path): the vault directory is missing (removed or renamed)"
+                : "\(path): the vault directory is missing (\(component) does not exist)"
+        case .notADirectory(let path, let component):
+            return "\(path): \(component) is a symlink or not a directory; the vault is never reached through a symlink"
+        case .replaced(let path, let expected, let found):
+            return "\(path): is not the registered vault directory (registered: \(expected); found: \(found)); it was renamed or replaced"
+        case .unrecorded(let path):
+            return "\(path): no device and inode were recorded for this vault (registered before lockwipe recorded them, "
+                + "and its path does not pass the ancestor rule); unregister and register it again"
+        case .failed(let path, let component, let code):
+            return "\(path): cannot open \(component): \(String(cString: strerror(code)))"
+        }
+    }
+}
+
+/// A vault directory opened by `VaultPath`: a descriptor on it and on its parent (both
+/// `O_CLOEXEC`), the name in the parent, and what `fstat` said. The caller closes it.
+struct OpenedVault {
+    var fd: Int32
+    var parent: Int32
+    var name: String
+    var stat: stat
+    var identity: VaultDirectory.Identity { .init(stat) }
+
+    func close() {
+        Glibc.close(fd)
+        Glibc.close(parent)
+    }
+}
+
+/// Reaching vault directories safely: the one function every action uses to open a vault
+/// (`open`), the registration rule for where a vault may be (`ancestorProblems`), and the
+/// creation of a new vault directory on a verified parent descriptor (`create`).
+///
+/// The walk is `chase()` with `CHASE_NO_SYMLINKS` (systemd's src/basic/chase.c): from a
+/// descriptor on `/`, each component is opened with `openat(O_NOFOLLOW | O_DIRECTORY)`
+/// relative to the previous one, so no symlink is followed anywhere in the path, and
+/// `..` or `.` are refused.
+enum VaultPath {
+    static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+
+    /// The components of an absolute path (`/a/b` → a, b). Throws for a relative path,
+    /// `.`, `..` or the root itself.
+    private static func components(_ path: String) throws(VaultOpenError) -> [String] {
+        guard path.hasPrefix("/") else { throw .failed(path: path, component: path, code: EINVAL) }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard !parts.isEmpty, !parts.contains("."), !parts.contains("..") else {
+            throw .failed(path: path, component: path, code: EINVAL)
+        }
+        return parts
+    }
+
+    /// Opens `path` by walking from `/`, component by component, without following any
+    /// symlink.
+    static func walk(_ path: String) throws(VaultOpenError) -> OpenedVault {
+        var ignored: [String] = []
+        return try walk(path, checkAncestors: false, problems: &ignored)
+    }
+
+    /// The walk; with `checkAncestors`, every directory opened on the way *before* the
+    /// vault itself (the root and every ancestor) is judged by `ancestorProblem` and what
+    /// is wrong is added to `problems`.
+    static func walk(_ path: String, checkAncestors: Bool, problems: inout [String]) throws(VaultOpenError) -> OpenedVault {
+        let parts = try components(path)
+        var current = Glibc.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard current >= 0 else { throw .failed(path: path, component: "/", code: errno) }
+        var currentPath = "/"
+        for (i, name) in parts.enumerated() {
+            if checkAncestors {
+                var st = stat()
+                guard fstat(current, &st) == 0 else {
+                    let code = errno
+                    close(current)
+                    throw .failed(path: path, component: currentPath, code: code)
+                }
+                if let problem = ancestorProblem(fd: current, st, dir: currentPath, next: name, vault: path) { problems.append(problem) }
+            }
+            let componentPath = currentPath == "/" ? "/" + name : currentPath + "/" + name
+            let next = openat(current, name, directoryFlags)
+            if next < 0 {
+                let code = errno
+                close(current)
+                switch code {
+                case ENOENT: throw .missing(path: path, component: componentPath)
+                case ELOOP, ENOTDIR: throw .notADirectory(path: path, component: componentPath)
+                default: throw .failed(path: path, component: componentPath, code: code)
+                }
+            }
+            if i == parts.count - 1 {
+                var st = stat()
+                guard fstat(next, &st) == 0 else {
+                    let code = errno
+                    close(next)
+                    close(current)
+                    throw .failed(path: path, component: componentPath, code: code)
+                }
+                return OpenedVault(fd: next, parent: current, name: name, stat: st)
+            }
+            close(current)
+            current = next
+            currentPath = componentPath
+        }
+        close(current)
+        throw .failed(path: path, component: path, code: EINVAL)  // unreachable: parts is not empty
+    }
+
+    /// Opens the recorded vault `directory`: the safe walk, then its device and inode must be
+    /// the recorded ones. The one way every lock, unlock, unregister, wipe and key lookup
+    /// reaches a vault.
+    static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
+        guard let expected = directory.identity else { throw .unrecorded(path: directory.path) }
+        let opened = try walk(directory.path)
+        guard opened.identity == expected else {
+            opened.close()
+            throw .replaced(path: directory.path, expected: expected, found: opened.identity)
+        }
+        return opened
+    }
+
+    // MARK: Registration
+
+    /// Why a vault may not be at `path` (empty when it may): OpenSSH StrictModes' rule
+    /// (`auth_secure_path`) for every ancestor, from `/` to the vault's parent:
+    /// - no ancestor is a symlink (the walk never follows one);
+    /// - every ancestor is owned by root and is not writable by group or other;
+    /// - except a sticky (`+t`) ancestor such as `/tmp` (1777): accepted only when the next
+    ///   component inside it is owned by root, because the sticky bit then keeps others from
+    ///   renaming or unlinking that component. The vault itself belongs to its user, so its
+    ///   parent can never be a sticky, writable directory.
+    /// The user's own home chain is not an exception: a user who owns an ancestor can move
+    /// her vault away from a lock, or put a symlink where it was.
+    /// When the vault exists it must be a directory (not a symlink); when it does not, its
+    /// parent must exist (registration creates one level only).
+    static func ancestorProblems(_ path: String) -> [String] {
+        var problems: [String] = []
+        do {
+            let opened = try walk(path, checkAncestors: true, problems: &problems)
+            opened.close()
+        } catch {
+            switch error {
+            case .missing(_, let component) where component == path:
+                break  // A new vault: its parent passed the rule above; registration creates it.
+            case .missing(_, let component):
+                problems.append("\(path): \(component) does not exist (registration creates the vault directory, not its parents)")
+            case .notADirectory(_, let component):
+                problems.append(component == path ? "\(path): is a symlink or not a directory; register the real directory"
+                                : "\(path): its ancestor \(component) is a symlink or not a directory; register the real path")
+            default:
+                problems.append("\(error)")
+            }
+        }
+        return problems
+    }
+
+    /// What is wrong with the ancestor `dir` (open as `fd`, `st`) of the vault `vault`,
+    /// whose next component on the way is `next`; nil when nothing is.
+    private static func ancestorProblem(fd: Int32, _ st: stat, dir: String, next: String, vault path: String) -> String? {
+        let owner = st.st_uid
+        if owner != 0 {
+            return "\(path): its ancestor \(dir) is owned by uid \(owner), not root; a vault must lie in directories only root can change"
+        }
+        guard st.st_mode & (S_IWGRP | S_IWOTH) != 0 else { return nil }
+        guard st.st_mode & S_ISVTX != 0 else {
+            return "\(path): its ancestor \(dir) is writable by group or other (mode \(String(st.st_mode & 0o7777, radix: 8))); a vault must lie in directories only root can change"
+        }
+        // Sticky: only the owner of `next` (or root) may rename or unlink it.
+        var inner = stat()
+        let last = (dir == "/" ? "/" : dir + "/") + next
+        if fstatat(fd, next, &inner, AT_SYMLINK_NOFOLLOW) != 0 {
+            return "\(path): \(last) would be created inside the sticky, world-writable \(dir) and owned by its user, who could rename it"
+        }
+        if inner.st_uid != 0 {
+            return "\(path): \(last) is inside the sticky, world-writable \(dir) and owned by uid \(inner.st_uid), not root: its owner could rename it"
+        }
+        return nil
+    }
+
+    /// Opens the vault directory `path`, creating it when missing: `mkdirat` on the verified
+    /// parent descriptor, then the new directory is opened with `O_NOFOLLOW` relative to
+    /// that same descriptor, checked to be a directory owned by root, and `fchown`ed and
+    /// `fchmod`ed (0700) through the descriptor. No step resolves a path again, so nothing
+    /// swapped into the parent between two steps can be chowned. Returns the recorded
+    /// identity and whether it was created.
+    static func create(_ path: String, uid: UInt32, gid: UInt32) throws -> (VaultDirectory, created: Bool) {
+        switch Result(catching: { () throws(VaultOpenError) -> VaultDirectory.Identity in
+            let opened = try walk(path)
+            defer { opened.close() }
+            return opened.identity
+        }) {
+        case .success(let identity):
+            return (VaultDirectory(path: path, identity: identity), false)
+        case .failure(.missing(_, let component)) where component == path:
+            break  // create it below
+        case .failure(let error):
+            throw error
+        }
+        let parentPath = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let parentOpened = try walk(parentPath)
+        defer { parentOpened.close() }
+        let parent = parentOpened.fd
+        guard mkdirat(parent, name, 0o700) == 0 else { throw FileSystemError("mkdir", path) }
+        let fd = openat(parent, name, directoryFlags)
+        guard fd >= 0 else { throw FileSystemError("open the new directory", path) }
+        defer { Glibc.close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw FileSystemError("stat", path) }
+        guard st.st_uid == 0 else { throw FileSystemError("create", path + " (the new directory is not owned by root: it was replaced)", code: EPERM) }
+        guard fchown(fd, uid, gid) == 0 else { throw FileSystemError("chown", path) }
+        guard fchmod(fd, 0o700) == 0 else { throw FileSystemError("chmod 0700", path) }
+        return (VaultDirectory(path: path, identity: .init(st)), true)
+    }
+
+    /// Removes a directory `create` made (undo of a registration): only that inode, only
+    /// when empty.
+    static func removeCreated(_ directory: VaultDirectory) -> String? {
+        do {
+            let opened = try open(directory)
+            defer { opened.close() }
+            guard unlinkat(opened.parent, opened.name, AT_REMOVEDIR) == 0 else {
+                return "could not remove \(directory.path): \(String(cString: strerror(errno)))"
+            }
+            return nil
+        } catch {
+            return "could not remove \(directory.path): \(error)"
+        }
+    }
+}
