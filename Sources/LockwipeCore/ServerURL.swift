@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The rule for `[server] url`: HTTPS anywhere, plain HTTP only to this machine (a demo or
 /// a local proxy), and nothing that would put a secret where it gets logged or shown.
@@ -25,7 +29,7 @@ public enum ServerURL {
 
     /// localhost, 127.0.0.0/8 and ::1 (with or without brackets).
     public static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let h = host.lowercased().trimming { $0 == "[" || $0 == "]" }
         if h == "localhost" || h == "::1" || h == "0:0:0:0:0:0:0:1" { return true }
         let parts = h.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "127" else { return false }
@@ -36,8 +40,37 @@ public enum ServerURL {
     public static func settings(base: String, user: String) -> String {
         var trimmed = base
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
-        let escaped = user.addingPercentEncoding(withAllowedCharacters: allowed) ?? user
+        let escaped = percentEncoded(user)
         return "\(trimmed)/mobileservices/settingsExchange/v1/registrations/\(escaped)"
+    }
+
+    /// `text` with every character but letters, marks, digits and `-._~` percent-encoded
+    /// as UTF-8: what `addingPercentEncoding(withAllowedCharacters: .alphanumerics ∪ "-._~")`
+    /// gave.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if isKept(scalar) {
+                out.unicodeScalars.append(scalar)
+            } else {
+                for byte in String(scalar).utf8 {
+                    let hex = String(byte, radix: 16, uppercase: true)
+                    out += byte < 16 ? "%0\(hex)" : "%\(hex)"
+                }
+            }
+        }
+        return out
+    }
+
+    private static func isKept(_ scalar: Unicode.Scalar) -> Bool {
+        if "-._~".unicodeScalars.contains(scalar) { return true }
+        switch scalar.properties.generalCategory {
+        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
+             .nonspacingMark, .spacingMark, .enclosingMark,
+             .decimalNumber, .letterNumber, .otherNumber:
+            return true
+        default:
+            return false
+        }
     }
 }
