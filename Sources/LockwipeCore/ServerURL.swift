@@ -44,30 +44,27 @@ public enum ServerURL {
         return "\(trimmed)/mobileservices/settingsExchange/v1/registrations/\(escaped)"
     }
 
-    /// `text` with every character but letters, marks, digits and `-._~` percent-encoded
-    /// as UTF-8: what `addingPercentEncoding(withAllowedCharacters: .alphanumerics ∪ "-._~")`
-    /// gave.
+    /// `text` with every byte but ASCII letters, digits and `-._~` (RFC 3986's unreserved
+    /// characters) percent-encoded as UTF-8: what
+    /// `addingPercentEncoding(withAllowedCharacters: .alphanumerics ∪ "-._~")` gave on
+    /// Linux, which encodes every non-ASCII character whatever the set says.
     static func percentEncoded(_ text: String) -> String {
         var out = ""
-        for scalar in text.unicodeScalars {
-            if isKept(scalar) {
-                out.unicodeScalars.append(scalar)
+        for byte in text.utf8 {
+            if isUnreserved(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
             } else {
-                for byte in String(scalar).utf8 {
-                    let hex = String(byte, radix: 16, uppercase: true)
-                    out += byte < 16 ? "%0\(hex)" : "%\(hex)"
-                }
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += byte < 16 ? "%0\(hex)" : "%\(hex)"
             }
         }
         return out
     }
 
-    private static func isKept(_ scalar: Unicode.Scalar) -> Bool {
-        if "-._~".unicodeScalars.contains(scalar) { return true }
-        switch scalar.properties.generalCategory {
-        case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter,
-             .nonspacingMark, .spacingMark, .enclosingMark,
-             .decimalNumber, .letterNumber, .otherNumber:
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             return true
         default:
             return false
