@@ -1,5 +1,14 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import LockwipeCore
 import LockwipeProtocol
 
@@ -69,13 +78,13 @@ struct Status: ParsableCommand {
 
 /// "wiping: 1200/10000 files, 120 MiB of 1.0 GiB at 410 MiB/s, ETA 2s".
 func describe(_ p: WipeProgressInfo) -> String {
-    if p.phase == "counting" { return "wiping: counting what to overwrite (\(String(format: "%.0f", p.elapsedSeconds)) s)" }
+    if p.phase == "counting" { return "wiping: counting what to overwrite (\(TextFormat.fixed(p.elapsedSeconds, decimals: 0)) s)" }
     var parts = ["wiping: \(p.entriesRemoved) entries removed"]
     if let total = p.bytesTotal {
         let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
         parts.append("\(files), \(bytes(p.bytesOverwritten)) of \(bytes(total)) overwritten at \(bytes(Int64(p.bytesPerSecond)))/s")
     } else {
-        parts.append(String(format: "%.0f entries/s", p.entriesPerSecond))
+        parts.append(TextFormat.fixed(p.entriesPerSecond, decimals: 0) + " entries/s")
     }
     if let eta = p.etaSeconds { parts.append("ETA \(RelativeTime.format(seconds: Int64(eta.rounded(.up))))") }
     if p.skipped > 0 { parts.append("\(p.skipped) skipped") }
@@ -91,7 +100,7 @@ func bytes(_ n: Int64) -> String {
         value /= 1024
         unit += 1
     }
-    return unit == 0 ? "\(n) B" : String(format: "%.1f", value) + " " + units[unit]
+    return unit == 0 ? "\(n) B" : TextFormat.fixed(value, decimals: 1) + " " + units[unit]
 }
 
 struct Lock: ParsableCommand {
@@ -152,7 +161,7 @@ struct Unlock: ParsableCommand {
                 request.passcode = try PasscodeInput.prompt("Passcode for \(user): ")
             } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.newPasscode == nil
                 && failure.message.hasPrefix("passcode expired") {
-                FileHandle.standardError.write(Data("The passcode has expired: choose a new one.\n".utf8))
+                StandardStreams.writeError("The passcode has expired: choose a new one.\n")
                 request.newPasscode = try PasscodeInput.promptNew()
             }
         }
@@ -207,7 +216,7 @@ struct CredentialOptions: ParsableArguments {
 
     /// The token and PEM texts, read here so that only their contents reach the daemon.
     func read() throws -> (token: String?, certificate: String?, key: String?) {
-        let token = try tokenFile.map { try readSecret($0, what: "token").trimmingCharacters(in: .whitespacesAndNewlines) }
+        let token = try tokenFile.map { try readSecret($0, what: "token").trimmingWhitespace() }
         if let token, token.isEmpty { throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty") }
         return (token, try clientCertificateFile.map { try readSecret($0, what: "client certificate") },
                 try clientKeyFile.map { try readSecret($0, what: "client key") })
@@ -216,7 +225,7 @@ struct CredentialOptions: ParsableArguments {
     private func readSecret(_ path: String, what: String) throws -> String {
         let data: Data?
         if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            data = StandardStreams.readInputToEnd()
         } else {
             data = FileManager.default.contents(atPath: path)
         }

@@ -1,5 +1,14 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import LockwipeCore
 import LockwipeProtocol
 
@@ -38,18 +47,18 @@ public struct LockwipeCTL: ParsableCommand {
         do {
             var command = try parseAsRoot(hoistingGlobalSocket(arguments))
             try command.run()
-            Foundation.exit(ExitStatus.ok)
+            exitProcess(ExitStatus.ok)
         } catch let failure as CommandFailure {
-            FileHandle.standardError.write(Data("lockwipectl: \(failure.message)\n".utf8))
-            Foundation.exit(failure.code)
+            StandardStreams.writeError("lockwipectl: \(failure.message)\n")
+            exitProcess(failure.code)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 print(fullMessage(for: error))
-                Foundation.exit(ExitStatus.ok)
+                exitProcess(ExitStatus.ok)
             }
-            FileHandle.standardError.write(Data("\(fullMessage(for: error))\n".utf8))
-            Foundation.exit(ExitStatus.usage)
+            StandardStreams.writeError("\(fullMessage(for: error))\n")
+            exitProcess(ExitStatus.usage)
         }
     }
 }
@@ -119,13 +128,13 @@ func printResults(_ reply: ActionReply) throws {
     for r in reply.results {
         print("\(r.user): \(r.detail)")
         if let w = r.wipe, w.cryptoErased {
-            print("  crypto-erased: key destroyed at \(w.keyDestroyedAt!)" + (w.keyDestroyedSeconds.map { String(format: " (%.3f s after the request)", $0) } ?? "")
-                  + "; \(w.entriesRemoved) entries (ciphertext) removed, no overwrite pass needed, in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            print("  crypto-erased: key destroyed at \(w.keyDestroyedAt!)" + (w.keyDestroyedSeconds.map { " (" + TextFormat.fixed($0, decimals: 3) + " s after the request)" } ?? "")
+                  + "; \(w.entriesRemoved) entries (ciphertext) removed, no overwrite pass needed, in \(TextFormat.fixed(w.elapsedSeconds, decimals: 2)) s")
             for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
             if !w.complete { incomplete = true }
         } else if let w = r.wipe {
             let how = w.passes == 0 ? "no overwrite (passes = 0)" : "\(w.passes) \(w.pattern) pass\(w.passes == 1 ? "" : "es")"
-            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(bytes(w.bytesOverwritten)), \(how)) in \(String(format: "%.2f", w.elapsedSeconds)) s")
+            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(bytes(w.bytesOverwritten)), \(how)) in \(TextFormat.fixed(w.elapsedSeconds, decimals: 2)) s")
             if w.attributesCleared > 0 { print("  cleared the immutable/append-only attribute of \(w.attributesCleared) entries") }
             for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
             if !w.complete { incomplete = true }
@@ -140,15 +149,15 @@ func confirm(_ question: String, yes: Bool) throws {
     guard isatty(STDIN_FILENO) == 1 else {
         throw CommandFailure(code: ExitStatus.usage, message: "refusing without --yes: standard input is not a terminal to confirm on")
     }
-    FileHandle.standardError.write(Data("\(question) This cannot be undone. Type 'yes' to go ahead: ".utf8))
-    guard readLine()?.trimmingCharacters(in: .whitespaces).lowercased() == "yes" else {
+    StandardStreams.writeError("\(question) This cannot be undone. Type 'yes' to go ahead: ")
+    guard readLine()?.trimmingBlanks().lowercased() == "yes" else {
         throw CommandFailure(code: ExitStatus.failed, message: "not confirmed; nothing was done")
     }
 }
 
 /// "in 2d 4h" / "2d 4h ago" from an ISO 8601 time.
 func relative(_ iso: String, now: Date = Date()) -> String {
-    guard let date = ISO8601DateFormatter().date(from: iso) else { return iso }
+    guard let date = try? Date(iso, strategy: .iso8601) else { return iso }
     let seconds = Int64(date.timeIntervalSince(now).rounded())
     return seconds > 0 ? "in \(RelativeTime.format(seconds: seconds))" : "\(RelativeTime.format(seconds: -seconds)) ago"
 }
@@ -158,7 +167,7 @@ func table(_ rows: [[String]]) -> String {
     guard let width = rows.first?.count else { return "" }
     let widths = (0..<width).map { c in rows.map { $0[c].count }.max() ?? 0 }
     return rows.map { row in
-        row.enumerated().map { i, cell in i == width - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+        row.enumerated().map { i, cell in i == width - 1 ? cell : TextFormat.padded(cell, to: widths[i]) }
             .joined(separator: "  ")
     }.joined(separator: "\n")
 }

@@ -1,5 +1,9 @@
 import ArgumentParser
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import LockwipeCore
 import LockwipeProtocol
 
@@ -64,7 +68,7 @@ struct PamAccount: ParsableCommand {
     /// lockwiped could not be asked: allow, and say so where an administrator looks.
     static func failOpen(user: String, _ why: String) {
         let message = "login of \(user) allowed without the lockwipe check: \(why)"
-        FileHandle.standardError.write(Data("lockwipectl: \(message)\n".utf8))
+        StandardStreams.writeError("lockwipectl: \(message)\n")
         syslog(LOG_WARNING, message)
     }
 

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// What one check-in attempt came to. Only `.contact` is a successful server contact (it
 /// restarts the offline clock); the 403 commands act on the registration without being a
@@ -30,7 +34,7 @@ public enum CheckInResponse {
     /// Classifies an answer. `body` is nil when it was larger than
     /// `ServerSettings.maxBodyBytes` (and was not read further).
     public static func classify(status: Int, messageCode: String?, contentType: String?, body: Data?) -> CheckInOutcome {
-        let code = messageCode?.trimmingCharacters(in: .whitespaces).uppercased()
+        let code = messageCode?.trimmingBlanks().uppercased()
         switch status {
         case 200..<300:
             guard isJSON(contentType) else {
@@ -56,7 +60,7 @@ public enum CheckInResponse {
     /// `application/json` or any `+json` type, parameters (charset) ignored.
     public static func isJSON(_ contentType: String?) -> Bool {
         guard let contentType else { return false }
-        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingBlanks().lowercased() } ?? ""
         return type == "application/json" || (type.hasPrefix("application/") && type.hasSuffix("+json"))
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The settings document a policy server answers a check-in with, modelled on SAP Mobile
 /// Services' `settingsExchange` (see docs/server-protocol.md).
@@ -161,7 +165,7 @@ public struct ServerSettings: Sendable, Equatable, Codable {
             case nil, .null?: return nil
             case .bool(let b)?: return b
             case .string(let s)?:
-                switch s.trimmingCharacters(in: .whitespaces).lowercased() {
+                switch s.trimmingBlanks().lowercased() {
                 case "true": return true
                 case "false": return false
                 default: break
@@ -178,7 +182,7 @@ public struct ServerSettings: Sendable, Equatable, Codable {
             case .number(let n)?:
                 if n == n.rounded(), abs(n) <= Double(Int32.max) { return Int(n) }
             case .string(let s)?:
-                if let n = Int(s.trimmingCharacters(in: .whitespaces)), abs(n) <= Int(Int32.max) { return n }
+                if let n = Int(s.trimmingBlanks()), abs(n) <= Int(Int32.max) { return n }
             default: break
             }
             problems.append(Problem(key: "\(section).\(key)", message: "must be a whole number (or a string of one), not \(o[key]!.shown)"))

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The rule for `[server] url`: HTTPS anywhere, plain HTTP only to this machine (a demo or
 /// a local proxy) and only when the operator says so (`allow_insecure_http`, checked by the
@@ -32,7 +36,7 @@ public enum ServerURL {
 
     /// localhost, 127.0.0.0/8 and ::1 (with or without brackets).
     public static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let h = host.lowercased().trimming { $0 == "[" || $0 == "]" }
         if h == "localhost" || h == "::1" || h == "0:0:0:0:0:0:0:1" { return true }
         let parts = h.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0] == "127" else { return false }
@@ -43,8 +47,34 @@ public enum ServerURL {
     public static func settings(base: String, user: String) -> String {
         var trimmed = base
         while trimmed.hasSuffix("/") { trimmed.removeLast() }
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
-        let escaped = user.addingPercentEncoding(withAllowedCharacters: allowed) ?? user
+        let escaped = percentEncoded(user)
         return "\(trimmed)/mobileservices/settingsExchange/v1/registrations/\(escaped)"
+    }
+
+    /// `text` with every byte but ASCII letters, digits and `-._~` (RFC 3986's unreserved
+    /// characters) percent-encoded as UTF-8: what
+    /// `addingPercentEncoding(withAllowedCharacters: .alphanumerics ∪ "-._~")` gave on
+    /// Linux, which encodes every non-ASCII character whatever the set says.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if isUnreserved(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                let hex = String(byte, radix: 16, uppercase: true)
+                out += byte < 16 ? "%0\(hex)" : "%\(hex)"
+            }
+        }
+        return out
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
     }
 }

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// JSON coding shared by both ends: snake_case keys on the wire, as varlink interfaces use.
 public enum VarlinkCoding {
