@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (
+    as_user_argv,
     config_text,
     fingerprint,
     fmt_owner,
@@ -227,6 +228,52 @@ def test_ancestor_swap_cannot_redirect_the_unlock_after_a_server_contact(make_da
     assert owner_of(s.bob_vault) == (0, 0, 0), "Bob's locked vault was given away"
     assert d.state_of(s.alice) != "active", "the unlock was recorded although it touched nothing"
     s.assert_warned()
+
+
+def test_a_magic_link_into_her_own_mount_namespace_cannot_hand_her_the_hooks_directory(make_daemon, make_server, make_user):
+    """The namespace variant of the swap. In an unprivileged user+mount namespace Alice
+    bind-mounts the daemon's hooks directory (world-traversable, as /etc/lockwipe/hooks.d
+    is) under a tmpfs of her own, and replaces `field` with a symlink through
+    /proc/PID/root, a magic link into her namespace. A daemon that followed it would
+    restore her vault's owner onto the hooks directory when a server contact lifts the
+    lock: she could drop a hook that runs as root. The walk follows no symlink, magic
+    links included: the unlock fails, and the hooks directory keeps its owner and mode."""
+    srv = make_server()
+    d = make_daemon(config=config_text(extra=server_config(srv.url)))
+    s = Swap(d, make_user, bob_files=False)
+    srv.set(s.alice, mode="lock")
+    d.ok("check-in", "--user", s.alice.name)
+    assert d.state_of(s.alice) == "locked"
+    s.make_unsafe()
+
+    stage = s.home / "stage"
+    script = (f"mkdir -p '{stage}' && mount -t tmpfs lw '{stage}' && mkdir '{stage}/vault' "
+              f"&& mount --bind '{d.hooks_dir}' '{stage}/vault' && echo mounted && exec sleep 120")
+    ns = subprocess.Popen(as_user_argv(s.alice, ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script]),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ns.stdout.readline().strip()
+        if line != "mounted":
+            ns.kill()
+            pytest.skip("an unprivileged user+mount namespace cannot be made here: " + ns.stderr.read().strip())
+        # The magic link: the hooks directory, as root sees it through Alice's namespace.
+        through = f"/proc/{ns.pid}/root{stage}"
+        assert os.stat(f"{through}/vault").st_ino == os.stat(d.hooks_dir).st_ino, "the bind mount is not visible through /proc/PID/root"
+        r = run_as(s.alice, ["sh", "-c", f"cd '{s.home}' && mv field field.moved && ln -s '{through}' field"])
+        assert r.returncode == 0, r.stderr
+        hooks_before = owner_of(d.hooks_dir)
+        before = s.snapshot()
+        srv.set(s.alice, mode="ok")
+        d.ctl("check-in", "--user", s.alice.name, user=s.alice)
+        wait_until(lambda: d.log_lines(f"MESSAGE_ID={ID_VAULT_UNREACHABLE}", s.alice.name), 15,
+                   "the unlock through the magic link was not refused with the vault-unreachable warning")
+        assert owner_of(d.hooks_dir) == hooks_before, (
+            f"the hooks directory changed owner or mode: {fmt_owner(hooks_before)} -> {fmt_owner(owner_of(d.hooks_dir))}")
+        s.assert_nothing_outside_changed(before, "the unlock after Alice's server contact")
+        assert d.state_of(s.alice) != "active", "the unlock was recorded although it touched nothing"
+    finally:
+        ns.kill()
+        ns.wait(timeout=10)
 
 
 def test_ancestor_swap_cannot_make_unregister_touch_another_vault(daemon, make_user):
