@@ -84,6 +84,19 @@ def owner_of(path) -> tuple[int, int, int]:
     return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
 
 
+def fill_vault(user, d: Path, files=None):
+    """Writes `files` (relative path -> bytes; default: two small files, one in a
+    subdirectory) into the directory `d` and gives everything inside it to `user`."""
+    files = {"notes.txt": b"field notes\n", "sub/report.csv": b"a,b\n1,2\n"} if files is None else files
+    for rel, content in files.items():
+        p = d / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(content)
+    for dirpath, dirnames, filenames in os.walk(d):
+        for n in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, n), user.uid, user.gid)
+
+
 def fmt_owner(t) -> str:
     """(uid, gid, mode) as `uid:gid mode 0755`."""
     return f"{t[0]}:{t[1]} mode {t[2]:04o}"
@@ -667,15 +680,7 @@ class Daemon:
         """A pre-existing directory owned by `user`, with some files."""
         d = self.data / name
         d.mkdir()
-        files = {"notes.txt": b"field notes\n", "sub/report.csv": b"a,b\n1,2\n"} \
-            if files is None else files
-        for rel, content in files.items():
-            p = d / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(content)
-        for dirpath, dirnames, filenames in os.walk(d):
-            for n in dirnames + filenames:
-                os.lchown(os.path.join(dirpath, n), user.uid, user.gid)
+        fill_vault(user, d, files)
         os.chown(d, user.uid, user.gid)
         os.chmod(d, mode)
         return d

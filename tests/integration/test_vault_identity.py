@@ -29,6 +29,7 @@ import pytest
 from conftest import (
     as_user_argv,
     config_text,
+    fill_vault,
     fingerprint,
     fmt_owner,
     owner_of,
@@ -54,17 +55,6 @@ def root_dir(path: Path, mode=0o755) -> Path:
     return path
 
 
-def user_files(user, d: Path, files=None):
-    files = {"notes.txt": b"field notes\n", "sub/report.csv": b"a,b\n1,2\n"} if files is None else files
-    for rel, content in files.items():
-        p = d / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(content)
-    for dirpath, dirnames, filenames in os.walk(d):
-        for n in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, n), user.uid, user.gid)
-
-
 class Swap:
     """Alice's vault at <data>/home-alice/field/vault (created by registration), Bob's at
     <data>/bob-side/vault, a root-owned canary directory, all registered while every
@@ -81,12 +71,12 @@ class Swap:
         self.alice_vault = self.home / "field" / "vault"
         r = register(d, self.alice, self.alice_vault)
         assert r.code == 0, r.describe()
-        user_files(self.alice, self.alice_vault)
+        fill_vault(self.alice, self.alice_vault)
         self.bob_side = root_dir(d.data / "bob-side")
         self.bob_vault = self.bob_side / "vault"
         self.bob_vault.mkdir()
         if bob_files:
-            user_files(self.bob, self.bob_vault)
+            fill_vault(self.bob, self.bob_vault)
         os.chown(self.bob_vault, self.bob.uid, self.bob.gid)
         os.chmod(self.bob_vault, 0o750)
         r = register(d, self.bob, self.bob_vault)
