@@ -32,8 +32,11 @@ final class EncryptedFilesystem {
         try? FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
     }
 
+    /// Unmounts and removes everything, also when a descriptor on the filesystem is still
+    /// open (ARC may end `fs` before a test's `defer { close(fd) }` runs): then the mount is
+    /// detached lazily, and the kernel frees it with the last descriptor.
     deinit {
-        if mounted { _ = Self.run(["umount", mountPoint]) }
+        if mounted, Self.run(["umount", mountPoint]) != 0 { _ = Self.run(["umount", "--lazy", mountPoint]) }
         try? FileManager.default.removeItem(atPath: root)
     }
 
