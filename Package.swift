@@ -43,7 +43,6 @@ let package = Package(
             name: "LockwipeDaemon",
             dependencies: [
                 "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -67,7 +66,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "lockwiped", dependencies: ["LockwipeDaemon"]),
+        // lockwiped: its command line (ArgumentParser) over the daemon engine.
+        .executableTarget(
+            name: "lockwiped",
+            dependencies: [
+                "LockwipeDaemon", "LockwipeProtocol", "LockwipeSystemd",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(name: "lockwipectl", dependencies: ["LockwipeCTL"]),
         // The control socket's message parser under libFuzzer (scripts/fuzz); a normal
         // build replays inputs instead.

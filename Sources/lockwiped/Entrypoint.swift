@@ -1,4 +1,3 @@
-import LockwipeDaemon
 import LockwipeProtocol
 
 @main

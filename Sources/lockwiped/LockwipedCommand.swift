@@ -1,12 +1,13 @@
 import ArgumentParser
+import LockwipeDaemon
 import Foundation
 import LockwipeProtocol
 import LockwipeSystemd
 import Logging
 
 /// `lockwiped`: the command line of the daemon.
-public struct LockwipedCommand: AsyncParsableCommand {
-    public static let configuration = CommandConfiguration(
+struct LockwipedCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
         commandName: "lockwiped",
         abstract: "Lock and wipe registered users' data on a shared machine after too long offline.",
         discussion: """
@@ -31,9 +32,9 @@ public struct LockwipedCommand: AsyncParsableCommand {
     @Flag(name: .customLong("check-config"), help: "Validate the configuration, print every problem, and exit (0 valid, 1 invalid).")
     var checkConfig = false
 
-    public init() {}
+    init() {}
 
-    public func run() async throws {
+    func run() async throws {
         if checkConfig {
             do {
                 let loaded = try ConfigurationLoader.load(path: config)
