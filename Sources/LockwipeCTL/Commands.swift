@@ -157,10 +157,10 @@ struct Unlock: ParsableCommand {
             do {
                 return try printResults(try global.call(.unlock, request, ActionReply.self))
             } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.passcode == nil
-                && failure.code == ExitStatus.usage && failure.message.contains("protected by a passcode") {
+                && failure.error == VarlinkError.passcodeRequiredName {
                 request.passcode = try PasscodeInput.prompt("Passcode for \(user): ")
             } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.newPasscode == nil
-                && failure.message.hasPrefix("passcode expired") {
+                && failure.error == VarlinkError.passcodeExpiredName {
                 StandardStreams.writeError("The passcode has expired: choose a new one.\n")
                 request.newPasscode = try PasscodeInput.promptNew()
             }

@@ -25,6 +25,9 @@ public enum ExitStatus {
 struct CommandFailure: Error {
     var code: Int32
     var message: String
+    /// The daemon's varlink error name, when the failure is one: what callers switch on
+    /// (never the message, which is for people and may be reworded).
+    var error: String? = nil
 }
 
 /// `lockwipectl`: control lockwiped from the shell.
@@ -106,6 +109,10 @@ struct GlobalOptions: ParsableArguments {
             switch error.name {
             case VarlinkError.notPermittedName: throw CommandFailure(code: ExitStatus.notPermitted, message: "not permitted: \(error.message)")
             case VarlinkError.invalidParameterName: throw CommandFailure(code: ExitStatus.usage, message: error.message)
+            case VarlinkError.passcodeRequiredName:
+                throw CommandFailure(code: ExitStatus.usage, message: error.message, error: error.name)
+            case VarlinkError.passcodeExpiredName:
+                throw CommandFailure(code: ExitStatus.failed, message: error.message, error: error.name)
             default: throw CommandFailure(code: ExitStatus.failed, message: error.message)
             }
         } catch let error as DecodingError {

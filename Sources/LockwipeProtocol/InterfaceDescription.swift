@@ -114,6 +114,12 @@ public enum InterfaceDescription {
 
         error ActionFailed (reason: string)
 
+        # The user's vault key is wrapped by their passcode and none was given.
+        error PasscodeRequired (user: string, reason: string)
+
+        # The passcode was right but has expired: unlock again with a new one.
+        error PasscodeExpired (user: string, reason: string)
+
         """
 
     public static let service = """

@@ -80,6 +80,8 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let noSuchRegistrationName = "io.lockwipe.Manager.NoSuchRegistration"
     public static let registrationRefusedName = "io.lockwipe.Manager.RegistrationRefused"
     public static let actionFailedName = "io.lockwipe.Manager.ActionFailed"
+    public static let passcodeRequiredName = "io.lockwipe.Manager.PasscodeRequired"
+    public static let passcodeExpiredName = "io.lockwipe.Manager.PasscodeExpired"
 
     public static func invalidParameter(_ parameter: String, reason: String? = nil) -> VarlinkError {
         var p = ["parameter": parameter]
@@ -92,6 +94,12 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static func noSuchRegistration(_ user: String) -> VarlinkError { VarlinkError(noSuchRegistrationName, ["user": user]) }
     public static func registrationRefused(_ reason: String) -> VarlinkError { VarlinkError(registrationRefusedName, ["reason": reason]) }
     public static func actionFailed(_ reason: String) -> VarlinkError { VarlinkError(actionFailedName, ["reason": reason]) }
+    public static func passcodeRequired(user: String, reason: String) -> VarlinkError {
+        VarlinkError(passcodeRequiredName, ["user": user, "reason": reason])
+    }
+    public static func passcodeExpired(user: String, reason: String) -> VarlinkError {
+        VarlinkError(passcodeExpiredName, ["user": user, "reason": reason])
+    }
 }
 
 /// Encoding and decoding of single messages (without the NUL terminator).

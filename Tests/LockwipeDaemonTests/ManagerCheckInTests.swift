@@ -157,7 +157,7 @@ final class ScriptedFetcher: SettingsFetching {
 
     @Test func badCredentialsAreRefusedBeforeAnythingIsStored() async throws {
         try await withManager { m, _, _, dir in
-            await #expect(throws: VarlinkError.self) {
+            await #expect(throws: ManagerError.self) {
                 _ = try await m.register(user: "root", directories: [dir + "/data/v"], credentials: ServerCredentials(token: "a b\r\nX: y"), by: root)
             }
             let status = try await m.status(for: root, user: nil)

@@ -252,7 +252,7 @@ public actor Manager {
                 logger.warning("clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
                                metadata: ["user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
                                           "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)"])
-                try? store.append(event(r.user, "clock-rollback", nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                try? store.append(event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
             }
             clocks.append((r.user, advance.clock))
             let (p, source) = policy(for: r)
@@ -359,7 +359,7 @@ public actor Manager {
         var list = try store.registrations().filter { caller.isAdmin || $0.uid == caller.credentials.uid }
         if let user {
             list = list.filter { $0.user == user }
-            if list.isEmpty { throw VarlinkError.noSuchRegistration(user) }
+            if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
         let server = configuration.server
         let infos = list.map { r -> RegistrationInfo in
@@ -423,7 +423,7 @@ public actor Manager {
         var filter = user
         if !caller.isAdmin {
             guard let own = caller.userName else { return HistoryReply(events: []) }
-            if let user, user != own { throw VarlinkError.notPermitted("only administrators may read the history of other users") }
+            if let user, user != own { throw ManagerError.notPermitted("only administrators may read the history of other users") }
             filter = own
         }
         let events = try store.events(user: filter, limit: max(1, min(limit, 10_000)))
@@ -448,8 +448,8 @@ public actor Manager {
     /// The users an action targets: one by name, or every registration.
     public func targets(user: String?, all: Bool) throws -> [String] {
         if all { return try store.registrations().map(\.user) }
-        guard let user else { throw VarlinkError.invalidParameter("user", reason: "give a user or all") }
-        guard try store.registration(user) != nil else { throw VarlinkError.noSuchRegistration(user) }
+        guard let user else { throw ManagerError.invalidParameter("user", reason: "give a user or all") }
+        guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
         return [user]
     }
 
@@ -485,14 +485,14 @@ public actor Manager {
     // MARK: Lock
 
     func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
         case .lockFailed:
             if let failed = await retryLock(r) { throw failed }
             return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
         case .wipePending, .wiping, .wiped:
-            throw VarlinkError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
+            throw ManagerError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
         case .active: break
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
@@ -501,7 +501,7 @@ public actor Manager {
         // retry that reaches it (the lock is committed either way, and fails below).
         let records = recordableState(r)
         let now = clock.now().wall
-        try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, "lock", trigger, reason, at: now))
+        try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
             ended = try await applyLock(r)
@@ -542,13 +542,13 @@ public actor Manager {
     }
 
     private func unlockLocked(user: String, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.protection == .encrypted {
             return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
-        guard caller.isAdmin else { throw VarlinkError.notPermitted("only root and members of the admin group may unlock a vault with a permission lock") }
+        guard caller.isAdmin else { throw ManagerError.notPermitted("only root and members of the admin group may unlock a vault with a permission lock") }
         guard r.state.isLockCommitted else {
-            throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
+            throw ManagerError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
         }
         let records = try store.lockRecords(user)
         do {
@@ -558,7 +558,7 @@ public actor Manager {
         }
         let reading = clock.now()
         let reason = "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
-        try store.commitUnlock(user, clock: .started(at: reading), event: event(user, "unlock", .admin, reason, at: reading.wall))
+        try store.commitUnlock(user, clock: .started(at: reading), event: event(user, .unlock, .admin, reason, at: reading.wall))
         var meta = journalFields(r, action: "unlock", trigger: .admin, reason: reason, id: .unlocked)
         meta["peer_uid"] = "\(caller.credentials.uid)"
         meta["peer_pid"] = "\(caller.credentials.pid)"
@@ -569,15 +569,15 @@ public actor Manager {
     // MARK: Wipe
 
     func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
         }
         let now = clock.now().wall
-        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, "wipe-started", trigger, reason, at: now))
+        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
-        guard let summary else { throw VarlinkError.actionFailed("the wipe of \(user) could not run; it stays pending") }
+        guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
         let wipedText: String = summary.cryptoErased ? "wiped: " + Self.cryptoEraseText(summary) : "wiped: \(summary.entriesRemoved) entries removed"
         let detail = summary.complete
@@ -606,7 +606,7 @@ public actor Manager {
         }
         let now = clock.now().wall
         do {
-            try store.beginWipeAttempt(user, event: resumed ? self.event(user, "wipe-resumed", .resume, reason, at: now) : nil)
+            try store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
         } catch {
             logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
             return nil
@@ -662,7 +662,7 @@ public actor Manager {
             detail = "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
         }
         do {
-            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? "wipe" : "wipe-incomplete", trigger, detail, at: clock.now().wall))
+            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {
             logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
@@ -694,11 +694,11 @@ public actor Manager {
     ) async throws -> ActionResult {
         if let credentials {
             let problems = CheckInClient.credentialProblems(credentials)
-            if !problems.isEmpty { throw VarlinkError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
+            if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
         let result = try await withUser(user) {
             if let existing = try store.registration(user) {
-                throw VarlinkError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
+                throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
             }
             var taken = try store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
             // A vault may neither contain nor lie in what the daemon itself needs.
@@ -793,7 +793,7 @@ public actor Manager {
                 }
                 if let c = stored { detail += "; credentials: \(c.kind)" }
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
-                try self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, "register", trigger, detail, at: reading.wall))
+                try self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, .register, trigger, detail, at: reading.wall))
             }
             defer { vault?.key.wipe() }
             do throws(RegistrationFlow.Failure) {
@@ -801,7 +801,7 @@ public actor Manager {
             } catch {
                 logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
                 // A refusal is shown as is; any other failure names the step it happened in.
-                throw VarlinkError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
+                throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
             }
             logger.notice("registered \(user) (\(kind.rawValue))", metadata: [
                 "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
@@ -828,12 +828,12 @@ public actor Manager {
 
     public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
         try await withUser(user) {
-            guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+            guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
             if r.state == .wipePending || r.state == .wiping {
-                throw VarlinkError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
+                throw ManagerError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
             }
             if r.protection == .encrypted, r.state != .wiped {
-                throw VarlinkError.actionFailed(
+                throw ManagerError.actionFailed(
                     "\(user) has an encrypted vault whose key only lockwiped holds: unregistering would make its data unreadable for good. "
                         + "Copy the data out while it is unlocked, then wipe it (lockwipectl wipe --user \(user)) and unregister")
             }
@@ -852,7 +852,7 @@ public actor Manager {
                     throw failure(user, "unregister", error)
                 }
             }
-            try store.delete(user, event: event(user, "unregister", .admin, detail, at: clock.now().wall))
+            try store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             nextCheckIn[user] = nil
             cancelCheckIns(of: r.id)
             logger.notice("unregistered \(user)", metadata: [
@@ -866,8 +866,8 @@ public actor Manager {
 
     // MARK: Helpers
 
-    func event(_ user: String, _ kind: String, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
-        StoredEvent(time: time, user: user, kind: kind, trigger: trigger, detail: detail)
+    func event(_ user: String, _ kind: EventKind, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
+        StoredEvent(time: time, user: user, kind: kind.rawValue, trigger: trigger, detail: detail)
     }
 
     func journalFields(_ r: RegistrationRecord, action: String, trigger: Trigger, reason: String, id: MessageID) -> Logger.Metadata {
@@ -888,10 +888,10 @@ public actor Manager {
     }
 
     /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
-    func failure(_ user: String, _ action: String, _ error: any Error) -> VarlinkError {
+    func failure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
         logger.error("\(action) of \(user) failed: \(error)", metadata: [
             "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
         ])
-        return VarlinkError.actionFailed("\(action) of \(user) failed: \(error)")
+        return ManagerError.actionFailed("\(action) of \(user) failed: \(error)")
     }
 }

@@ -23,7 +23,7 @@ extension Manager {
     /// many requests are in flight); one result each.
     public func checkIn(users: [String]) async throws -> [ActionResult] {
         guard configuration.server.isConfigured else {
-            throw VarlinkError.actionFailed("no server configured: there is no policy server to check in with ([server] url)")
+            throw ManagerError.actionFailed("no server configured: there is no policy server to check in with ([server] url)")
         }
         return await withTaskGroup(of: (Int, ActionResult).self) { group in
             for (i, user) in users.enumerated() {
@@ -38,11 +38,11 @@ extension Manager {
     /// `SetCredentials`: replaces a registration's credentials, then checks in with them.
     public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> ActionResult {
         let problems = CheckInClient.credentialProblems(credentials)
-        if !problems.isEmpty { throw VarlinkError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
+        if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
         let result = try await withUser(user) { () throws -> ActionResult in
-            guard try store.registration(user) != nil else { throw VarlinkError.noSuchRegistration(user) }
+            guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
             let now = clock.now().wall
-            try store.setCredentials(user, credentials, event: event(user, "credentials", .admin,
+            try store.setCredentials(user, credentials, event: event(user, .credentials, .admin,
                                                                    "credentials replaced (now: \(credentials.kind))", at: now))
             logger.notice("credentials of \(user) replaced", metadata: [
                 "message_id": MessageID.credentialsChanged.metadata, "user": .string(user), "action": "credentials",
@@ -146,7 +146,7 @@ extension Manager {
                 return ActionResult(user: user, action: "check-in", state: done.state,
                                     detail: "the server ordered a \(action.rawValue) (\(code)): \(done.detail)", wipe: done.wipe)
             } catch {
-                let why = (error as? VarlinkError)?.message ?? "\(error)"
+                let why = (error as? ManagerError)?.message ?? "\(error)"
                 return ActionResult(user: user, action: "check-in", state: r.state,
                                     detail: "the server ordered a \(action.rawValue) (\(code)) and it failed: \(why)", failed: true)
             }
@@ -155,7 +155,7 @@ extension Manager {
             let failures = 0
             let newly = !r.blocked || r.server.blockedCode != code
             try? store.setBlocked(user, code: code, at: reading.wall, failures: failures,
-                                  event: newly ? event(user, "blocked", .server, "the policy server blocked the registration (HTTP 403 \(code)); data untouched", at: reading.wall) : nil)
+                                  event: newly ? event(user, .blocked, .server, "the policy server blocked the registration (HTTP 403 \(code)); data untouched", at: reading.wall) : nil)
             meta["result"] = .string(code)
             meta["message_id"] = MessageID.registrationBlocked.metadata
             logger.warning("\(user) is blocked by the policy server (\(code)); no data action", metadata: meta)
@@ -187,7 +187,7 @@ extension Manager {
         }
         let since = current == nil ? "was unregistered" : "was unregistered and \(user) registered again (registration \(current!))"
         let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        try? store.append(event(user, "check-in-dropped", .server, detail, at: clock.now().wall))
+        try? store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
         logger.warning("\(detail)", metadata: [
             "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
             "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
@@ -210,7 +210,7 @@ extension Manager {
             let text = rejected.map(\.description).joined(separator: "; ")
             policyError = "contact ok, but the server policy was rejected (the last valid one is kept): \(text)"
             if r.server.lastError != policyError {
-                events.append(event(user, "server-policy-rejected", .server, "rejected, last valid policy kept: \(text)", at: reading.wall))
+                events.append(event(user, .serverPolicyRejected, .server, "rejected, last valid policy kept: \(text)", at: reading.wall))
             }
             var m = meta
             m["message_id"] = MessageID.serverPolicyRejected.metadata
@@ -221,7 +221,7 @@ extension Manager {
             newPolicy = p
             if p != r.server.policy {
                 let text = describe(p)
-                events.append(event(user, "server-policy", .server, "policy from the server: \(text)", at: reading.wall))
+                events.append(event(user, .serverPolicy, .server, "policy from the server: \(text)", at: reading.wall))
                 var m = meta
                 m["message_id"] = MessageID.serverPolicyApplied.metadata
                 m["offline_days_before_lock"] = "\(p.offlineDaysBeforeLock)"
@@ -231,7 +231,7 @@ extension Manager {
             }
         }
         if r.blocked {
-            events.append(event(user, "unblocked", .server, "the policy server no longer blocks the registration", at: reading.wall))
+            events.append(event(user, .unblocked, .server, "the policy server no longer blocks the registration", at: reading.wall))
             notes.append("no longer blocked")
         }
 
@@ -246,13 +246,13 @@ extension Manager {
                     // lock is lifted, the cryptographic one stays until the user unlocks.
                     handBack = true
                     let reason = "the policy server lifted the \(r.lockTrigger!.rawValue) lock; the encrypted vault stays locked until its user unlocks it with the passcode"
-                    events.append(event(user, "lock-lifted", .server, reason, at: reading.wall))
+                    events.append(event(user, .lockLifted, .server, reason, at: reading.wall))
                     notes.append("lock lifted; unlock with the passcode")
                     throw CancellationError()
                 }
                 unlock = true
                 let reason = "unlocked by a successful contact with the policy server (lock trigger: \(r.lockTrigger!.rawValue))"
-                events.append(event(user, "unlock", .server, reason, at: reading.wall))
+                events.append(event(user, .unlock, .server, reason, at: reading.wall))
                 var m = journalFields(r, action: "unlock", trigger: .server, reason: reason, id: .unlocked)
                 m["server"] = meta["server"]
                 logger.notice("unlocked \(user): \(reason)", metadata: m)

@@ -327,7 +327,12 @@ public final class ControlServer: Sendable {
         }
         let oneway = header.oneway ?? false
         do {
-            let result = try await dispatch(header.method, data, peer: peer)
+            let result: Data
+            do {
+                result = try await dispatch(header.method, data, peer: peer)
+            } catch let error as ManagerError {
+                throw Self.wireError(error)
+            }
             return oneway ? nil : Reply(data: result)
         } catch let error as VarlinkError {
             if error.name == VarlinkError.notPermittedName {
@@ -342,6 +347,19 @@ public final class ControlServer: Sendable {
             return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.invalidParameter("parameters", reason: "the parameters do not match the method's signature")))
         } catch {
             return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.actionFailed("\(error)")))
+        }
+    }
+
+    /// The one place a domain error becomes a varlink error.
+    static func wireError(_ error: ManagerError) -> VarlinkError {
+        switch error {
+        case .notPermitted(let reason): return .notPermitted(reason)
+        case .noSuchRegistration(let user): return .noSuchRegistration(user)
+        case .registrationRefused(let reason): return .registrationRefused(reason)
+        case .invalidParameter(let parameter, let reason): return .invalidParameter(parameter, reason: reason)
+        case .actionFailed(let reason): return .actionFailed(reason)
+        case .passcodeRequired(let user, let reason): return .passcodeRequired(user: user, reason: reason)
+        case .passcodeExpired(let user, let reason): return .passcodeExpired(user: user, reason: reason)
         }
     }
 

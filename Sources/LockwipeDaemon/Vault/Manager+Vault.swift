@@ -91,7 +91,7 @@ extension Manager {
                 "user": .string(user), "action": "unlock", "failed_attempts": "\(stored.failedAttempts)",
                 "retry_at": .string(Timestamp.iso(at)), "peer_uid": "\(caller.credentials.uid)",
             ])
-            throw VarlinkError.notPermitted(
+            throw ManagerError.notPermitted(
                 "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
                     + "this attempt was not tried and does not count")
         }
@@ -107,7 +107,7 @@ extension Manager {
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
             // The back-off counts from the answer, not from the start of the scrypt run.
-            try? store.append(event(user, "unlock-failed", trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
+            try? store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
             logger.warning("wrong passcode for the vault of \(user)", metadata: [
                 "message_id": MessageID.passcodeWrong.metadata, "user": .string(user), "action": "unlock",
                 "failed_attempts": "\(count)", "retry_limit": "\(limit)", "peer_uid": "\(caller.credentials.uid)",
@@ -116,12 +116,12 @@ extension Manager {
                 let reason = "\(count) wrong passcodes in a row reached the passcode policy's retry_limit (\(limit))"
                 let result = try? await wipeLocked(user: user, trigger: .retryLimit, reason: reason)
                 let pending: String = result?.state == .wiped ? "" : " (the wipe is pending)"
-                throw VarlinkError.notPermitted("wrong passcode; \(reason): the vault of \(user) was wiped\(pending)")
+                throw ManagerError.notPermitted("wrong passcode; \(reason): the vault of \(user) was wiped\(pending)")
             }
             let left: String = limit > 0 ? "; \(limit - count) left before the vault is wiped" : ""
-            throw VarlinkError.notPermitted("wrong passcode (\(count) failed in a row\(left))")
+            throw ManagerError.notPermitted("wrong passcode (\(count) failed in a row\(left))")
         } catch let error as KeyWrapError {
-            throw VarlinkError.actionFailed("cannot open the vault key of \(user): \(error)")
+            throw ManagerError.actionFailed("cannot open the vault key of \(user): \(error)")
         }
     }
 
@@ -145,7 +145,7 @@ extension Manager {
             let now = clock.now().wall
             let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
             let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
-                                                    event: event(r.user, "key-rewrapped", trigger, detail, at: now))
+                                                    event: event(r.user, .keyRewrapped, trigger, detail, at: now))
             logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
             if let leftover { logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
         } catch {
@@ -171,7 +171,7 @@ extension Manager {
                     continue
                 }
                 let reason = "the vault key was not in the kernel at start-up (reboot): unlock with the passcode"
-                try store.commitLock(r.user, records: [], trigger: .resume, event: event(r.user, "lock", .resume, reason, at: clock.now().wall))
+                try store.commitLock(r.user, records: [], trigger: .resume, event: event(r.user, .lock, .resume, reason, at: clock.now().wall))
                 logger.notice("\(r.user) is locked: \(reason)", metadata: journalFields(r, action: "lock", trigger: .resume, reason: reason, id: .locked))
             } catch {
                 logger.error("cannot reopen the encrypted vault of \(r.user): \(error)", metadata: [
@@ -198,22 +198,22 @@ extension Manager {
 
     func unlockEncrypted(_ r: RegistrationRecord, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
         let user = r.user
-        guard r.state.isLockCommitted else { throw VarlinkError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))") }
+        guard r.state.isLockCommitted else { throw ManagerError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))") }
         if !caller.isAdmin {
             switch r.lockTrigger {
             case .user?, .logout?, .resume?:
                 break
             case .server?, .offline?:
                 let by = r.lockTrigger == .server ? "the policy server" : "the offline policy"
-                throw VarlinkError.notPermitted(configuration.server.isConfigured
+                throw ManagerError.notPermitted(configuration.server.isConfigured
                     ? "\(user) was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
                     : "\(user) was locked by \(by) and no policy server is configured: an administrator must unlock it")
             default:
-                throw VarlinkError.notPermitted("\(user) was locked by an administrator: an administrator must unlock it")
+                throw ManagerError.notPermitted("\(user) was locked by an administrator: an administrator must unlock it")
             }
         }
         guard let stored = try store.vaultKey(user) else {
-            throw VarlinkError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
+            throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
         }
         let policy = passcodePolicy(for: r).policy
         let now = clock.now().wall
@@ -223,7 +223,7 @@ extension Manager {
         switch stored.wrapped.wrapping {
         case .machine:
             if newPasscode != nil {
-                throw VarlinkError.invalidParameter("new_passcode", reason: "\(user) has no passcode yet; set one with lockwipectl passcode set")
+                throw ManagerError.invalidParameter("new_passcode", reason: "\(user) has no passcode yet; set one with lockwipectl passcode set")
             }
             do {
                 key = try unwrapWithMachineKey(stored.wrapped, of: r)
@@ -233,30 +233,30 @@ extension Manager {
             if !policy.defaultPasswordAllowed { notes.append("the passcode policy no longer allows the default passcode: set one (lockwipectl passcode set)") }
         case .passcode:
             guard let passcode else {
-                throw VarlinkError.invalidParameter(
-                    "passcode", reason: "the vault key of \(user) is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)")
+                throw ManagerError.passcodeRequired(
+                    user: user, reason: "the vault key of \(user) is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)")
             }
             if let newPasscode {
                 let violations = policy.violations(of: newPasscode)
-                if !violations.isEmpty { throw VarlinkError.actionFailed("the new passcode breaks the passcode policy: " + Self.describe(violations)) }
+                if !violations.isEmpty { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + Self.describe(violations)) }
             }
             key = try await openWithPasscode(r, stored, passcode, policy: policy, caller: caller)
             if let setAt = stored.passcodeSetAt, policy.isExpired(setAt: setAt, now: now) {
                 guard let newPasscode else {
                     key.wipe()
-                    throw VarlinkError.actionFailed(
-                        "passcode expired: change it (it was set \(Timestamp.iso(setAt)); expiration_days = \(policy.expirationDays)): "
+                    throw ManagerError.passcodeExpired(
+                        user: user, reason: "passcode expired: change it (it was set \(Timestamp.iso(setAt)); expiration_days = \(policy.expirationDays)): "
                             + "lockwipectl unlock --user \(user) --new-passcode-stdin, or on a terminal answer the prompts for a new one")
                 }
                 guard newPasscode != passcode else {
                     key.wipe()
-                    throw VarlinkError.actionFailed("the new passcode must differ from the expired one")
+                    throw ManagerError.actionFailed("the new passcode must differ from the expired one")
                 }
-                try await rewrap(r, key: key, new: newPasscode, kind: "passcode-changed", caller: caller, detail: "expired passcode replaced at unlock")
+                try await rewrap(r, key: key, new: newPasscode, kind: .passcodeChanged, caller: caller, detail: "expired passcode replaced at unlock")
                 rewrapped = true
                 notes.append("expired passcode replaced")
             } else if newPasscode != nil {
-                try await rewrap(r, key: key, new: newPasscode!, kind: "passcode-changed", caller: caller, detail: "passcode changed at unlock")
+                try await rewrap(r, key: key, new: newPasscode!, kind: .passcodeChanged, caller: caller, detail: "passcode changed at unlock")
                 rewrapped = true
                 notes.append("passcode changed")
             }
@@ -281,7 +281,7 @@ extension Manager {
         let reason = caller.isAdmin
             ? "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
             : "unlocked by the user with their passcode"
-        try store.commitUnlock(user, clock: caller.isAdmin ? .started(at: reading) : nil, event: event(user, "unlock", trigger, reason, at: reading.wall))
+        try store.commitUnlock(user, clock: caller.isAdmin ? .started(at: reading) : nil, event: event(user, .unlock, trigger, reason, at: reading.wall))
         var meta = journalFields(r, action: "unlock", trigger: trigger, reason: reason, id: .unlocked)
         meta["peer_uid"] = "\(caller.credentials.uid)"
         meta["peer_pid"] = "\(caller.credentials.pid)"
@@ -325,25 +325,25 @@ extension Manager {
     /// Works locked or unlocked: only the wrapped key changes.
     public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> ActionResult {
         try await withUser(user) {
-            guard let r = try store.registration(user) else { throw VarlinkError.noSuchRegistration(user) }
+            guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
             guard r.protection == .encrypted else {
-                throw VarlinkError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
+                throw ManagerError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
             }
-            guard !r.state.isWipeCommitted else { throw VarlinkError.actionFailed("\(user) is \(r.state.rawValue)") }
-            guard let stored = try store.vaultKey(user) else { throw VarlinkError.actionFailed("no key is stored for the vault of \(user)") }
+            guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue)") }
+            guard let stored = try store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
             let policy = passcodePolicy(for: r).policy
             let violations = policy.violations(of: new)
-            if !violations.isEmpty { throw VarlinkError.actionFailed("the new passcode breaks the passcode policy: " + Self.describe(violations)) }
+            if !violations.isEmpty { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + Self.describe(violations)) }
             var key: [UInt8]
             if let current {
                 guard stored.wrapped.wrapping == .passcode else {
-                    throw VarlinkError.actionFailed("\(user) has no passcode yet (the machine key wraps the vault key): use lockwipectl passcode set")
+                    throw ManagerError.actionFailed("\(user) has no passcode yet (the machine key wraps the vault key): use lockwipectl passcode set")
                 }
-                guard current != new else { throw VarlinkError.actionFailed("the new passcode is the same as the current one") }
+                guard current != new else { throw ManagerError.actionFailed("the new passcode is the same as the current one") }
                 key = try await openWithPasscode(r, stored, current, policy: policy, caller: caller)
             } else {
                 guard stored.wrapped.wrapping == .machine else {
-                    throw VarlinkError.actionFailed(
+                    throw ManagerError.actionFailed(
                         "\(user) already has a passcode: change it with lockwipectl passcode change (needs the current one); a forgotten passcode can only be reset by wiping the vault")
                 }
                 do {
@@ -353,32 +353,32 @@ extension Manager {
                 }
             }
             defer { key.wipe() }
-            let kind = current == nil ? "passcode-set" : "passcode-changed"
+            let kind: EventKind = current == nil ? .passcodeSet : .passcodeChanged
             try await rewrap(r, key: key, new: new, kind: kind, caller: caller, detail: current == nil ? "passcode set (was the default passcode)" : "passcode changed")
             var detail = current == nil ? "passcode set; the vault key is now wrapped by it" : "passcode changed"
             if policy.expirationDays > 0 { detail += "; expires in \(policy.expirationDays)d" }
-            return ActionResult(user: user, action: kind, state: r.state, detail: detail)
+            return ActionResult(user: user, action: kind.rawValue, state: r.state, detail: detail)
         }
     }
 
     /// Wraps `key` under `new` and replaces the stored copy (the old key file is
     /// overwritten in place and unlinked once the new one is committed).
-    private func rewrap(_ r: RegistrationRecord, key: [UInt8], new: String, kind: String, caller: Caller, detail: String) async throws {
+    private func rewrap(_ r: RegistrationRecord, key: [UInt8], new: String, kind: EventKind, caller: Caller, detail: String) async throws {
         let wrapped: WrappedKey
         do {
             let binding = keyBinding(r)
             wrapped = try await runBlocking { try KeyWrap.wrap(key, passcode: new, registration: binding) }
         } catch {
-            throw failure(r.user, kind, error)
+            throw failure(r.user, kind.rawValue, error)
         }
         let now = clock.now().wall
         let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: now,
                                                 event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
         if let leftover {
-            logger.error("\(kind) for \(r.user): \(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata])
+            logger.error("\(kind.rawValue) for \(r.user): \(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata])
         }
         logger.notice("\(detail) for \(r.user)", metadata: [
-            "message_id": MessageID.passcodeChanged.metadata, "user": .string(r.user), "action": .string(kind),
+            "message_id": MessageID.passcodeChanged.metadata, "user": .string(r.user), "action": .string(kind.rawValue),
             "peer_uid": "\(caller.credentials.uid)",
         ])
     }
@@ -401,7 +401,7 @@ extension Manager {
         let now = clock.now().wall
         do {
             let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
-            if try store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, "key-destroyed", trigger, detail, at: now)) {
+            if try store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, .keyDestroyed, trigger, detail, at: now)) {
                 var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
                 meta["key_destroyed_seconds"] = .string(String(format: "%.3f", seconds))
                 meta["key_in_kernel"] = kernelGone ? "absent" : "still in use"

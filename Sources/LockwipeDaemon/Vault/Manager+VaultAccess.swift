@@ -23,7 +23,7 @@ extension Manager {
                     continue
                 }
                 let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
-                try? store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, "vault-identity", .resume, detail, at: clock.now().wall))
+                try? store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, .vaultIdentity, .resume, detail, at: clock.now().wall))
                 logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
             }
         }
@@ -56,7 +56,7 @@ extension Manager {
     /// verifies. Returns nil when the lock holds (the registration is `locked`), else the
     /// failure (it is `lock-failed`, said in the journal and in `status`).
     @discardableResult
-    func retryLock(_ r: RegistrationRecord) async -> VarlinkError? {
+    func retryLock(_ r: RegistrationRecord) async -> ManagerError? {
         if r.protection == .permissions {
             let known = Set(((try? store.lockRecords(r.user)) ?? []).map(\.path))
             let missing = r.vaults.filter { !known.contains($0.path) }
@@ -65,7 +65,7 @@ extension Manager {
                     .filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
                     try? store.commitLock(r.user, records: records, trigger: trigger,
-                                          event: event(r.user, "lock-recorded", trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried", at: clock.now().wall))
+                                          event: event(r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried", at: clock.now().wall))
                     if r.state == .lockFailed { try? store.setVaultError(r.user, r.vaultError, lockFailed: true) }
                 }
             }
@@ -78,7 +78,7 @@ extension Manager {
         if r.state == .lockFailed || r.vaultError != nil {
             let now = clock.now().wall
             try? store.setVaultError(r.user, nil, lockHolds: true,
-                                     event: r.state == .lockFailed ? event(r.user, "lock", r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
+                                     event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
             if r.state == .lockFailed {
                 logger.notice("locked \(r.user): the lock that had failed now holds", metadata:
                     journalFields(r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: "retry of a failed lock", id: .locked))
@@ -90,27 +90,27 @@ extension Manager {
     /// A lock that could not be applied or verified: the registration becomes
     /// `lock-failed` (never reported locked), the reason is kept for `status`, the journal
     /// gets a warning; the lock is retried.
-    func lockFailed(_ r: RegistrationRecord, _ error: any Error) -> VarlinkError {
+    func lockFailed(_ r: RegistrationRecord, _ error: any Error) -> ManagerError {
         let text = "\(error)"
         let now = clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
         try? store.setVaultError(r.user, text, lockFailed: true,
-                                 event: changed ? event(r.user, "lock-failed", r.lockTrigger, text, at: now) : nil)
+                                 event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
         if changed {
             var meta = journalFields(r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: text,
                                      id: error is VaultOpenError ? .vaultUnreachable : .lockFailed)
             meta["error"] = .string(text)
             logger.warning("the lock of \(r.user) FAILED and is not in force (it is retried): \(text)", metadata: meta)
         }
-        return VarlinkError.actionFailed("lock of \(r.user) FAILED, the vault is not locked (the lock is retried): \(text)")
+        return ManagerError.actionFailed("lock of \(r.user) FAILED, the vault is not locked (the lock is retried): \(text)")
     }
 
     /// An unlock (or other action) that could not reach the vault: the warning, the reason
     /// in `status`, and the caller's `ActionFailed`. Other errors are plain failures.
-    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) -> VarlinkError {
+    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) -> ManagerError {
         guard let vaultError = error as? VaultOpenError else { return failure(r.user, action, error) }
         vaultWarning(r, action, vaultError)
-        return VarlinkError.actionFailed("\(action) of \(r.user) failed, nothing was touched: \(vaultError)")
+        return ManagerError.actionFailed("\(action) of \(r.user) failed, nothing was touched: \(vaultError)")
     }
 
     /// The journal warning (MESSAGE_ID `vaultUnreachable`) and the `vault_error` of `r`.

@@ -1,0 +1,29 @@
+/// The kinds of audit event a registration's history records (`lockwipectl history`,
+/// `GetHistory`). The raw values are what the state database stores and what `history`
+/// prints: they are part of the product's contract and never change.
+public enum EventKind: String, Sendable, CaseIterable {
+    case blocked
+    case checkInDropped = "check-in-dropped"
+    case clockRollback = "clock-rollback"
+    case credentials
+    case keyDestroyed = "key-destroyed"
+    case keyRewrapped = "key-rewrapped"
+    case lock
+    case lockFailed = "lock-failed"
+    case lockLifted = "lock-lifted"
+    case lockRecorded = "lock-recorded"
+    case passcodeChanged = "passcode-changed"
+    case passcodeSet = "passcode-set"
+    case register
+    case serverPolicy = "server-policy"
+    case serverPolicyRejected = "server-policy-rejected"
+    case unblocked
+    case unlock
+    case unlockFailed = "unlock-failed"
+    case unregister
+    case vaultIdentity = "vault-identity"
+    case wipe
+    case wipeIncomplete = "wipe-incomplete"
+    case wipeResumed = "wipe-resumed"
+    case wipeStarted = "wipe-started"
+}

@@ -1,0 +1,32 @@
+/// Why a request to the Manager failed, in the domain's words. The domain never speaks
+/// the wire: the control layer maps each case to one varlink error
+/// (`ControlServer.wireError(_:)`), and the CLI switches on those errors' names.
+public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The caller may not do this; the reason says why.
+    case notPermitted(String)
+    /// No registration for this user name.
+    case noSuchRegistration(String)
+    /// Registration was refused; the reason names every problem.
+    case registrationRefused(String)
+    /// A request parameter cannot be used as given.
+    case invalidParameter(String, reason: String)
+    /// The action was tried and failed, or cannot be done in the registration's state.
+    case actionFailed(String)
+    /// The vault key is wrapped by the user's passcode and the request gave none.
+    case passcodeRequired(user: String, reason: String)
+    /// The passcode was right but has expired: the request must bring a new one.
+    case passcodeExpired(user: String, reason: String)
+
+    /// The one sentence an operator reads.
+    public var message: String {
+        switch self {
+        case .notPermitted(let reason), .registrationRefused(let reason), .actionFailed(let reason),
+             .invalidParameter(_, let reason), .passcodeRequired(_, let reason), .passcodeExpired(_, let reason):
+            return reason
+        case .noSuchRegistration(let user):
+            return "no registration for user \(user)"
+        }
+    }
+
+    public var description: String { message }
+}
