@@ -33,7 +33,7 @@ public actor Manager {
     let encryption: any VaultProtecting
     /// The machine key (the default passcode), read or created on first use.
     var machineKeyCache: SymmetricKey?
-    private let eraser: any VaultErasing
+    let eraser: any VaultErasing
     let observers: ObserverHub
     let logger: Logger
     let notifier: SystemdNotifier
@@ -57,7 +57,7 @@ public actor Manager {
     var checkInScheduling = false
 
     /// Wipes running now, for `status` (the wipe runs on its own thread; the actor is free).
-    private var runningWipes: [String: WipeProgress] = [:]
+    var runningWipes: [String: WipeProgress] = [:]
     private var busyUsers: Set<String> = []
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
@@ -312,27 +312,6 @@ public actor Manager {
 
     deinit { wakeTimer?.stop() }
 
-    private func summaryEntries() -> [StatusSummary.Entry] {
-        let reading = clock.now()
-        return ((try? store.registrations()) ?? []).map { r in
-            StatusSummary.Entry(
-                user: r.user, state: r.state,
-                next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
-        }
-    }
-
-    /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
-    /// never write). Every schedule and report is computed from this, never from the stored
-    /// checkpoint alone, which is as old as the last evaluation.
-    func offlineNow(_ r: RegistrationRecord, _ reading: ClockReading) -> Int64 {
-        r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
-    }
-
-    public var statusLine: String {
-        if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
-        return StatusSummary.line(summaryEntries())
-    }
-
     // MARK: Per-user serialization
 
     func withUser<T: Sendable>(_ user: String, _ body: () async throws -> T) async rethrows -> T {
@@ -354,109 +333,6 @@ public actor Manager {
 
     public func caller(_ credentials: PeerCredentials) -> Caller { authorizer.caller(credentials) }
 
-    public func status(for caller: Caller, user: String?) throws -> StatusReport {
-        let reading = clock.now()
-        var list = try store.registrations().filter { caller.isAdmin || $0.uid == caller.credentials.uid }
-        if let user {
-            list = list.filter { $0.user == user }
-            if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
-        }
-        let server = configuration.server
-        let infos = list.map { r -> RegistrationInfo in
-            let offline = offlineNow(r, reading)
-            let (p, source) = policy(for: r)
-            let next = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).next
-            var info = RegistrationInfo(
-                user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
-                blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
-                nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
-                lockTrigger: r.state.isLockCommitted ? r.lockTrigger : nil, wipe: r.lastWipe,
-                wipeProgress: runningWipes[r.user]?.info())
-            info.policy = PolicyInfo(policy: p, source: source)
-            info.policySource = source
-            info.blockedCode = r.blocked ? r.server.blockedCode : nil
-            info.lastAttempt = r.server.lastAttempt.map(Timestamp.iso)
-            info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
-            info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
-            info.credentials = r.server.credentials
-            info.passcodePolicy = r.server.settings?.passcode
-            info.sharedDevice = r.server.settings?.sharedDevice
-            info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
-            info.vaultError = r.vaultError
-            vaultStatus(r, into: &info)
-            return info
-        }
-        var warnings: [String] = []
-        if !server.isConfigured {
-            warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
-        }
-        if server.usesInsecureHTTP {
-            warnings.append("the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://")
-        }
-        if !caller.adminGroupExists {
-            warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
-        }
-        warnings += logoutLockWarnings(list)
-        for r in list where r.state == .lockFailed {
-            warnings.append("the lock of \(r.user) FAILED and is not in force; it is retried: \(r.vaultError ?? "see the journal")")
-        }
-        for r in list where r.state != .lockFailed && r.vaultError != nil {
-            warnings.append("the vault of \(r.user) cannot be reached: \(r.vaultError!)")
-        }
-        for r in list where r.state == .wipePending {
-            warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
-        }
-        for r in list where r.blocked {
-            warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
-        }
-        if server.isConfigured {
-            for r in list where r.server.failures > 0 && !r.state.isWipeCommitted {
-                warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
-            }
-        }
-        return StatusReport(
-            version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
-            policy: policyInfo(list), registrations: infos, warnings: warnings)
-    }
-
-    public func history(for caller: Caller, user: String?, limit: Int) throws -> HistoryReply {
-        var filter = user
-        if !caller.isAdmin {
-            guard let own = caller.userName else { return HistoryReply(events: []) }
-            if let user, user != own { throw ManagerError.notPermitted("only administrators may read the history of other users") }
-            filter = own
-        }
-        let events = try store.events(user: filter, limit: max(1, min(limit, 10_000)))
-        return HistoryReply(events: events.map {
-            HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
-        })
-    }
-
-    /// The machine's policy: the newest valid policy the server sent (normally the same for
-    /// every registration), else the local one. Each registration shows its own too.
-    public func policyInfo() -> PolicyInfo { policyInfo((try? store.registrations()) ?? []) }
-
-    private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
-        if configuration.server.isConfigured,
-           let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
-           let p = newest.server.policy {
-            return PolicyInfo(policy: p, source: "server")
-        }
-        return PolicyInfo(policy: configuration.policy, source: "local")
-    }
-
-    /// The users an action targets: one by name, or every registration.
-    public func targets(user: String?, all: Bool) throws -> [String] {
-        if all { return try store.registrations().map(\.user) }
-        guard let user else { throw ManagerError.invalidParameter("user", reason: "give a user or all") }
-        guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
-        return [user]
-    }
-
-    public func registrationUID(_ user: String) throws -> UInt32? { try store.registration(user)?.uid }
-
-    public func registration(_ user: String) throws -> RegistrationRecord? { try store.registration(user) }
-
     public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
         reschedule()
@@ -471,13 +347,6 @@ public actor Manager {
         let result = try await withUser(user) {
             try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
-        reschedule()
-        return result
-    }
-
-    public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        let requested = ContinuousClock.now
-        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason, requested: requested) }
         reschedule()
         return result
     }
@@ -564,126 +433,6 @@ public actor Manager {
         meta["peer_pid"] = "\(caller.credentials.pid)"
         logger.notice("unlocked \(user)", metadata: meta)
         return ActionResult(user: user, action: "unlock", state: .active, detail: "unlocked; offline clock restarted")
-    }
-
-    // MARK: Wipe
-
-    func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        if r.state == .wiped {
-            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
-        }
-        let now = clock.now().wall
-        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
-        logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
-        guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
-        let state: RegistrationState = summary.complete ? .wiped : .wipePending
-        let wipedText: String = summary.cryptoErased ? "wiped: " + Self.cryptoEraseText(summary) : "wiped: \(summary.entriesRemoved) entries removed"
-        let detail = summary.complete
-            ? wipedText
-            : "INCOMPLETE: \(summary.entriesRemoved) entries removed, \(summary.skipped.count) could not be removed; the wipe stays pending"
-        return ActionResult(user: user, action: "wipe", state: state, detail: detail, wipe: summary)
-    }
-
-    /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
-    /// record the honest report. Returns nil when it could not even start.
-    @discardableResult
-    private func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
-        guard let r = try? store.registration(user) else { return nil }
-        let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
-        if resumed {
-            logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
-        }
-        await observers.notify(.willWipe, event)
-        do {
-            _ = try await applyLock(r)
-        } catch let error as VaultOpenError {
-            // The erase below cannot open it either: nothing is touched, the wipe stays pending.
-            vaultWarning(r, "wipe", error)
-        } catch {
-            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
-        }
-        let now = clock.now().wall
-        do {
-            try store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
-        } catch {
-            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
-            return nil
-        }
-        var options = configuration.wipe
-        var destroyed: (at: Int64, seconds: Double?)?
-        if r.protection == .encrypted {
-            // Crypto-erase: once the key is gone from the kernel and from the store, what is
-            // left is ciphertext; the files are then only unlinked.
-            destroyed = destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
-            if destroyed != nil { options.passes = 0 }
-        }
-        let progress = WipeProgress()
-        runningWipes[user] = progress
-        // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
-        // long one half-way (it would only resume again), and say how far it is.
-        let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
-        // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
-        // and stays pending, instead of holding the stop until it is done.
-        var summary = await withTaskCancellationHandler {
-            await eraser.erase(directories: r.vaults, options: options, progress: progress)
-        } onCancel: {
-            progress.cancel()
-        }
-        if let destroyed {
-            summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
-            summary.keyDestroyedSeconds = destroyed.seconds
-        }
-        ticker?.cancel()
-        runningWipes[user] = nil
-        var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
-        meta["files"] = "\(summary.filesOverwritten)"
-        meta["bytes"] = "\(summary.bytesOverwritten)"
-        meta["entries"] = "\(summary.entriesRemoved)"
-        meta["skipped"] = "\(summary.skipped.count)"
-        meta["passes"] = "\(summary.passes)"
-        meta["attributes_cleared"] = "\(summary.attributesCleared)"
-        meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
-        if summary.cryptoErased {
-            meta["crypto_erased"] = "true"
-            meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
-            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
-        }
-        let overwritten = summary.passes == 0
-            ? "unlink only (passes = 0)"
-            : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
-        let detail: String
-        if summary.complete && summary.cryptoErased {
-            detail = Self.cryptoEraseText(summary) + (resumed ? " (resumed)" : "")
-        } else if summary.complete {
-            detail = "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
-        } else {
-            detail = "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
-        }
-        do {
-            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
-        } catch {
-            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
-        }
-        if summary.complete {
-            logger.notice("wiped \(user): \(detail)", metadata: meta)
-        } else {
-            logger.error("wipe of \(user) is INCOMPLETE: \(detail)", metadata: meta)
-        }
-        await observers.notify(.didWipe, event)
-        return summary
-    }
-
-    /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
-    /// timeout and put the progress in STATUS=. An event-loop timer.
-    private func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
-        let notifier = self.notifier
-        return timerLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { _ in
-            let p = progress.info()
-            notifier.extendTimeout(by: .seconds(30))
-            notifier.status("resuming the wipe of \(user): \(p.entriesRemoved) entries removed, \(p.bytesOverwritten) bytes overwritten")
-        }
     }
 
     // MARK: Registration

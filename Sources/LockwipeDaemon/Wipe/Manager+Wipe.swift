@@ -1,0 +1,136 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+import NIOCore
+
+/// Wipes: the request, the committed intent, the erase on its own thread, the honest
+/// report, and the resumption of an interrupted wipe at start-up.
+extension Manager {
+    public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let requested = ContinuousClock.now
+        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason, requested: requested) }
+        reschedule()
+        return result
+    }
+
+    // MARK: Wipe
+
+    func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
+        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        if r.state == .wiped {
+            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
+        }
+        let now = clock.now().wall
+        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
+        logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
+        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
+        guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
+        let state: RegistrationState = summary.complete ? .wiped : .wipePending
+        let wipedText: String = summary.cryptoErased ? "wiped: " + Self.cryptoEraseText(summary) : "wiped: \(summary.entriesRemoved) entries removed"
+        let detail = summary.complete
+            ? wipedText
+            : "INCOMPLETE: \(summary.entriesRemoved) entries removed, \(summary.skipped.count) could not be removed; the wipe stays pending"
+        return ActionResult(user: user, action: "wipe", state: state, detail: detail, wipe: summary)
+    }
+
+    /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
+    /// record the honest report. Returns nil when it could not even start.
+    @discardableResult
+    func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
+        guard let r = try? store.registration(user) else { return nil }
+        let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
+        if resumed {
+            logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
+        }
+        await observers.notify(.willWipe, event)
+        do {
+            _ = try await applyLock(r)
+        } catch let error as VaultOpenError {
+            // The erase below cannot open it either: nothing is touched, the wipe stays pending.
+            vaultWarning(r, "wipe", error)
+        } catch {
+            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
+        }
+        let now = clock.now().wall
+        do {
+            try store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
+        } catch {
+            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
+            return nil
+        }
+        var options = configuration.wipe
+        var destroyed: (at: Int64, seconds: Double?)?
+        if r.protection == .encrypted {
+            // Crypto-erase: once the key is gone from the kernel and from the store, what is
+            // left is ciphertext; the files are then only unlinked.
+            destroyed = destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
+            if destroyed != nil { options.passes = 0 }
+        }
+        let progress = WipeProgress()
+        runningWipes[user] = progress
+        // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
+        // long one half-way (it would only resume again), and say how far it is.
+        let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
+        // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
+        // and stays pending, instead of holding the stop until it is done.
+        var summary = await withTaskCancellationHandler {
+            await eraser.erase(directories: r.vaults, options: options, progress: progress)
+        } onCancel: {
+            progress.cancel()
+        }
+        if let destroyed {
+            summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
+            summary.keyDestroyedSeconds = destroyed.seconds
+        }
+        ticker?.cancel()
+        runningWipes[user] = nil
+        var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
+        meta["files"] = "\(summary.filesOverwritten)"
+        meta["bytes"] = "\(summary.bytesOverwritten)"
+        meta["entries"] = "\(summary.entriesRemoved)"
+        meta["skipped"] = "\(summary.skipped.count)"
+        meta["passes"] = "\(summary.passes)"
+        meta["attributes_cleared"] = "\(summary.attributesCleared)"
+        meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
+        if summary.cryptoErased {
+            meta["crypto_erased"] = "true"
+            meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
+            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
+        }
+        let overwritten = summary.passes == 0
+            ? "unlink only (passes = 0)"
+            : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
+        let detail: String
+        if summary.complete && summary.cryptoErased {
+            detail = Self.cryptoEraseText(summary) + (resumed ? " (resumed)" : "")
+        } else if summary.complete {
+            detail = "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
+        } else {
+            detail = "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+        }
+        do {
+            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
+        } catch {
+            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
+        }
+        if summary.complete {
+            logger.notice("wiped \(user): \(detail)", metadata: meta)
+        } else {
+            logger.error("wipe of \(user) is INCOMPLETE: \(detail)", metadata: meta)
+        }
+        await observers.notify(.didWipe, event)
+        return summary
+    }
+
+    /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
+    /// timeout and put the progress in STATUS=. An event-loop timer.
+    private func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
+        let notifier = self.notifier
+        return timerLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { _ in
+            let p = progress.info()
+            notifier.extendTimeout(by: .seconds(30))
+            notifier.status("resuming the wipe of \(user): \(p.entriesRemoved) entries removed, \(p.bytesOverwritten) bytes overwritten")
+        }
+    }
+}
