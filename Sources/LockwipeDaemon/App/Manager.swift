@@ -37,6 +37,8 @@ public actor Manager {
     let observers: ObserverHub
     let logger: Logger
     let notifier: SystemdNotifier
+    /// Where registration looks users up (NSS; a table in unit tests).
+    let accounts: any AccountLookup
     let paths: Paths
     private var authorizer: Authorizer
     /// The policy server client; nil in tests that need none.
@@ -73,8 +75,9 @@ public actor Manager {
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
         eraser: any VaultErasing, observers: ObserverHub, logger: Logger, notifier: SystemdNotifier, paths: Paths,
         fetcher: (any SettingsFetching)? = nil, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        encryption: any VaultProtecting = FscryptLock()
+        encryption: any VaultProtecting = FscryptLock(), accounts: any AccountLookup = SystemAccounts()
     ) {
+        self.accounts = accounts
         self.encryption = encryption
         self.fetcher = fetcher
         self.random = random
@@ -460,7 +463,7 @@ public actor Manager {
             var account: Account?
             var normalized: [String] = []
             flow.add("validate user") {
-                guard let a = Account.lookup(user) else { throw RegistrationRefusal("no Unix user named '\(user)'") }
+                guard let a = self.accounts.account(named: user) else { throw RegistrationRefusal("no Unix user named '\(user)'") }
                 account = a
             }
             flow.add("validate directories") {

@@ -67,18 +67,3 @@ public struct Authorizer: Sendable {
         return []
     }
 }
-
-/// A user's account as registration needs it.
-public struct Account: Sendable, Equatable {
-    public var name: String
-    public var uid: UInt32
-    public var gid: UInt32
-
-    public static func lookup(_ name: String) -> Account? {
-        var pwd = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwnam_r(name, &pwd, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
-        return Account(name: String(cString: pwd.pw_name), uid: pwd.pw_uid, gid: pwd.pw_gid)
-    }
-}
