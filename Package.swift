@@ -70,7 +70,7 @@ let package = Package(
         .executableTarget(
             name: "lockwiped",
             dependencies: [
-                "LockwipeDaemon", "LockwipeProtocol", "LockwipeSystemd",
+                "LockwipeCore", "LockwipeDaemon", "LockwipeProtocol", "LockwipeSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

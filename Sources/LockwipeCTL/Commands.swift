@@ -22,8 +22,8 @@ struct Status: ParsableCommand {
         let report = try global.call(.getStatus, UserFilter(user: user), StatusReport.self)
         if json { return try printJSON(report) }
         let p = report.policy
-        let lock = p.offlineDaysBeforeLock > 0 ? "lock after \(p.offlineDaysBeforeLock)d offline" : "never lock"
-        let wipe = p.offlineDaysBeforeWipe > 0 ? "wipe after \(p.offlineDaysBeforeWipe)d offline" : "never wipe"
+        let lock = Policy.threshold(.lock, days: p.offlineDaysBeforeLock) + (p.offlineDaysBeforeLock > 0 ? " offline" : "")
+        let wipe = Policy.threshold(.wipe, days: p.offlineDaysBeforeWipe) + (p.offlineDaysBeforeWipe > 0 ? " offline" : "")
         print("Policy:  \(lock), \(wipe) (source: \(p.source))")
         print("Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
               + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))

@@ -1,6 +1,7 @@
 import ArgumentParser
-import LockwipeDaemon
 import Foundation
+import LockwipeCore
+import LockwipeDaemon
 import LockwipeProtocol
 import LockwipeSystemd
 import Logging
@@ -40,9 +41,7 @@ struct LockwipedCommand: AsyncParsableCommand {
                 let loaded = try ConfigurationLoader.load(path: config)
                 for notice in loaded.notices { print("note: \(notice)") }
                 let p = loaded.configuration.policy
-                print("configuration valid (\(loaded.files.isEmpty ? "defaults" : loaded.files.joined(separator: ", "))): "
-                      + "lock after \(p.offlineDaysBeforeLock == 0 ? "never" : "\(p.offlineDaysBeforeLock)d"), "
-                      + "wipe after \(p.offlineDaysBeforeWipe == 0 ? "never" : "\(p.offlineDaysBeforeWipe)d")")
+                print("configuration valid (\(loaded.files.isEmpty ? "defaults" : loaded.files.joined(separator: ", "))): \(p.text)")
                 let s = loaded.configuration.server
                 if let url = s.url {
                     print("policy server: \(url) (check-in every \(s.intervalSeconds) s, timeout \(s.timeoutSeconds) s\(s.caFile.map { ", extra CA file \($0)" } ?? ""))")

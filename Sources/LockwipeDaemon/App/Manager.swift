@@ -233,7 +233,7 @@ public actor Manager {
 
     func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
         let days = action == .lock ? p.offlineDaysBeforeLock : p.offlineDaysBeforeWipe
-        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(action.rawValue) after \(days)d)"
+        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(Policy.threshold(action, days: days)))"
     }
 
     /// Checkpoints clocks (persisted) and returns the actions now due.
