@@ -334,7 +334,17 @@ public actor Manager {
 
     // MARK: Requests
 
-    public func caller(_ credentials: PeerCredentials) -> Caller { authorizer.caller(credentials) }
+    /// Who is calling: user name and group membership are NSS lookups (files, userdb,
+    /// maybe the network), so they run on the thread pool, never on the actor. Should
+    /// the pool be gone (shutdown), the caller is no administrator (fail closed).
+    public nonisolated func caller(_ credentials: PeerCredentials) async -> Caller {
+        let authorizer = await self.authorizer
+        do {
+            return try await NIOThreadPool.singleton.runIfActive { authorizer.caller(credentials) }
+        } catch {
+            return Caller(credentials: credentials, userName: nil, isAdmin: false)
+        }
+    }
 
     public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
