@@ -144,6 +144,7 @@ struct DaemonService: Service {
                     }
                 }
                 group.addTask { await reloadOnHangup() }
+                group.addTask { await manager.timerEvents.run() }
                 if let interval = SystemdNotifier.watchdogInterval() {
                     group.addTask {
                         while !Task.isCancelled {

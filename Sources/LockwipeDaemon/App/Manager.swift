@@ -67,6 +67,8 @@ public actor Manager {
     /// Created at the first schedule.
     var wakeTimer: WakeTimer?
     let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    /// What timers and watchers ask for, run as structured tasks by the daemon's service.
+    public let timerEvents = TimerEvents()
     var stopped = false
     /// Lock on logout (ManagerSessions.swift).
     var logout = LogoutLocks()
@@ -164,6 +166,7 @@ public actor Manager {
         checkInTimer = nil
         nextCheckIn = [:]
         stopLockOnLogout()
+        timerEvents.finish()
     }
 
     // MARK: Policy evaluation and scheduling
@@ -284,9 +287,9 @@ public actor Manager {
         guard !stopped else { return }
         if wakeTimer == nil {
             do {
-                wakeTimer = try WakeTimer { [weak self] reason in
+                wakeTimer = try WakeTimer { [weak self, timerEvents] reason in
                     guard let self else { return }
-                    Task { await self.woke(reason) }
+                    timerEvents.post { await self.woke(reason) }
                 }
             } catch {
                 logger.critical("cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

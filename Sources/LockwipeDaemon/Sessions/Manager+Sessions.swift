@@ -16,11 +16,14 @@ public protocol ScheduledDeadline: Sendable {
     func cancel()
 }
 
-/// Event-loop timers (epoll on CLOCK_MONOTONIC), like the daemon's other wake-ups.
+/// Event-loop timers (epoll on CLOCK_MONOTONIC), like the daemon's other wake-ups; what a
+/// timer does runs through `TimerEvents` (a structured task), not a task of its own.
 public struct EventLoopDeadlines: DeadlineScheduling {
     let loop: any EventLoop
+    let events: TimerEvents
 
-    public init(loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+    public init(events: TimerEvents, loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.events = events
         self.loop = loop
     }
 
@@ -29,7 +32,7 @@ public struct EventLoopDeadlines: DeadlineScheduling {
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> any ScheduledDeadline {
         let (seconds, attoseconds) = delay.components
         let nanos = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
-        let task = loop.scheduleTask(in: .nanoseconds(nanos)) { _ = Task { await action() } }
+        let task = loop.scheduleTask(in: .nanoseconds(nanos)) { [events] in events.post(action) }
         return Handle(task: task)
     }
 
@@ -64,7 +67,8 @@ struct LogoutLocks {
 
     /// nil: lock on logout is off (logind unavailable, or not started: tests, start-up pass).
     var watcher: (any SessionWatching)?
-    var timers: any DeadlineScheduling = EventLoopDeadlines()
+    /// Set by `startLockOnLogout`.
+    var timers: (any DeadlineScheduling)?
     var users: [String: Tracked] = [:]
     /// Why logind cannot be watched, for `status` (nil when watching or not tried).
     var unavailable: String?
@@ -74,8 +78,8 @@ extension Manager {
     /// Starts lock on logout with `watcher` (nil: logind is unavailable, `reason` says why;
     /// logged once, and `status` warns while a registration has `lock_timeout > 0`).
     public func startLockOnLogout(watcher: (any SessionWatching)?, unavailableReason: String? = nil,
-                                  timers: any DeadlineScheduling = EventLoopDeadlines()) {
-        logout.timers = timers
+                                  timers: (any DeadlineScheduling)? = nil) {
+        logout.timers = timers ?? EventLoopDeadlines(events: timerEvents)
         guard let watcher else {
             logout.unavailable = unavailableReason ?? "no session watcher"
             logger.notice("lock on logout is disabled: \(logout.unavailable!)", metadata: [
@@ -83,9 +87,9 @@ extension Manager {
             return
         }
         do {
-            try watcher.start { [weak self] in
+            try watcher.start { [weak self, timerEvents] in
                 guard let self else { return }
-                Task { await self.sessionsChanged() }
+                timerEvents.post { await self.sessionsChanged() }
             }
         } catch {
             logout.unavailable = "\(error)"
@@ -113,9 +117,9 @@ extension Manager {
     /// `lock_timeout` and its user's sessions. Called on every session change and from
     /// ``reschedule()``, i.e. after every change of registrations, policy or configuration.
     func refreshLogoutLocks() {
-        guard let watcher = logout.watcher, !stopped else { return }
+        guard let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
         let registrations = (try? store.registrations()) ?? []
-        let now = logout.timers.now()
+        let now = timers.now()
         var watched = Set<String>()
         for r in registrations where r.state == .active {
             let (passcode, source) = passcodePolicy(for: r)
@@ -145,7 +149,7 @@ extension Manager {
                     let due = t.noSessionSince! + .seconds(passcode.lockTimeout)
                     let generation = t.generation
                     let user = r.user
-                    t.timer = logout.timers.schedule(after: max(.zero, due - now)) { [weak self] in
+                    t.timer = timers.schedule(after: max(.zero, due - now)) { [weak self] in
                         await self?.logoutTimeoutReached(user: user, generation: generation)
                     }
                 }
@@ -162,14 +166,14 @@ extension Manager {
 
     /// A pending logout lock is due: lock, unless the user is back or the timer is stale.
     func logoutTimeoutReached(user: String, generation: Int) async {
-        guard let watcher = logout.watcher, var t = logout.users[user], t.generation == generation,
+        guard let watcher = logout.watcher, let timers = logout.timers, var t = logout.users[user], t.generation == generation,
               let since = t.noSessionSince else { return }
         // A session change may be on its way: ask logind itself, not the last notification.
         if watcher.loginSessions(uid: t.uid) > 0 {
             refreshLogoutLocks()
             return
         }
-        let elapsed = logout.timers.now() - since
+        let elapsed = timers.now() - since
         guard elapsed >= .seconds(t.timeout) else { return }
         t.timer = nil
         logout.users[user] = t
@@ -194,8 +198,8 @@ extension Manager {
 
     /// When the pending logout lock of `user` is due, as ISO 8601 for `status` (`wall`: now).
     func logoutLockTime(_ user: String, wall: Int64) -> String? {
-        guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince else { return nil }
-        let remaining = since + .seconds(t.timeout) - logout.timers.now()
+        guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince, let timers = logout.timers else { return nil }
+        let remaining = since + .seconds(t.timeout) - timers.now()
         return Timestamp.iso(wall + max(0, remaining.components.seconds))
     }
 }
