@@ -29,9 +29,11 @@ enum PasscodeInput {
         var quiet = saved
         quiet.c_lflag &= ~tcflag_t(ECHO)
         quiet.c_lflag |= tcflag_t(ECHONL)
-        _ = text.withCString { write(fd, $0, strlen($0)) }
+        // Echo off first, then the prompt: whatever is typed once the prompt shows is
+        // neither echoed nor flushed away by TCSAFLUSH.
         tcsetattr(fd, TCSAFLUSH, &quiet)
         defer { tcsetattr(fd, TCSAFLUSH, &saved) }
+        _ = text.withCString { write(fd, $0, strlen($0)) }
         var bytes: [UInt8] = []
         var c: UInt8 = 0
         while read(fd, &c, 1) == 1, c != UInt8(ascii: "\n") { bytes.append(c) }
