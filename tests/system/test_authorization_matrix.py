@@ -14,7 +14,8 @@ import textwrap
 
 import pytest
 
-from conftest import config_text, run_as
+from daemon_harness import config_text
+from host_helpers import run_as
 
 OK, DENIED, HIDDEN = "ok", "denied", "hidden"
 CALLERS = ("root", "admin", "self", "other", "ghost")

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from conftest import config_text, server_config, wait_until
+from daemon_harness import config_text, server_config
+from host_helpers import wait_until
 
 ID_LOGOUT_LOCK_UNAVAILABLE = "099c44df8d5c475ab516ef3467a47c3b"
 

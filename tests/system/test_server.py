@@ -2,8 +2,9 @@
 the settings document and its policy, server-initiated lock, wipe and block, every kind of
 bad answer, check-in before an offline action, credentials, TLS, and many registrations.
 
-Daemon runs that travel in time are under libfaketime (wall clock only, see conftest.py);
-the demo server runs in real time, which the protocol does not care about.
+Daemon runs that travel in time are under libfaketime (wall clock only, see
+daemon_harness.py); the demo server runs in real time, which the protocol does not care
+about.
 """
 
 import json
@@ -15,16 +16,15 @@ import time
 
 import pytest
 
-from conftest import (
+from daemon_harness import config_text, server_config
+from host_helpers import (
     DAY,
     can_list,
-    config_text,
     empty_or_absent,
     fingerprint,
     fmt_owner,
     owner_of,
     parse_time,
-    server_config,
     wait_until,
 )
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (
+from host_helpers import (
     can_list,
     empty_or_absent,
     fingerprint,

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import config_text, owner_of
+from daemon_harness import config_text
+from host_helpers import owner_of
 
 TRIALS = 20
 

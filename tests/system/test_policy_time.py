@@ -2,16 +2,16 @@
 after SIGHUP, and clock rollback.
 
 Every daemon run in these tests is under libfaketime (`+0` for "now"), which moves
-the wall clock only; conftest.py says why BOOTTIME is not moved.
+the wall clock only; daemon_harness.py says why BOOTTIME is not moved.
 """
 
 import os
 from datetime import timedelta
 
-from conftest import (
+from daemon_harness import config_text
+from host_helpers import (
     DAY,
     can_list,
-    config_text,
     empty_or_absent,
     fingerprint,
     fmt_owner,

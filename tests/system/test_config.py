@@ -4,7 +4,8 @@ import subprocess
 
 import pytest
 
-from conftest import child_env, config_text, wait_until
+from daemon_harness import config_text
+from host_helpers import child_env, wait_until
 
 GOOD = """\
 [policy]

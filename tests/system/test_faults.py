@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import config_text, owner_of, wait_until
+from daemon_harness import config_text
+from host_helpers import owner_of, wait_until
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import re
 
 import pytest
 
-from conftest import config_text, fingerprint, nobody, owner_of
+from daemon_harness import config_text
+from host_helpers import fingerprint, nobody, owner_of
 
 REFUSAL_WORDS = re.compile(
     r"refus|denied|deny|not permitted|not allowed|unauthori[sz]ed|forbidden|permission",

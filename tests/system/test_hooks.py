@@ -4,7 +4,8 @@ import os
 import re
 import time
 
-from conftest import config_text, empty_or_absent, owner_of, wait_until
+from daemon_harness import config_text
+from host_helpers import empty_or_absent, owner_of, wait_until
 
 # systemd/lockwipe.catalog explains it; MessageID.hookFailed.
 ID_HOOK_FAILED = "6634976ae3844318b46a7223893d3ee4"

@@ -28,7 +28,8 @@ import pytest
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from conftest import config_text, fingerprint, run_as, server_config, wait_until
+from daemon_harness import config_text, server_config
+from host_helpers import fingerprint, run_as, wait_until
 
 PASS = "Correct-Horse-7"
 PASS2 = "Battery-Staple-9"

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import fingerprint, wait_until
+from host_helpers import fingerprint, wait_until
 
 
 def register(daemon, user, vault):

@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from conftest import config_text, wait_until
+from daemon_harness import config_text
+from host_helpers import wait_until
 
 MAX_MESSAGE = 4096
 IDLE = 3

@@ -26,15 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (
+from daemon_harness import config_text, server_config
+from host_helpers import (
     as_user_argv,
-    config_text,
     fill_vault,
     fingerprint,
     fmt_owner,
     owner_of,
     run_as,
-    server_config,
     wait_until,
 )
 
