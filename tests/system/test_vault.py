@@ -757,3 +757,64 @@ def test_migration_moves_old_keys_to_files_and_leaves_no_copy_on_the_state_files
                 assert bound[8] and unwrap(bound, PASS) == key
                 assert_nowhere(raw_image(daemon, image), "the format-1 wrapped key", sealed)
             daemon.stop()
+
+
+def on_a_terminal(daemon, *args, answers, timeout=60):
+    """Runs lockwipectl (as root) on a new pseudo-terminal that is its controlling
+    terminal; each time the terminal shows a prompt in `answers`, types the answer.
+    Returns (exit code, everything the terminal showed)."""
+    import pty
+    import select
+    argv = [str(daemon.bins.lockwipectl), "--socket", str(daemon.socket), *map(str, args)]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(argv[0], argv)
+    shown, pending = "", list(answers)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096).decode(errors="replace")
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+            if pending and shown.rstrip().endswith(pending[0][0]):
+                os.write(fd, (pending.pop(0)[1] + "\n").encode())
+        else:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"`{' '.join(argv)}` did not finish on the terminal within {timeout} s: {shown!r}")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), shown
+
+
+def test_on_a_terminal_unlock_asks_for_the_passcode_and_a_new_one_when_it_expired(make_daemon, make_user):
+    """lockwipectl prompts because the daemon answers io.lockwipe.Manager.PasscodeRequired
+    and PasscodeExpired (by error name, whatever their wording)."""
+    daemon = make_daemon(config=config_text(extra="\n[passcode]\nexpiration_days = 1\n"), faketime="+0")
+    user = make_user()
+    with encrypted_fs(daemon) as fs:
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        set_passcode(daemon, user)
+        put_files(user, vault)
+
+        daemon.ok("lock", "--user", user.name)
+        code, shown = on_a_terminal(daemon, "unlock", "--user", user.name,
+                                    answers=[(f"Passcode for {user.name}:", PASS)])
+        assert code == 0 and f"Passcode for {user.name}:" in shown, shown
+        assert PASS not in shown, "the passcode was echoed"
+        assert daemon.state_of(user) == "active"
+
+        daemon.ok("lock", "--user", user.name)
+        daemon.restart(faketime="+2d")
+        code, shown = on_a_terminal(daemon, "unlock", "--user", user.name, answers=[
+            (f"Passcode for {user.name}:", PASS), ("New passcode:", PASS2), ("Repeat new passcode:", PASS2)])
+        assert code == 0 and "The passcode has expired: choose a new one." in shown, shown
+        assert daemon.state_of(user) == "active"
+        assert unwrap(wrapped_key_row(daemon, user), PASS2)
