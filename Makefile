@@ -1,4 +1,4 @@
-# Packaging and end-to-end targets. The build and the unit/integration tests are
+# Packaging and end-to-end targets. The build and the unit/system tests are
 # SwiftPM's and scripts/test's (see README.md).
 #
 #   make deb      build/lockwipe_<version>_<arch>.deb, then lintian (installs the
