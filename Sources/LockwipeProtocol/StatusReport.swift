@@ -1,7 +1,7 @@
 import LockwipeCore
 
-/// `GetStatus` reply: the stable `status --json` contract of SPEC. Fields may be added,
-/// never renamed.
+/// `GetStatus` reply: the stable `status --json` contract (README.md "lockwipectl",
+/// docs/server-protocol.md "Status and journal"). Fields may be added, never renamed.
 public struct StatusReport: Codable, Sendable, Equatable {
     public var version: String
     public var server: ServerInfo

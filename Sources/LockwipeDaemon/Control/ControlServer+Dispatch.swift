@@ -48,7 +48,7 @@ extension ControlServer {
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .unlock:
             // Users may unlock their own encrypted vault with its passcode; the Manager
-            // decides what each lock needs (SPEC, lockwipectl(1)).
+            // decides what each lock needs (README.md "Encrypted vaults", lockwipectl(1)).
             let p = try VarlinkMessage.decodeParameters(UnlockRequest.self, from: data)
             try await requireSelfOrAdmin(caller, p.user, "unlock")
             return try VarlinkMessage.encodeReply(ActionReply(results: [
