@@ -12,7 +12,7 @@ import Musl
 import LockwipeCore
 import LockwipeProtocol
 
-/// The exit codes of SPEC: scripts rely on them.
+/// The exit codes of README.md ("Exit codes") and lockwipectl(1): scripts rely on them.
 public enum ExitStatus {
     public static let ok: Int32 = 0
     public static let failed: Int32 = 1
@@ -45,7 +45,8 @@ public struct LockwipeCTL: ParsableCommand {
 
     public init() {}
 
-    /// Parses, runs, and exits with SPEC's codes (ArgumentParser's own usage code is 64).
+    /// Parses, runs, and exits with the documented codes (`ExitStatus`; ArgumentParser's own
+    /// usage code is 64).
     public static func mainWithExitCodes(_ arguments: [String]) -> Never {
         do {
             var command = try parseAsRoot(hoistingGlobalSocket(arguments))
@@ -95,7 +96,7 @@ struct GlobalOptions: ParsableArguments {
         socket ?? ProcessInfo.processInfo.environment["LOCKWIPE_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? VarlinkClient.defaultSocketPath
     }
 
-    /// Calls the daemon, mapping every failure to SPEC's exit codes.
+    /// Calls the daemon, mapping every failure to the documented exit codes (`ExitStatus`).
     func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
         do {
             // A wipe takes as long as its data needs (minutes for many GiB); everything

@@ -1,5 +1,6 @@
 /// The passcode policy that protects an encrypted vault's key: SAP MAF's data-vault
-/// passcode policy (SPEC, `[passcode]`, or the server's `passwordPolicy*` fields). Pure:
+/// passcode policy (`[passcode]` in lockwiped.toml(5), or the server's `passwordPolicy*`
+/// fields, docs/server-protocol.md). Pure:
 /// it judges a passcode and dates, it stores nothing.
 public struct PasscodePolicy: Sendable, Equatable, Codable {
     public var minLength = 8

@@ -8,7 +8,7 @@ public struct Policy: Sendable, Equatable, Codable {
     public var offlineDaysBeforeLock: Int
     public var offlineDaysBeforeWipe: Int
 
-    /// The SPEC default: never lock, never wipe.
+    /// The default (lockwiped.toml(5), `[policy]`): never lock, never wipe.
     public static let never = Policy(offlineDaysBeforeLock: 0, offlineDaysBeforeWipe: 0)
 
     public init(offlineDaysBeforeLock: Int, offlineDaysBeforeWipe: Int) {

@@ -24,7 +24,7 @@ public enum RegistrationState: String, Sendable, Codable, Equatable, CaseIterabl
     public var isLockCommitted: Bool { self == .locked || self == .lockFailed }
 }
 
-/// How a vault is protected when locked (SPEC: `status` says which).
+/// How a vault is protected when locked (`status` says which: README.md "Encrypted vaults").
 public enum Protection: String, Sendable, Codable, Equatable {
     /// Owner and mode are recorded, then the directory becomes `root:root 0000`.
     case permissions

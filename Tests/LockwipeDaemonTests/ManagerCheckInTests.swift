@@ -101,8 +101,8 @@ final class ScriptedFetcher: SettingsFetching {
         }
     }
 
-    /// SPEC: one bounded check-in before an offline-triggered action; if it is a contact,
-    /// nothing happens.
+    /// README.md ("Policy server"): one bounded check-in before an offline-triggered
+    /// action; if it is a contact, nothing happens.
     @Test func anOfflineLockChecksInFirst() async throws {
         try await withManager(lockDays: 2) { m, clock, fetcher, dir in
             _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)

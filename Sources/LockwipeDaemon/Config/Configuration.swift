@@ -3,7 +3,8 @@ import LockwipeCore
 import TOMLKit
 
 /// The daemon's typed configuration (`lockwiped.toml` plus drop-ins). Every field has the
-/// SPEC default, so a machine without a config file runs with "never lock, never wipe".
+/// default documented in lockwiped.toml(5), so a machine without a config file runs with
+/// "never lock, never wipe".
 public struct Configuration: Sendable, Equatable {
     public var policy: Policy = .never
     /// End the user's processes that hold files open under the vault before locking.

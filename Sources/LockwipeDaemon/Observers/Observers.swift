@@ -20,7 +20,8 @@ public struct LockWipeEvent: Sendable, Equatable {
     }
 }
 
-/// In-process observers of locks and wipes (SPEC "Observers and hooks").
+/// In-process observers of locks and wipes; the hooks (`HookRunner`, README.md "Hooks")
+/// are one of them.
 ///
 /// Observers are told; they cannot veto. The daemon enforces whatever an observer does:
 /// an observer that throws or never returns is logged and passed over after its timeout.

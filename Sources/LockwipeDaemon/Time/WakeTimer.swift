@@ -2,7 +2,7 @@ import CLockwipeFS
 import Foundation
 
 /// The daemon's one sleep until the next threshold crossing. An event-loop timer would
-/// miss two things SPEC asks for:
+/// miss two things the offline policy needs (README.md, "Configuration"):
 /// - it runs on CLOCK_MONOTONIC, which stops while the machine is suspended. This timer
 ///   runs on CLOCK_BOOTTIME, which counts suspended time: a laptop that slept through its
 ///   lock threshold locks when it wakes, not days later;

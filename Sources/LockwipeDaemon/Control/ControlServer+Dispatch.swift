@@ -1,0 +1,131 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+
+extension ControlServer {
+    func dispatch(_ method: String, _ data: Data, peer: Peer) async throws -> Data {
+        switch method {
+        case "org.varlink.service.GetInfo":
+            return try VarlinkMessage.encodeReply(ServiceInfo(
+                vendor: "lockwipe", product: "lockwiped", version: LockwipeVersion.current, url: "https://lockwipe.invalid/",
+                interfaces: [InterfaceDescription.serviceName, InterfaceDescription.managerName]))
+        case "org.varlink.service.GetInterfaceDescription":
+            let p = try VarlinkMessage.decodeParameters(InterfaceDescriptionRequest.self, from: data)
+            switch p.interface {
+            case InterfaceDescription.managerName: return try VarlinkMessage.encodeReply(InterfaceDescriptionReply(description: InterfaceDescription.manager))
+            case InterfaceDescription.serviceName: return try VarlinkMessage.encodeReply(InterfaceDescriptionReply(description: InterfaceDescription.service))
+            default: throw VarlinkError.interfaceNotFound(p.interface)
+            }
+        default: break
+        }
+        guard let m = ManagerMethod(rawValue: method) else {
+            if method.hasPrefix(InterfaceDescription.managerName + ".") || method.hasPrefix(InterfaceDescription.serviceName + ".") {
+                throw VarlinkError.methodNotFound(method)
+            }
+            let interface = method.split(separator: ".").dropLast().joined(separator: ".")
+            throw VarlinkError.interfaceNotFound(interface)
+        }
+        let caller = try await peer.caller { await manager.caller($0) }
+
+        switch m {
+        case .getStatus:
+            let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
+            return try VarlinkMessage.encodeReply(try await manager.status(for: caller, user: p.user))
+        case .getPolicy:
+            return try VarlinkMessage.encodeReply(await manager.policyInfo())
+        case .getHistory:
+            let p = try VarlinkMessage.decodeParameters(HistoryRequest.self, from: data)
+            return try VarlinkMessage.encodeReply(try await manager.history(for: caller, user: p.user, limit: p.limit ?? 1000))
+        case .lock:
+            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            let users = try await selection(p, caller: caller, verb: "lock", userMayTargetSelf: true)
+            var results: [ActionResult] = []
+            for user in users {
+                let trigger: Trigger = caller.isAdmin ? .admin : .user
+                let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
+                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
+            }
+            return try VarlinkMessage.encodeReply(ActionReply(results: results))
+        case .unlock:
+            // Users may unlock their own encrypted vault with its passcode; the Manager
+            // decides what each lock needs (README.md "Encrypted vaults", lockwipectl(1)).
+            let p = try VarlinkMessage.decodeParameters(UnlockRequest.self, from: data)
+            try await requireSelfOrAdmin(caller, p.user, "unlock")
+            return try VarlinkMessage.encodeReply(ActionReply(results: [
+                try await manager.unlock(user: p.user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)]))
+        case .setPasscode:
+            let p = try VarlinkMessage.decodeParameters(PasscodeRequest.self, from: data)
+            try await requireSelfOrAdmin(caller, p.user, "set the passcode of")
+            return try VarlinkMessage.encodeReply(ActionReply(results: [
+                try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)]))
+        case .wipe:
+            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            // "Forgot passcode": a user may wipe their own encrypted vault; anything else is
+            // for administrators.
+            var own = false
+            if !caller.isAdmin, p.all != true, let user = p.user, user == caller.userName,
+               let r = try await manager.registration(user), r.protection == .encrypted {
+                own = true
+            }
+            let users = try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
+            var results: [ActionResult] = []
+            for user in users {
+                results.append(caller.isAdmin
+                    ? try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)")
+                    : try await manager.wipe(user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)"))
+            }
+            return try VarlinkMessage.encodeReply(ActionReply(results: results))
+        case .register:
+            let p = try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data)
+            try requireAdmin(caller, "register users")
+            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.register(
+                user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials,
+                requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)]))
+        case .setCredentials:
+            let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
+            try requireAdmin(caller, "set credentials")
+            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.setCredentials(user: p.user, credentials, by: caller)]))
+        case .unregister:
+            let p = try VarlinkMessage.decodeParameters(UserParameter.self, from: data)
+            try requireAdmin(caller, "unregister users")
+            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.unregister(user: p.user, by: caller)]))
+        case .checkIn:
+            let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
+            if !caller.isAdmin {
+                guard let user = p.user, user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+                    throw VarlinkError.notPermitted("only administrators may check in for other users")
+                }
+            }
+            let users = try await manager.targets(user: p.user, all: p.user == nil)
+            return try VarlinkMessage.encodeReply(ActionReply(results: try await manager.checkIn(users: users)))
+        }
+    }
+
+    private func requireSelfOrAdmin(_ caller: Caller, _ user: String, _ verb: String) async throws {
+        if caller.isAdmin { return }
+        guard user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+            throw VarlinkError.notPermitted("you may only \(verb) your own registration")
+        }
+    }
+
+    private func requireAdmin(_ caller: Caller, _ what: String) throws {
+        guard caller.isAdmin else { throw VarlinkError.notPermitted("only root and members of the admin group may \(what)") }
+    }
+
+    private func selection(_ p: TargetSelection, caller: Caller, verb: String, userMayTargetSelf: Bool) async throws -> [String] {
+        let all = p.all ?? false
+        if all == (p.user != nil) { throw VarlinkError.invalidParameter("user", reason: "give exactly one of user or all") }
+        if !caller.isAdmin {
+            guard userMayTargetSelf, !all, let user = p.user, user == caller.userName,
+                  try await manager.registrationUID(user) == caller.credentials.uid
+            else {
+                throw VarlinkError.notPermitted(userMayTargetSelf
+                    ? "you may only \(verb) your own registration"
+                    : "only root and members of the admin group may \(verb)")
+            }
+        }
+        return try await manager.targets(user: p.user, all: all)
+    }
+}

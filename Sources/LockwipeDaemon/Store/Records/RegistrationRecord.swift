@@ -1,0 +1,43 @@
+import LockwipeCore
+import LockwipeProtocol
+
+/// A registration as the daemon keeps it.
+public struct RegistrationRecord: Sendable, Equatable {
+    public var user: String
+    public var uid: UInt32
+    public var state: RegistrationState
+    public var protection: Protection
+    public var directories: [String]
+    public var lockTrigger: Trigger?
+    public var blocked: Bool
+    public var clock: OfflineClock
+    public var lastWipe: WipeSummary?
+    /// What the policy server said and when it was last tried.
+    public var server = ServerRecord()
+    /// Which registration this is: a fresh random id at every registration, so that a
+    /// check-in answer, a key wrap or any other late result can be tied to the registration
+    /// it belongs to, and not to a later one of the same user name.
+    public var id = RegistrationRecord.newID()
+
+    /// 128 random bits as 32 lowercase hex digits.
+    public static func newID() -> String {
+        var rng = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let hex = String(rng.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }
+
+    /// The device and inode of each directory (same order as `directories`), recorded at
+    /// registration; nil for one registered before they were recorded (`v5-vault-identity`)
+    /// until start-up records it.
+    public var identities: [VaultDirectory.Identity?] = []
+    /// Why the last action could not reach the vault (missing, replaced, lock not
+    /// verified), until an action succeeds again; shown in `status` as `vault_error`.
+    public var vaultError: String?
+
+    /// The vault directories with their recorded identities: what every action opens.
+    public var vaults: [VaultDirectory] {
+        directories.enumerated().map { i, path in VaultDirectory(path: path, identity: i < identities.count ? identities[i] : nil) }
+    }
+}

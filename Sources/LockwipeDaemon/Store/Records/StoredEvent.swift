@@ -1,0 +1,10 @@
+import LockwipeCore
+
+/// An audit event as stored.
+public struct StoredEvent: Sendable, Equatable {
+    public var time: Int64
+    public var user: String
+    public var kind: String
+    public var trigger: Trigger?
+    public var detail: String
+}

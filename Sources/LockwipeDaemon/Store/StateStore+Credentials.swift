@@ -1,0 +1,30 @@
+import GRDB
+
+extension StateStore {
+    public func credentials(_ user: String) throws -> ServerCredentials? {
+        try db.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
+                ServerCredentials(token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"])
+            }
+        }
+    }
+
+    /// Replaces a registration's credentials (all of them) and records `event` (which must
+    /// not contain them).
+    public func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) throws {
+        try db.write { db in
+            try Self.saveCredentials(credentials, of: user, at: event.time, db)
+            try Self.append(event, db)
+        }
+    }
+
+    static func saveCredentials(_ c: ServerCredentials, of user: String, at time: Int64, _ db: Database) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO credentials (user, token, client_certificate, client_key, updated_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT(user) DO UPDATE SET token = excluded.token, client_certificate = excluded.client_certificate,
+                    client_key = excluded.client_key, updated_at = excluded.updated_at
+                """,
+            arguments: [user, c.token, c.clientCertificate, c.clientKey, time])
+    }
+}

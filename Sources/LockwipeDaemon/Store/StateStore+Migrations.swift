@@ -1,0 +1,173 @@
+import Foundation
+import GRDB
+
+extension StateStore {
+    /// The migrations, for tests that build a database as an older version left it (up
+    /// to a migration before `v6-key-files`, which would write key files to a directory
+    /// that does not exist: use `migrate(path:keyFiles:upTo:)` for that).
+    static var migratorForTesting: DatabaseMigrator { migrator(KeyFiles(stateDirectory: "/nonexistent")) }
+
+    static func migrator(_ keyFiles: KeyFiles) -> DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE registrations (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    uid INTEGER NOT NULL,
+                    state TEXT NOT NULL,
+                    protection TEXT NOT NULL,
+                    lock_trigger TEXT,
+                    blocked INTEGER NOT NULL DEFAULT 0,
+                    created_at INTEGER NOT NULL,
+                    clock_last_contact INTEGER NOT NULL,
+                    clock_accumulated_boot INTEGER NOT NULL,
+                    clock_boot_id TEXT NOT NULL,
+                    clock_boot_mark INTEGER NOT NULL,
+                    clock_last_wall INTEGER NOT NULL,
+                    clock_offline_seconds INTEGER NOT NULL,
+                    last_wipe TEXT
+                );
+                CREATE TABLE directories (
+                    user TEXT NOT NULL REFERENCES registrations(user) ON DELETE CASCADE,
+                    position INTEGER NOT NULL,
+                    path TEXT NOT NULL UNIQUE,
+                    PRIMARY KEY (user, position)
+                );
+                CREATE TABLE lock_records (
+                    path TEXT PRIMARY KEY NOT NULL,
+                    user TEXT NOT NULL,
+                    uid INTEGER NOT NULL,
+                    gid INTEGER NOT NULL,
+                    mode INTEGER NOT NULL
+                );
+                CREATE TABLE pending_wipes (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    reason TEXT NOT NULL,
+                    trigger TEXT NOT NULL,
+                    started_at INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE events (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    time INTEGER NOT NULL,
+                    user TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    trigger TEXT,
+                    detail TEXT NOT NULL
+                );
+                CREATE INDEX events_user ON events(user, id);
+                """)
+        }
+        // Policy server check-in: per-registration credentials (secret) and what the
+        // server last said.
+        m.registerMigration("v2-server") { db in
+            try db.execute(sql: """
+                CREATE TABLE credentials (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    token TEXT,
+                    client_certificate TEXT,
+                    client_key TEXT,
+                    updated_at INTEGER NOT NULL
+                );
+                CREATE TABLE server_state (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    policy_lock INTEGER,
+                    policy_wipe INTEGER,
+                    settings TEXT,
+                    policy_received_at INTEGER,
+                    last_attempt INTEGER,
+                    last_error TEXT,
+                    failures INTEGER NOT NULL DEFAULT 0,
+                    blocked_code TEXT
+                );
+                """)
+        }
+        // Encrypted vaults: the vault key, only wrapped (one row per registration), the
+        // passcode's set time and the durable failed-unlock count; when a crypto-erase
+        // destroyed the key.
+        m.registerMigration("v3-vault") { db in
+            try db.execute(sql: """
+                CREATE TABLE vault_keys (
+                    user TEXT PRIMARY KEY NOT NULL,
+                    key_identifier TEXT NOT NULL,
+                    wrapping TEXT NOT NULL,
+                    salt BLOB NOT NULL,
+                    scrypt_log_n INTEGER,
+                    scrypt_r INTEGER,
+                    scrypt_p INTEGER,
+                    sealed BLOB NOT NULL,
+                    passcode_set_at INTEGER,
+                    failed_attempts INTEGER NOT NULL DEFAULT 0
+                );
+                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_at INTEGER;
+                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
+                """)
+        }
+        // Registration ids (see `RegistrationRecord.id`); registrations made before get one.
+        m.registerMigration("v4-registration-id") { db in
+            try db.execute(sql: """
+                ALTER TABLE registrations ADD COLUMN id TEXT;
+                UPDATE registrations SET id = lower(hex(randomblob(16))) WHERE id IS NULL;
+                CREATE UNIQUE INDEX registrations_id ON registrations(id);
+                """)
+        }
+        // A vault is an inode, not a path: the device and inode of each directory, recorded
+        // at registration (NULL for older registrations until start-up records them), and
+        // why the last action could not reach the vault.
+        m.registerMigration("v5-vault-identity") { db in
+            try db.execute(sql: """
+                ALTER TABLE directories ADD COLUMN device INTEGER;
+                ALTER TABLE directories ADD COLUMN inode INTEGER;
+                ALTER TABLE registrations ADD COLUMN vault_error TEXT;
+                """)
+        }
+        // Wrapped keys move out of the database into files of their own (`KeyFiles`),
+        // which can be overwritten, and the time of the last wrong passcode is kept
+        // (`PasscodeBackoff`); `salt` and `sealed` are left as zeros of the same size
+        // (overwritten in place, see `scrubWrappedKeyCopies`) and are empty from now on.
+        m.registerMigration("v6-key-files") { db in
+            try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN key_file TEXT")
+            // When the last wrong passcode was tried: the back-off counts from it.
+            try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN failed_at INTEGER")
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM vault_keys WHERE length(sealed) > 0") {
+                let user: String = row["user"]
+                let wrapped = try Self.legacyWrappedKey(from: row)
+                let name = try keyFiles.write(wrapped)
+                try db.execute(
+                    sql: "UPDATE vault_keys SET key_file = ?, sealed = zeroblob(length(sealed)), salt = zeroblob(length(salt)) WHERE user = ?",
+                    arguments: [name, user])
+            }
+        }
+        return m
+    }
+
+    /// Creates (or migrates) a database at `path` only up to `migration`: how tests make
+    /// the database an older lockwiped left.
+    static func migrate(path: String, keyFiles: KeyFiles, upTo migration: String) throws {
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction { db in _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+        try migrator(keyFiles).migrate(queue, upTo: migration)
+    }
+
+    /// After moving wrapped keys out: the zeroed rows are checkpointed into the database
+    /// file (overwriting the old cells in place, `secure_delete` zeroing what moved), then
+    /// the WAL is overwritten from its start over at least `walBytes` (its size before the
+    /// migration, whose frames may hold old page images) by a filler transaction, and only
+    /// then truncated. A plain `wal_checkpoint(TRUNCATE)` would free those frames unread
+    /// but not overwritten.
+    static func scrubWrappedKeyCopies(_ queue: DatabaseQueue, walBytes: Int64) throws {
+        try queue.writeWithoutTransaction { db in
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(RESTART)")
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            // Every frame is a page plus a 24-byte header; fill past the old size.
+            let fill = max(walBytes, Int64(pageSize)) + Int64(4 * pageSize)
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS wal_scrub (filler BLOB)")
+            try db.inTransaction {
+                try db.execute(sql: "INSERT INTO wal_scrub (filler) VALUES (zeroblob(?))", arguments: [fill])
+                return .commit
+            }
+            try db.execute(sql: "DROP TABLE wal_scrub")
+            _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+import GRDB
+import LockwipeCore
+import LockwipeProtocol
+import Synchronization
+
+extension StateStore {
+    /// Every registration, by user. Served from memory until the next write: `status`,
+    /// the scheduler and every request read them, and reading them from SQLite each time
+    /// made GetStatus cost a query per registration and table.
+    public func registrations() throws -> [RegistrationRecord] {
+        let generation = try db.writeGeneration()
+        if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
+        let list = try db.read { db in try Self.fetchRegistrations(db) }
+        registrationCache.withLock { $0 = (generation, list) }
+        return list
+    }
+
+    public func registration(_ user: String) throws -> RegistrationRecord? {
+        try registrations().first { $0.user == user }
+    }
+
+    /// Every registration with its directories, server state and which credentials it has:
+    /// four queries in all, whatever the number of registrations.
+    private static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
+        var directories: [String: [String]] = [:]
+        var identities: [String: [VaultDirectory.Identity?]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
+            directories[row["user"], default: []].append(row["path"])
+            let device: Int64? = row["device"], inode: Int64? = row["inode"]
+            identities[row["user"], default: []].append(
+                device.flatMap { d in inode.map { VaultDirectory.Identity(device: UInt64(bitPattern: d), inode: UInt64(bitPattern: $0)) } })
+        }
+        var servers: [String: ServerRecord] = [:]
+        for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state") {
+            var server = ServerRecord()
+            if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
+                server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
+            }
+            server.settings = (s["settings"] as String?).flatMap { try? JSONDecoder().decode(ServerSettings.self, from: Data($0.utf8)) }
+            server.policyReceivedAt = s["policy_received_at"]
+            server.lastAttempt = s["last_attempt"]
+            server.lastError = s["last_error"]
+            server.failures = s["failures"]
+            server.blockedCode = s["blocked_code"]
+            servers[s["user"]] = server
+        }
+        var credentials: [String: String] = [:]
+        for c in try Row.fetchAll(db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c FROM credentials") {
+            credentials[c["user"]] = ServerCredentials(token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil).kind
+        }
+        return try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user").map { row in
+            let name: String = row["user"]
+            let wipeJSON: String? = row["last_wipe"]
+            var server = servers[name] ?? ServerRecord()
+            if let kind = credentials[name] { server.credentials = kind }
+            var record = RegistrationRecord(
+                user: name,
+                uid: UInt32(row["uid"] as Int64),
+                state: RegistrationState(rawValue: row["state"]) ?? .locked,  // unknown: fail closed
+                protection: Protection(rawValue: row["protection"]) ?? .permissions,
+                directories: directories[name] ?? [],
+                lockTrigger: (row["lock_trigger"] as String?).flatMap(Trigger.init(rawValue:)),
+                blocked: row["blocked"],
+                clock: OfflineClock(
+                    lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"],
+                    bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
+                    offlineSeconds: row["clock_offline_seconds"]),
+                lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) },
+                server: server,
+                id: row["id"]
+            )
+            record.identities = identities[name] ?? []
+            record.vaultError = row["vault_error"]
+            return record
+        }
+    }
+
+    /// Persists a new registration (and its credentials) and its `register` event in one transaction.
+    /// A vault key's wrapped form is written to its file first; when the transaction
+    /// fails the file is destroyed again (after a crash, the next start does it).
+    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) throws {
+        var vaultKey = vaultKey
+        if vaultKey != nil { vaultKey!.keyFile = try keyFiles.write(vaultKey!.wrapped) }
+        do {
+            try insertRows(r, credentials: credentials, vaultKey: vaultKey, event: event)
+        } catch {
+            if let name = vaultKey?.keyFile { try? keyFiles.destroy(name) }
+            throw error
+        }
+    }
+
+    private func insertRows(_ r: RegistrationRecord, credentials: ServerCredentials?, vaultKey: StoredVaultKey?, event: StoredEvent) throws {
+        try db.write { db in
+            if let vaultKey { try Self.saveVaultKey(vaultKey, of: r.user, db) }
+            if let credentials { try Self.saveCredentials(credentials, of: r.user, at: event.time, db) }
+            try db.execute(
+                sql: """
+                    INSERT INTO registrations (user, uid, state, protection, lock_trigger, blocked, created_at,
+                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
+                            event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
+                            r.clock.lastWall, r.clock.offlineSeconds, r.id])
+            for (i, vault) in r.vaults.enumerated() {
+                try db.execute(sql: "INSERT INTO directories (user, position, path, device, inode) VALUES (?, ?, ?, ?, ?)",
+                               arguments: [r.user, i, vault.path, vault.identity.map { Int64(bitPattern: $0.device) },
+                                           vault.identity.map { Int64(bitPattern: $0.inode) }])
+            }
+            try Self.append(event, db)
+        }
+    }
+
+    /// Removes a registration (its lock records, pending wipe and any wrapped key too) and
+    /// records `event`.
+    public func delete(_ user: String, event: StoredEvent) throws {
+        var keyFile: String?
+        defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
+            if let name = try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]) {
+                keyFile = name
+            }
+            try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
+            try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Records the identity of a directory registered before identities were kept
+    /// (start-up, once its path passed the ancestor rule).
+    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
+                           arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
+            try Self.append(event, db)
+        }
+    }
+
+    /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
+    /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
+    /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
+    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
+            if lockFailed {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+            }
+            if lockHolds {
+                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                               arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
+            }
+            if let event { try Self.append(event, db) }
+        }
+    }
+
+    /// Moves a registration to `state` and records `event`, atomically.
+    public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) throws {
+        try db.write { db in
+            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                           arguments: [state.rawValue, lockTrigger?.rawValue, user])
+            if let event { try Self.append(event, db) }
+        }
+    }
+}

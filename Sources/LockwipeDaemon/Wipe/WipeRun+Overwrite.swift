@@ -1,0 +1,156 @@
+import CLockwipeFS
+import Foundation
+
+extension WipeRun {
+    func overwrite(dirFd: Int32, name: [CChar], path: String, expected: stat) {
+        let flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
+        var fd = openat(dirFd, name, flags)
+        if fd < 0, errno == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: expected) {
+            fd = openat(dirFd, name, flags)
+        }
+        guard fd >= 0 else {
+            let code = errno
+            var now = stat()
+            if code == ELOOP || code == ENXIO || code == EISDIR, fstatat(dirFd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 {
+                // No longer a regular file (swapped since readdir): handle what is there now.
+                if (now.st_mode & S_IFMT) == S_IFDIR { return skip(path, "changed into a directory during the wipe") }
+                return unlink(dirFd: dirFd, name: name, path: path, st: now)
+            }
+            if code != ENOENT { skip(path, "cannot be opened to overwrite: \(Self.reason(code)); left in place") }
+            return
+        }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_dev == expected.st_dev else {
+            close(fd)
+            return skip(path, "changed during the wipe; left in place")
+        }
+        if st.st_nlink != 1 || st.st_size == 0 {
+            // Linked elsewhere since readdir (its data belongs to that name too), or
+            // nothing to overwrite.
+            close(fd)
+            return unlink(dirFd: dirFd, name: name, path: path, st: st)
+        }
+        var written: Int64 = 0
+        for pass in 0..<options.passes {
+            switch writeData(fd, size: Int64(st.st_size)) {
+            case .success(let bytes): written += bytes
+            case .failure(let error):
+                close(fd)
+                return skip(path, error.code == ECANCELED ? Self.cancelledReason : "could not be overwritten (\(Self.reason(error.code))); left in place")
+            }
+            // Every pass but the last must reach the disk, or the page cache simply keeps
+            // the last one; the last is made durable with its batch.
+            if pass < options.passes - 1, fdatasync(fd) != 0 {
+                let code = errno
+                close(fd)
+                return skip(path, "overwrite pass could not be made durable (\(Self.reason(code))); left in place")
+            }
+        }
+        close(fd)
+        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
+        let dup = batchDirectory(dirFd)
+        batch.append(Pending(dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
+        batchBytes += written
+        if batch.count >= engine.batchFiles || batchBytes >= engine.batchBytes { flush() }
+    }
+
+    struct WriteError: Error { var code: Int32 }
+
+    /// Writes the pattern over every data range of the file (`SEEK_DATA`/`SEEK_HOLE`), so a
+    /// sparse file is not inflated. The file keeps its size: the last block goes to disk
+    /// whole from its page (the part past the end zeroed), so rounding up would only add
+    /// a size change to journal. Large chunks, positioned writes: no per-block calls.
+    func writeData(_ fd: Int32, size: Int64) -> Result<Int64, WriteError> {
+        var offset: Int64 = 0
+        var written: Int64 = 0
+        while offset < size {
+            var data = lseek(fd, off_t(offset), SEEK_DATA)
+            var hole: off_t
+            if data < 0 {
+                if errno == ENXIO { break }  // only a hole is left
+                data = off_t(offset)
+                hole = off_t(size)
+            } else {
+                hole = lseek(fd, data, SEEK_HOLE)
+                if hole < 0 { hole = off_t(size) }
+            }
+            let to = min(Int64(hole), size)
+            var position = Int64(data)
+            while position < to {
+                if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
+                let length = Int(min(Int64(source.chunkSize), to - position))
+                let n = source.withNext(length) { chunk in pwrite(fd, chunk.baseAddress, chunk.count, off_t(position)) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(WriteError(code: errno))
+                }
+                position += Int64(n)
+                written += Int64(n)
+                progress.update { $0.bytesWritten += Int64(n) }
+            }
+            offset = max(Int64(hole), offset + 1)
+        }
+        return .success(written)
+    }
+
+    private func batchDirsHold(_ dirFd: Int32) -> Bool {
+        var st = stat()
+        fstat(dirFd, &st)
+        return batchDirs.last.map { $0.dev == UInt64(st.st_dev) && $0.ino == UInt64(st.st_ino) } ?? false
+    }
+
+    /// A duplicate of `dirFd` that stays valid while the walk closes directories.
+    private func batchDirectory(_ dirFd: Int32) -> Int32 {
+        var st = stat()
+        fstat(dirFd, &st)
+        if let last = batchDirs.last, last.dev == UInt64(st.st_dev), last.ino == UInt64(st.st_ino) { return last.fd }
+        let fd = dup(dirFd)
+        batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
+        return fd
+    }
+
+    /// Closes the batch's descriptors without unlinking anything.
+    func discardBatch() {
+        for d in batchDirs { close(d.fd) }
+        batch.removeAll()
+        batchDirs.removeAll()
+        batchBytes = 0
+    }
+
+    /// Makes the batch durable with one `syncfs`, then truncates and unlinks its files.
+    /// A batch that cannot be made durable is left in place and reported.
+    func flush() {
+        defer {
+            for d in batchDirs { close(d.fd) }
+            batchDirs.removeAll()
+            batch.removeAll()
+            batchBytes = 0
+        }
+        guard let first = batch.first else { return }
+        let synced = lockwipe_syncfs(first.dirFd)
+        for file in batch {
+            if synced != 0 {
+                skip(file.path, "the overwrite could not be made durable (syncfs: \(Self.reason(-synced))); left in place")
+                continue
+            }
+            // The name must still be the file that was overwritten: anything else in its
+            // place is left for the next walk, which overwrites it first.
+            let fd = openat(file.dirFd, file.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+            var st = stat()
+            guard fd >= 0, fstat(fd, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino else {
+                if fd >= 0 { close(fd) }
+                continue
+            }
+            tally.filesOverwritten += 1
+            tally.bytesOverwritten += file.bytes
+            progress.update { $0.filesOverwritten += 1 }
+            if st.st_nlink == 1 { _ = ftruncate(fd, 0) }  // a new link elsewhere keeps its data
+            close(fd)
+            if unlinkat(file.dirFd, file.name, 0) == 0 {
+                removed()
+            } else if errno != ENOENT {
+                skip(file.path, "overwritten, but cannot be unlinked: \(Self.reason(errno))")
+            }
+        }
+    }
+}

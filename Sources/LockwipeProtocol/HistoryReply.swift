@@ -1,0 +1,27 @@
+import LockwipeCore
+
+/// One entry of the audit history.
+public struct HistoryEvent: Codable, Sendable, Equatable {
+    /// ISO 8601, UTC.
+    public var time: String
+    public var user: String
+    /// "register", "unregister", "lock", "unlock", "wipe-started", "wipe-resumed", "wipe",
+    /// "wipe-incomplete", "clock-rollback", "server-policy", "server-policy-rejected",
+    /// "blocked", "unblocked", "credentials".
+    public var kind: String
+    public var trigger: Trigger?
+    public var detail: String
+
+    public init(time: String, user: String, kind: String, trigger: Trigger?, detail: String) {
+        self.time = time
+        self.user = user
+        self.kind = kind
+        self.trigger = trigger
+        self.detail = detail
+    }
+}
+
+public struct HistoryReply: Codable, Sendable, Equatable {
+    public var events: [HistoryEvent]
+    public init(events: [HistoryEvent]) { self.events = events }
+}

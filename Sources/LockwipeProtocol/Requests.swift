@@ -1,0 +1,105 @@
+public struct NoParameters: Codable, Sendable, Equatable {
+    public init() {}
+}
+
+/// `GetStatus`, `CheckIn`: one registration or (nil) all that the caller may see.
+public struct UserFilter: Codable, Sendable, Equatable {
+    public var user: String?
+    public init(user: String? = nil) { self.user = user }
+}
+
+/// `Lock`, `Wipe`: exactly one of `user` or `all`.
+public struct TargetSelection: Codable, Sendable, Equatable {
+    public var user: String?
+    public var all: Bool?
+    public init(user: String? = nil, all: Bool? = nil) {
+        self.user = user
+        self.all = all
+    }
+}
+
+/// `Unlock`, `Unregister`.
+public struct UserParameter: Codable, Sendable, Equatable {
+    public var user: String
+    public init(user: String) { self.user = user }
+}
+
+/// `Unlock`. `passcode` opens a passcode-wrapped vault key; `newPasscode` replaces an
+/// expired passcode in the same request (it must satisfy the passcode policy). Secret:
+/// never logged or stored in the clear.
+public struct UnlockRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var passcode: String?
+    public var newPasscode: String?
+    public init(user: String, passcode: String? = nil, newPasscode: String? = nil) {
+        self.user = user
+        self.passcode = passcode
+        self.newPasscode = newPasscode
+    }
+}
+
+/// `SetPasscode`: without `current`, sets the first passcode of a vault whose key the
+/// machine key wraps (`passcode set`); with it, changes the passcode (`passcode change`).
+public struct PasscodeRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var current: String?
+    public var new: String
+    public init(user: String, current: String? = nil, new: String) {
+        self.user = user
+        self.current = current
+        self.new = new
+    }
+}
+
+/// `Register`. The credentials are secret: the daemon stores them root-only and never
+/// logs or shows them.
+public struct RegisterRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var directories: [String]
+    /// Bearer token for the policy server.
+    public var token: String?
+    /// PEM certificate (chain) and private key for TLS client authentication.
+    public var clientCertificate: String?
+    public var clientKey: String?
+    /// Refuse unless every directory can become an encrypted (fscrypt) vault.
+    public var requireEncryption: Bool?
+    /// The first passcode of an encrypted vault (needed where the passcode policy does
+    /// not allow the default passcode).
+    public var passcode: String?
+
+    public init(user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+                requireEncryption: Bool? = nil, passcode: String? = nil) {
+        self.user = user
+        self.directories = directories
+        self.token = token
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+        self.requireEncryption = requireEncryption
+        self.passcode = passcode
+    }
+}
+
+/// `SetCredentials`: replaces all stored credentials of a registration (a field left out
+/// is removed), e.g. to rotate a token.
+public struct CredentialsRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var token: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init(user: String, token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+        self.user = user
+        self.token = token
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+}
+
+public struct HistoryRequest: Codable, Sendable, Equatable {
+    public var user: String?
+    public var limit: Int?
+    public init(user: String? = nil, limit: Int? = nil) {
+        self.user = user
+        self.limit = limit
+    }
+}

@@ -1,0 +1,215 @@
+import LockwipeCore
+
+/// `GetStatus` reply: the stable `status --json` contract (README.md "lockwipectl",
+/// docs/server-protocol.md "Status and journal"). Fields may be added, never renamed.
+public struct StatusReport: Codable, Sendable, Equatable {
+    public var version: String
+    public var server: ServerInfo
+    public var policy: PolicyInfo
+    public var registrations: [RegistrationInfo]
+    public var warnings: [String]
+
+    public init(version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String]) {
+        self.version = version
+        self.server = server
+        self.policy = policy
+        self.registrations = registrations
+        self.warnings = warnings
+    }
+}
+
+public struct ServerInfo: Codable, Sendable, Equatable {
+    public var configured: Bool
+    public var url: String?
+    /// The server is reached over plain http:// (`[server] allow_insecure_http = true`).
+    public var insecureHttp: Bool
+
+    public init(configured: Bool, url: String?, insecureHttp: Bool = false) {
+        self.configured = configured
+        self.url = url
+        self.insecureHttp = insecureHttp
+    }
+
+    enum CodingKeys: String, CodingKey { case configured, url, insecureHttp }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        configured = try c.decode(Bool.self, forKey: .configured)
+        url = try c.decodeIfPresent(String.self, forKey: .url)
+        insecureHttp = try c.decodeIfPresent(Bool.self, forKey: .insecureHttp) ?? false  // added in 1.x: absent from older daemons
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(configured, forKey: .configured)
+        try c.encode(url, forKey: .url)  // explicit null: the key is part of the contract
+        try c.encode(insecureHttp, forKey: .insecureHttp)
+    }
+}
+
+public struct PolicyInfo: Codable, Sendable, Equatable {
+    public var offlineDaysBeforeLock: Int
+    public var offlineDaysBeforeWipe: Int
+    /// "local" or "server".
+    public var source: String
+
+    public init(policy: Policy, source: String) {
+        self.offlineDaysBeforeLock = policy.offlineDaysBeforeLock
+        self.offlineDaysBeforeWipe = policy.offlineDaysBeforeWipe
+        self.source = source
+    }
+
+    public var policy: Policy {
+        Policy(offlineDaysBeforeLock: offlineDaysBeforeLock, offlineDaysBeforeWipe: offlineDaysBeforeWipe)
+    }
+}
+
+public struct NextAction: Codable, Sendable, Equatable {
+    public var action: Action
+    /// ISO 8601, UTC.
+    public var at: String
+    public init(action: Action, at: String) {
+        self.action = action
+        self.at = at
+    }
+}
+
+public struct RegistrationInfo: Codable, Sendable, Equatable {
+    public var user: String
+    public var uid: UInt32
+    public var state: RegistrationState
+    public var protection: Protection
+    public var directories: [String]
+    public var blocked: Bool
+    /// ISO 8601, UTC: the last successful contact (or registration / admin unlock).
+    public var lastContact: String
+    public var offlineSeconds: Int64
+    public var nextAction: NextAction?
+    /// Why and when the vault was locked, when it is.
+    public var lockTrigger: Trigger?
+    /// The last wipe's report, once a wipe ran.
+    public var wipe: WipeSummary?
+    /// How far the wipe that is running now has come (state `wiping`).
+    public var wipeProgress: WipeProgressInfo?
+    /// The policy in force for this registration: the server's once it sent a valid one.
+    public var policy: PolicyInfo?
+    /// "local" or "server" (the same as `policy.source`).
+    public var policySource: String?
+    /// The x-message-code the server blocked this registration with, while blocked.
+    public var blockedCode: String?
+    /// ISO 8601, UTC: the last check-in attempt and why it was not a contact (null when it was).
+    public var lastAttempt: String?
+    public var lastError: String?
+    /// ISO 8601, UTC: when the next check-in is planned (null without a server).
+    public var nextCheckIn: String?
+    /// Which credentials are stored: "none", "token", "certificate", "token+certificate".
+    public var credentials: String?
+    /// The server's passcode policy (stored and shown; enforced by the passcode feature).
+    public var passcodePolicy: PasscodeSettings?
+    /// The server's shared-device settings (stored and shown).
+    public var sharedDevice: SharedDeviceSettings?
+    /// ISO 8601, UTC: when the vault locks because its user has no login session
+    /// (`lock_timeout`); null when no such lock is pending.
+    public var logoutLockAt: String?
+    /// Encrypted vaults: what wraps the vault key, "machine" (the default passcode) or
+    /// "passcode" (the user's own).
+    public var keyWrapping: String?
+    /// Encrypted vaults: ISO 8601, UTC, when the passcode expires (null: never).
+    public var passcodeExpires: String?
+    /// Encrypted vaults: failed unlocks in a row, and how many the policy allows (0 = unlimited).
+    public var failedUnlocks: Int?
+    public var retryLimit: Int?
+    /// Why the vault cannot be reached as registered (missing, renamed, replaced, a
+    /// symlink on its path) or its lock did not verify; null when it can. Always present.
+    public var vaultError: String?
+
+    public init(
+        user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
+        blocked: Bool, lastContact: String, offlineSeconds: Int64, nextAction: NextAction?,
+        lockTrigger: Trigger? = nil, wipe: WipeSummary? = nil, wipeProgress: WipeProgressInfo? = nil
+    ) {
+        self.user = user
+        self.uid = uid
+        self.state = state
+        self.protection = protection
+        self.directories = directories
+        self.blocked = blocked
+        self.lastContact = lastContact
+        self.offlineSeconds = offlineSeconds
+        self.nextAction = nextAction
+        self.lockTrigger = lockTrigger
+        self.wipe = wipe
+        self.wipeProgress = wipeProgress
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(user, forKey: .user)
+        try c.encode(uid, forKey: .uid)
+        try c.encode(state, forKey: .state)
+        try c.encode(protection, forKey: .protection)
+        try c.encode(directories, forKey: .directories)
+        try c.encode(blocked, forKey: .blocked)
+        try c.encode(lastContact, forKey: .lastContact)
+        try c.encode(offlineSeconds, forKey: .offlineSeconds)
+        try c.encode(nextAction, forKey: .nextAction)  // explicit null when nothing is due
+        try c.encode(vaultError, forKey: .vaultError)  // explicit null when the vault is reachable
+        try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
+        try c.encodeIfPresent(wipe, forKey: .wipe)
+        try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)
+        try c.encodeIfPresent(policy, forKey: .policy)
+        try c.encodeIfPresent(policySource, forKey: .policySource)
+        try c.encodeIfPresent(blockedCode, forKey: .blockedCode)
+        if policySource != nil {
+            // Check-in fields: explicit nulls, so scripts can rely on the keys.
+            try c.encode(lastAttempt, forKey: .lastAttempt)
+            try c.encode(lastError, forKey: .lastError)
+            try c.encode(nextCheckIn, forKey: .nextCheckIn)
+        }
+        try c.encodeIfPresent(credentials, forKey: .credentials)
+        try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
+        try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)
+        if keyWrapping != nil {
+            try c.encode(keyWrapping, forKey: .keyWrapping)
+            try c.encode(passcodeExpires, forKey: .passcodeExpires)
+            try c.encodeIfPresent(failedUnlocks, forKey: .failedUnlocks)
+            try c.encodeIfPresent(retryLimit, forKey: .retryLimit)
+        }
+    }
+}
+
+/// A running wipe, as `status` shows it. Totals come from a census taken before the
+/// overwrite starts; an unlink-only wipe has none, so it shows a rate but no ETA.
+public struct WipeProgressInfo: Codable, Sendable, Equatable {
+    /// "counting" (the census before overwriting) or "erasing".
+    public var phase: String
+    public var filesOverwritten: Int
+    public var bytesOverwritten: Int64
+    public var entriesRemoved: Int
+    public var skipped: Int
+    public var filesTotal: Int?
+    public var bytesTotal: Int64?
+    public var elapsedSeconds: Double
+    /// Bytes overwritten per second so far (entries per second for an unlink-only wipe).
+    public var bytesPerSecond: Double
+    public var entriesPerSecond: Double
+    public var etaSeconds: Double?
+
+    public init(
+        phase: String, filesOverwritten: Int, bytesOverwritten: Int64, entriesRemoved: Int, skipped: Int,
+        filesTotal: Int?, bytesTotal: Int64?, elapsedSeconds: Double, bytesPerSecond: Double,
+        entriesPerSecond: Double, etaSeconds: Double?
+    ) {
+        self.phase = phase
+        self.filesOverwritten = filesOverwritten
+        self.bytesOverwritten = bytesOverwritten
+        self.entriesRemoved = entriesRemoved
+        self.skipped = skipped
+        self.filesTotal = filesTotal
+        self.bytesTotal = bytesTotal
+        self.elapsedSeconds = elapsedSeconds
+        self.bytesPerSecond = bytesPerSecond
+        self.entriesPerSecond = entriesPerSecond
+        self.etaSeconds = etaSeconds
+    }
+}
