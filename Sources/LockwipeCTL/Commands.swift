@@ -92,16 +92,7 @@ func describe(_ p: WipeProgressInfo) -> String {
 }
 
 /// Bytes in binary units, one decimal.
-func bytes(_ n: Int64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-    var value = Double(n)
-    var unit = 0
-    while value >= 1024, unit < units.count - 1 {
-        value /= 1024
-        unit += 1
-    }
-    return unit == 0 ? "\(n) B" : TextFormat.fixed(value, decimals: 1) + " " + units[unit]
-}
+func bytes(_ n: Int64) -> String { TextFormat.bytes(n) }
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -135,16 +135,8 @@ func printResults(_ reply: ActionReply) throws {
     var incomplete = false
     for r in reply.results {
         print("\(r.user): \(r.detail)")
-        if let w = r.wipe, w.cryptoErased {
-            print("  crypto-erased: key destroyed at \(w.keyDestroyedAt!)" + (w.keyDestroyedSeconds.map { " (" + TextFormat.fixed($0, decimals: 3) + " s after the request)" } ?? "")
-                  + "; \(w.entriesRemoved) entries (ciphertext) removed, no overwrite pass needed, in \(TextFormat.fixed(w.elapsedSeconds, decimals: 2)) s")
-            for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
-            if !w.complete { incomplete = true }
-        } else if let w = r.wipe {
-            let how = w.passes == 0 ? "no overwrite (passes = 0)" : "\(w.passes) \(w.pattern) pass\(w.passes == 1 ? "" : "es")"
-            print("  removed \(w.entriesRemoved) entries, overwrote \(w.filesOverwritten) files (\(bytes(w.bytesOverwritten)), \(how)) in \(TextFormat.fixed(w.elapsedSeconds, decimals: 2)) s")
-            if w.attributesCleared > 0 { print("  cleared the immutable/append-only attribute of \(w.attributesCleared) entries") }
-            for s in w.skipped { print("  not removed: \(s.path): \(s.reason)") }
+        if let w = r.wipe {
+            for line in w.reportLines { print("  " + line) }
             if !w.complete { incomplete = true }
         }
     }

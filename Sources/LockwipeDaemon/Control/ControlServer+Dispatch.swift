@@ -63,7 +63,7 @@ extension ControlServer {
             // "Forgot passcode": a user may wipe their own encrypted vault; anything else is
             // for administrators.
             var own = false
-            if !caller.isAdmin, p.all != true, let user = p.user, user == caller.userName,
+            if !caller.isAdmin, p.all != true, let user = p.user, try await isOwn(user, caller),
                let r = try await manager.registration(user), r.protection == .encrypted {
                 own = true
             }
@@ -94,7 +94,7 @@ extension ControlServer {
         case .checkIn:
             let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
             if !caller.isAdmin {
-                guard let user = p.user, user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+                guard let user = p.user, try await isOwn(user, caller) else {
                     throw VarlinkError.notPermitted("only administrators may check in for other users")
                 }
             }
@@ -103,9 +103,15 @@ extension ControlServer {
         }
     }
 
+    /// Whether `user`'s registration is the caller's own (`Ownership`: by uid).
+    private func isOwn(_ user: String, _ caller: Caller) async throws -> Bool {
+        guard let uid = try await manager.registrationUID(user) else { return false }
+        return Ownership.isOwn(registrationUID: uid, callerUID: caller.credentials.uid)
+    }
+
     private func requireSelfOrAdmin(_ caller: Caller, _ user: String, _ verb: String) async throws {
         if caller.isAdmin { return }
-        guard user == caller.userName, try await manager.registrationUID(user) == caller.credentials.uid else {
+        guard try await isOwn(user, caller) else {
             throw VarlinkError.notPermitted("you may only \(verb) your own registration")
         }
     }
@@ -118,9 +124,7 @@ extension ControlServer {
         let all = p.all ?? false
         if all == (p.user != nil) { throw VarlinkError.invalidParameter("user", reason: "give exactly one of user or all") }
         if !caller.isAdmin {
-            guard userMayTargetSelf, !all, let user = p.user, user == caller.userName,
-                  try await manager.registrationUID(user) == caller.credentials.uid
-            else {
+            guard userMayTargetSelf, !all, let user = p.user, try await isOwn(user, caller) else {
                 throw VarlinkError.notPermitted(userMayTargetSelf
                     ? "you may only \(verb) your own registration"
                     : "only root and members of the admin group may \(verb)")

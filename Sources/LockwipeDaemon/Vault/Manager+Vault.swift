@@ -420,13 +420,6 @@ extension Manager {
         return (try? store.keyDestroyed(user)) ?? (now, seconds)
     }
 
-    static func cryptoEraseText(_ s: WipeSummary) -> String {
-        var after = ""
-        if let seconds = s.keyDestroyedSeconds { after = " (" + String(format: "%.3f", seconds) + " s after the wipe request)" }
-        let at = s.keyDestroyedAt ?? "?"
-        return "crypto-erased: key destroyed at \(at)\(after), \(s.entriesRemoved) entries removed, no overwrite pass needed"
-    }
-
     // MARK: Status
 
     /// The key fields of `status` for an encrypted registration.

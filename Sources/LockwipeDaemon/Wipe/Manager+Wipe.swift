@@ -27,11 +27,7 @@ extension Manager {
         let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
-        let wipedText: String = summary.cryptoErased ? "wiped: " + Self.cryptoEraseText(summary) : "wiped: \(summary.entriesRemoved) entries removed"
-        let detail = summary.complete
-            ? wipedText
-            : "INCOMPLETE: \(summary.entriesRemoved) entries removed, \(summary.skipped.count) could not be removed; the wipe stays pending"
-        return ActionResult(user: user, action: "wipe", state: state, detail: detail, wipe: summary)
+        return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)
     }
 
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
@@ -98,17 +94,7 @@ extension Manager {
             meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
             if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
         }
-        let overwritten = summary.passes == 0
-            ? "unlink only (passes = 0)"
-            : "\(summary.filesOverwritten) files overwritten (\(summary.bytesOverwritten) bytes, \(summary.passes) \(summary.pattern) pass\(summary.passes == 1 ? "" : "es"))"
-        let detail: String
-        if summary.complete && summary.cryptoErased {
-            detail = Self.cryptoEraseText(summary) + (resumed ? " (resumed)" : "")
-        } else if summary.complete {
-            detail = "\(summary.entriesRemoved) entries removed, \(overwritten) in \(String(format: "%.2f", summary.elapsedSeconds)) s\(resumed ? " (resumed)" : "")"
-        } else {
-            detail = "incomplete: " + summary.skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
-        }
+        let detail = summary.recordText(resumed: resumed)
         do {
             try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {

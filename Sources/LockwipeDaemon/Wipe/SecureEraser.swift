@@ -1,5 +1,5 @@
 import Foundation
-import LockwipeProtocol
+import LockwipeCore
 
 /// Removes everything inside vault directories. The one seam every wipe goes through:
 /// a stronger engine (crypto-erase) replaces the conformance, not callers.

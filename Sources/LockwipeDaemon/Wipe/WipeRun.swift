@@ -1,6 +1,6 @@
 import CLockwipeFS
 import Foundation
-import LockwipeProtocol
+import LockwipeCore
 
 /// One wipe, on one thread: the walk, the overwrite batch and the tally.
 final class WipeRun {

@@ -1,0 +1,60 @@
+/// The one place a wipe report is put into words: the history and journal line, the
+/// action's result, and the lines `lockwipectl` prints under it. Three texts for three
+/// readers, worded together so they never disagree.
+extension WipeSummary {
+    /// A crypto-erase in one sentence.
+    public var cryptoEraseText: String {
+        var after = ""
+        if let seconds = keyDestroyedSeconds { after = " (" + TextFormat.fixed(seconds, decimals: 3) + " s after the wipe request)" }
+        return "crypto-erased: key destroyed at \(keyDestroyedAt ?? "?")\(after), \(entriesRemoved) entries removed, no overwrite pass needed"
+    }
+
+    /// The history event and journal line of one finished attempt.
+    public func recordText(resumed: Bool) -> String {
+        let overwritten = passes == 0
+            ? "unlink only (passes = 0)"
+            : "\(filesOverwritten) files overwritten (\(bytesOverwritten) bytes, \(passes) \(pattern) pass\(passes == 1 ? "" : "es"))"
+        let again = resumed ? " (resumed)" : ""
+        if complete && cryptoErased { return cryptoEraseText + again }
+        if complete { return "\(entriesRemoved) entries removed, \(overwritten) in \(TextFormat.fixed(elapsedSeconds, decimals: 2)) s\(again)" }
+        return "incomplete: " + skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+    }
+
+    /// The result of the wipe request (the first line `lockwipectl` prints for the user).
+    public var resultText: String {
+        guard complete else {
+            return "INCOMPLETE: \(entriesRemoved) entries removed, \(skipped.count) could not be removed; the wipe stays pending"
+        }
+        return cryptoErased ? "wiped: " + cryptoEraseText : "wiped: \(entriesRemoved) entries removed"
+    }
+
+    /// The report lines `lockwipectl` prints under the result.
+    public var reportLines: [String] {
+        var lines: [String] = []
+        let took = "in \(TextFormat.fixed(elapsedSeconds, decimals: 2)) s"
+        if cryptoErased {
+            let after = keyDestroyedSeconds.map { " (" + TextFormat.fixed($0, decimals: 3) + " s after the request)" } ?? ""
+            lines.append("crypto-erased: key destroyed at \(keyDestroyedAt ?? "?")\(after); \(entriesRemoved) entries (ciphertext) removed, no overwrite pass needed, \(took)")
+        } else {
+            let how = passes == 0 ? "no overwrite (passes = 0)" : "\(passes) \(pattern) pass\(passes == 1 ? "" : "es")"
+            lines.append("removed \(entriesRemoved) entries, overwrote \(filesOverwritten) files (\(TextFormat.bytes(bytesOverwritten)), \(how)) \(took)")
+            if attributesCleared > 0 { lines.append("cleared the immutable/append-only attribute of \(attributesCleared) entries") }
+        }
+        lines += skipped.map { "not removed: \($0.path): \($0.reason)" }
+        return lines
+    }
+}
+
+extension TextFormat {
+    /// A byte count for people: "512 B", "1.5 KiB", "3.0 GiB".
+    public static func bytes(_ n: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(n)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(n) B" : fixed(value, decimals: 1) + " " + units[unit]
+    }
+}
