@@ -151,7 +151,7 @@ final class EncryptedFilesystem {
         let key = (0..<Fscrypt.keySize).map { _ in UInt8.random(in: 0...255) }
         let v = try VaultDirectory.current(vault)
         let id = try FscryptLock.encrypt(v, key: key)
-        #expect(id.bytes == (try Manager.keyIdentifier(key)))  // what registration checks
+        #expect(id.bytes == (try VaultKeys.keyIdentifier(key)))  // what registration checks
         #expect(FscryptLock.encryptionProblem(vault) != nil)   // already encrypted
         try Data("secret".utf8).write(to: URL(fileURLWithPath: vault + "/a.txt"))
         let lock = FscryptLock()

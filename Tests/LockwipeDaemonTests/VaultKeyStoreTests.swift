@@ -23,7 +23,7 @@ import Testing
     static let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
 
     func stored(_ key: [UInt8], passcode: String) throws -> StoredVaultKey {
-        StoredVaultKey(identifier: Fscrypt.KeyIdentifier(bytes: try Manager.keyIdentifier(key)),
+        StoredVaultKey(identifier: Fscrypt.KeyIdentifier(bytes: try VaultKeys.keyIdentifier(key)),
                        wrapped: try KeyWrap.wrap(key, passcode: passcode, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
     }
 

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
@@ -31,8 +30,8 @@ public actor Manager {
     let protection: any VaultProtecting
     /// The fscrypt lock (registrations with `protection: encrypted`).
     let encryption: any VaultProtecting
-    /// The machine key (the default passcode), read or created on first use.
-    var machineKeyCache: SymmetricKey?
+    /// Vault key material: the machine key, new keys, opening and wrapping again (off the actor).
+    let keys: VaultKeys
     let eraser: any VaultErasing
     let observers: ObserverHub
     let logger: Logger
@@ -81,6 +80,7 @@ public actor Manager {
     ) {
         self.accounts = accounts
         self.encryption = encryption
+        self.keys = VaultKeys(stateDirectory: paths.stateDirectory)
         self.fetcher = fetcher
         self.random = random
         self.configuration = configuration
@@ -343,7 +343,7 @@ public actor Manager {
     public nonisolated func caller(_ credentials: PeerCredentials) async -> Caller {
         let authorizer = await self.authorizer
         do {
-            return try await NIOThreadPool.singleton.runIfActive { authorizer.caller(credentials) }
+            return try await BlockingPool.run { authorizer.caller(credentials) }
         } catch {
             return Caller(credentials: credentials, userName: nil, isAdmin: false)
         }
@@ -415,7 +415,7 @@ public actor Manager {
         let dirs = r.directories
         let uid = r.uid
         let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
-        return try await runBlocking {
+        return try await BlockingPool.run {
             var ended: [Int32] = []
             try p.lock(vaults, uid: uid) {
                 let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
@@ -424,31 +424,6 @@ public actor Manager {
             }
             return ended
         }
-    }
-
-    private func unlockLocked(user: String, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        if r.protection == .encrypted {
-            return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
-        }
-        guard caller.isAdmin else { throw ManagerError.notPermitted("only root and members of the admin group may unlock a vault with a permission lock") }
-        guard r.state.isLockCommitted else {
-            throw ManagerError.actionFailed("\(user) is not locked (state: \(r.state.rawValue))")
-        }
-        let records = try store.lockRecords(user)
-        do {
-            try protection.unlock(records, directories: r.vaults, key: nil)
-        } catch {
-            throw vaultFailure(r, "unlock", error)
-        }
-        let reading = clock.now()
-        let reason = "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
-        try store.commitUnlock(user, clock: .started(at: reading), event: event(user, .unlock, .admin, reason, at: reading.wall))
-        var meta = journalFields(r, action: "unlock", trigger: .admin, reason: reason, id: .unlocked)
-        meta["peer_uid"] = "\(caller.credentials.uid)"
-        meta["peer_pid"] = "\(caller.credentials.pid)"
-        logger.notice("unlocked \(user)", metadata: meta)
-        return ActionResult(user: user, action: "unlock", state: .active, detail: "unlocked; offline clock restarted")
     }
 
     // MARK: Registration
@@ -462,6 +437,20 @@ public actor Manager {
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
         let result = try await withUser(user) {
+            // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
+            let registrationID = RegistrationRecord.newID()
+            // The vault key is made (scrypt for a passcode) off the actor before anything is
+            // checked, so that the checks and the insert below stay one step on the actor
+            // (two registrations cannot both take a directory). Its refusal is raised at the
+            // flow's step "wrap the vault key", in the same order as ever; an unused key is wiped.
+            var vault: NewVault?
+            var keyRefusal: (any Error)?
+            do {
+                vault = try await keys.newKey(passcode: passcode, policy: configuration.passcode, registration: registrationID, at: clock.now().wall)
+            } catch {
+                keyRefusal = error
+            }
+            defer { vault?.key.wipe() }
             if let existing = try store.registration(user) {
                 throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
             }
@@ -497,7 +486,6 @@ public actor Manager {
             // unevenly and report one protection for two).
             var kind: Protection = .permissions
             var notEncrypted: [String] = []
-            var vault: NewVault?
             flow.add("choose the protection") {
                 notEncrypted = normalized.compactMap { FscryptLock.encryptionProblem($0) }
                 if requireEncryption, !notEncrypted.isEmpty {
@@ -509,11 +497,13 @@ public actor Manager {
                                               + notEncrypted.joined(separator: "; "))
                 }
             }
-            // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
-            let registrationID = RegistrationRecord.newID()
             flow.add("wrap the vault key") {
-                guard kind == .encrypted else { return }
-                vault = try self.newVaultKey(passcode: passcode, policy: self.configuration.passcode, registration: registrationID, at: self.clock.now().wall)
+                guard kind == .encrypted else {
+                    vault?.key.wipe()
+                    vault = nil
+                    return
+                }
+                if let keyRefusal { throw keyRefusal }
             }
             // Each directory is opened (or created with mkdirat on its verified parent and
             // fchown'ed through its own descriptor) and its device and inode recorded: from
@@ -560,7 +550,6 @@ public actor Manager {
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
                 try self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, .register, trigger, detail, at: reading.wall))
             }
-            defer { vault?.key.wipe() }
             do throws(RegistrationFlow.Failure) {
                 try flow.execute()
             } catch {

@@ -21,15 +21,3 @@ func openDirectoryNoFollow(_ path: String) throws -> Int32 {
     guard fd >= 0 else { throw FileSystemError("open", path) }
     return fd
 }
-
-/// Runs blocking work (file system walks, waiting for processes) on its own thread, so
-/// the cooperative pool and the control socket stay responsive.
-func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try body() })
-        }
-        thread.stackSize = 8 << 20
-        thread.start()
-    }
-}

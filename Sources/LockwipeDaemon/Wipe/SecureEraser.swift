@@ -56,7 +56,7 @@ public struct SecureEraser: VaultErasing {
     public func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
         let started = ContinuousClock.now
         let engine = self
-        let result = try? await runBlocking { () -> WipeRun.Tally in
+        let result = try? await runOnWipeThread { () -> WipeRun.Tally in
             let run = WipeRun(engine: engine, options: options, progress: progress)
             if options.passes > 0 {
                 var files = 0
