@@ -1,0 +1,156 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+import NIOCore
+
+/// Policy evaluation: offline clocks checkpointed, what is due carried out (after one
+/// check-in attempt), and the one wake-up at the next threshold.
+extension Manager {
+    // MARK: Policy evaluation and scheduling
+
+    /// Moves every offline clock to now, carries out what is due, and sleeps until the next
+    /// threshold crossing (no polling).
+    ///
+    /// Before an offline-triggered action, each registration it concerns makes one check-in
+    /// attempt: a machine that is in fact online is not punished. All of them share one
+    /// deadline, `[server] timeout` from now (waiting for a free request slot included), so
+    /// a slow or stalling server delays enforcement, and start-up, by that much at most.
+    /// What is due is then decided again, per user, under that user's turn.
+    public func evaluate() async {
+        for r in (try? store.registrations()) ?? [] where r.state == .lockFailed {
+            await withUser(r.user) {
+                guard let current = try? self.store.registration(r.user), current.state == .lockFailed else { return }
+                await self.retryLock(current)
+            }
+        }
+        var due = checkpointClocks()
+        if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
+            let users = Set(due.map(\.0))
+            let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
+            await withTaskGroup(of: Void.self) { group in
+                for user in users {
+                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
+                }
+            }
+            due = checkpointClocks()
+        }
+        for (user, action, _) in due {
+            await withUser(user) {
+                // Decided again now: a check-in may have answered while this waited its turn.
+                guard let (current, reason) = self.dueNow(user), current == action else { return }
+                switch action {
+                case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
+                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason)
+                }
+            }
+        }
+        reschedule()
+    }
+
+    /// The policy in force for `r`: the server's once it sent a valid one (while a server
+    /// is configured), the local one otherwise.
+    func policy(for r: RegistrationRecord) -> (policy: Policy, source: String) {
+        if configuration.server.isConfigured, let p = r.server.policy { return (p, "server") }
+        return (configuration.policy, "local")
+    }
+
+    /// The passcode policy in force for `r`: the local `[passcode]` table with every rule
+    /// the server sent in its place (while a server is configured).
+    func passcodePolicy(for r: RegistrationRecord) -> (policy: PasscodePolicy, source: String) {
+        let server = configuration.server.isConfigured ? r.server.settings?.passcode : nil
+        let p = configuration.passcode.overridden(by: server)
+        return (p, p == configuration.passcode ? "local" : "server")
+    }
+
+    /// The action due for `user` right now, if any, with its reason.
+    func dueNow(_ user: String) -> (Action, String)? {
+        guard let r = try? store.registration(user), !r.state.isWipeCommitted else { return nil }
+        let offline = offlineNow(r, clock.now())
+        let (p, source) = policy(for: r)
+        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
+        return (action, reason(action, offline: offline, policy: p, source: source))
+    }
+
+    func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
+        let days = action == .lock ? p.offlineDaysBeforeLock : p.offlineDaysBeforeWipe
+        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(Policy.threshold(action, days: days)))"
+    }
+
+    /// Checkpoints clocks (persisted) and returns the actions now due.
+    func checkpointClocks() -> [(String, Action, String)] {
+        let reading = clock.now()
+        let registrations: [RegistrationRecord]
+        do {
+            registrations = try store.registrations()
+        } catch {
+            logger.critical("cannot read registrations; nothing is enforced until this is fixed",
+                            metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+            return []
+        }
+        var clocks: [(user: String, clock: OfflineClock)] = []
+        var due: [(String, Action, String)] = []
+        for r in registrations where !r.state.isWipeCommitted {
+            let advance = r.clock.advanced(to: reading)
+            if let back = advance.rollbackSeconds {
+                logger.warning("clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
+                               metadata: ["user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
+                                          "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)"])
+                try? store.append(event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+            }
+            clocks.append((r.user, advance.clock))
+            let (p, source) = policy(for: r)
+            let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
+            if let action = evaluation.due {
+                due.append((r.user, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
+            }
+        }
+        do {
+            try store.saveClocks(clocks)
+        } catch {
+            logger.error("cannot persist offline clocks", metadata: ["error": .string("\(error)")])
+        }
+        return due
+    }
+
+    func reschedule() {
+        if let damage = store.damage {
+            wakeTimer?.schedule(in: nil)
+            notifier.status("DEGRADED, nothing is enforced: \(damage)")
+            return
+        }
+        refreshLogoutLocks()
+        let entries = summaryEntries()
+        notifier.status(StatusSummary.line(entries))
+        guard !stopped else { return }
+        if wakeTimer == nil {
+            do {
+                wakeTimer = try WakeTimer { [weak self, timerEvents] reason in
+                    guard let self else { return }
+                    timerEvents.post { await self.woke(reason) }
+                }
+            } catch {
+                logger.critical("cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
+                                metadata: ["error": .string("\(error)")])
+                return
+            }
+        }
+        // Offline time grows at least as fast as real time (suspended time included), so
+        // the crossing is at most this far.
+        // A lock that failed is retried at least every minute (until it holds).
+        let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
+        wakeTimer?.schedule(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry].compactMap { $0 }).min())
+    }
+
+    /// The wake-up timer fired: a threshold is due, or the wall clock was set or the
+    /// machine resumed, which may have made one due (and made check-in timers, which stop
+    /// while suspended, late).
+    func woke(_ reason: WakeTimer.Reason) async {
+        guard !stopped else { return }
+        if reason == .clockChanged {
+            logger.info("the wall clock was set or the machine resumed from suspend; re-evaluating every registration")
+            if checkInScheduling { scheduleCheckInsForAll(now: true) }
+        }
+        await evaluate()
+    }
+}

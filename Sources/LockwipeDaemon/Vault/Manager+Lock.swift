@@ -1,0 +1,85 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+
+/// Lock and the unlock request: the lock is committed first, then applied and verified
+/// on the thread pool (ending the processes that hold the vault when configured to).
+extension Manager {
+    public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
+        reschedule()
+        return result
+    }
+
+    public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> ActionResult {
+        if try await checkInBeforeUserUnlock(user: user, caller: caller) {
+            return ActionResult(user: user, action: "unlock", state: .active,
+                                detail: "unlocked: the policy server lifted the lock at the check-in just made")
+        }
+        let result = try await withUser(user) {
+            try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
+        }
+        reschedule()
+        return result
+    }
+
+    // MARK: Lock
+
+    func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        switch r.state {
+        case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
+        case .lockFailed:
+            if let failed = await retryLock(r) { throw failed }
+            return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
+        case .wipePending, .wiping, .wiped:
+            throw ManagerError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
+        case .active: break
+        }
+        let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
+        await observers.notify(.willLock, event)
+        // What can be reached now is recorded; a directory that cannot is recorded at the
+        // retry that reaches it (the lock is committed either way, and fails below).
+        let records = recordableState(r)
+        let now = clock.now().wall
+        try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
+        let ended: [Int32]
+        do {
+            ended = try await applyLock(r)
+        } catch {
+            throw lockFailed(r, error)
+        }
+        if r.vaultError != nil { try? store.setVaultError(user, nil) }
+        var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
+        if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
+        logger.notice("locked \(user): \(reason)", metadata: meta)
+        await observers.notify(.didLock, event)
+        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) holding the vault open"
+        return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
+    }
+
+    /// The protection of `r`: the fscrypt lock for an encrypted vault, the permission lock otherwise.
+    func protection(for r: RegistrationRecord) -> any VaultProtecting {
+        r.protection == .encrypted ? encryption : protection
+    }
+
+    /// Applies `r`'s lock (idempotent), ending the user's processes that hold the vault when
+    /// `[lock] terminate_processes` is on; returns the pids that were ended.
+    func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
+        let p = protection(for: r)
+        let vaults = r.vaults
+        let dirs = r.directories
+        let uid = r.uid
+        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
+        return try await BlockingPool.run {
+            var ended: [Int32] = []
+            try p.lock(vaults, uid: uid) {
+                let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
+                ended += pids
+                return pids
+            }
+            return ended
+        }
+    }
+}
