@@ -79,11 +79,22 @@ let package = Package(
         // The control socket's message parser under libFuzzer (scripts/fuzz); a normal
         // build replays inputs instead.
         .executableTarget(name: "lockwipe-fuzz-varlink", dependencies: ["LockwipeProtocol"], path: "Fuzz/VarlinkParser"),
+        // What the daemon's unit tests share: fakes (clock, server, logind, timers, accounts)
+        // and one Manager fixture. Public API only, so it also builds in release.
+        .target(
+            name: "LockwipeTestSupport",
+            dependencies: [
+                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Tests/LockwipeTestSupport"
+        ),
         .testTarget(name: "LockwipeCoreTests", dependencies: ["LockwipeCore"]),
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeDaemon", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: ["LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

@@ -7,48 +7,23 @@ import Logging
 import NIOCore
 import Synchronization
 import Testing
-
-/// A policy server that answers what the test says, and counts what it was asked.
-final class ScriptedFetcher: SettingsFetching {
-    private let state = Mutex<(answer: CheckInOutcome, calls: [String], tokens: [String?])>((.failure("unset"), [], []))
-    func answer(_ outcome: CheckInOutcome) { state.withLock { $0.answer = outcome } }
-    var calls: [String] { state.withLock { $0.calls } }
-    var tokens: [String?] { state.withLock { $0.tokens } }
-    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
-        state.withLock {
-            $0.calls.append(user)
-            $0.tokens.append(credentials?.token)
-            return $0.answer
-        }
-    }
-    func shutdown() async {}
-}
+import LockwipeTestSupport
 
 @Suite struct ManagerCheckInTests {
     let day: Int64 = 86_400
-    var root: Caller { Caller(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), userName: "root", isAdmin: true) }
+    var root: Caller { ManagerFixture.root }
 
     func settings(lock: Int, wipe: Int, locked: Bool? = nil) -> ServerSettings {
         ServerSettings(lockWipe: LockWipeSettings(enabled: true, blockDisconnectedPeriod: lock, wipeDisconnectedPeriod: wipe), registrationLocked: locked)
     }
 
     func withManager(lockDays: Int = 2, _ body: (Manager, ManualClock, ScriptedFetcher, String) async throws -> Void) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwci-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         var config = Configuration()
         config.policy = Policy(offlineDaysBeforeLock: lockDays, offlineDaysBeforeWipe: 0)
         // A long interval: nothing is scheduled by itself during a test.
         config.server = ServerConfiguration(url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
-        let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
         let fetcher = ScriptedFetcher()
-        let manager = Manager(
-            configuration: config, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
-            paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"),
-            fetcher: fetcher, random: { 0.5 })
-        try await body(manager, clock, fetcher, dir)
-        await manager.stop()
+        try await ManagerFixture.run(config, fetcher: fetcher) { f in try await body(f.manager, f.clock, fetcher, f.directory) }
     }
 
     func reg(_ m: Manager) async throws -> RegistrationInfo {

@@ -6,88 +6,25 @@ import LockwipeSystemd
 import Logging
 import Synchronization
 import Testing
-
-/// logind as the test says: sessions per uid, set by hand.
-final class FakeSessions: SessionWatching {
-    private let state = Mutex<(sessions: [UInt32: Int], started: Bool, stopped: Bool)>(([:], false, false))
-    func set(uid: UInt32, sessions: Int) { state.withLock { $0.sessions[uid] = sessions } }
-    var started: Bool { state.withLock { $0.started } }
-    var stopped: Bool { state.withLock { $0.stopped } }
-    func loginSessions(uid: UInt32) -> Int { state.withLock { $0.sessions[uid] ?? 0 } }
-    func state(uid: UInt32) -> String { loginSessions(uid: uid) > 0 ? "online" : "offline" }
-    func start(onChange: @escaping @Sendable () -> Void) throws { state.withLock { $0.started = true } }
-    func stop() { state.withLock { $0.stopped = true } }
-}
-
-/// Monotonic time the test moves by hand; timers run when it passes their deadline.
-final class ManualDeadlines: DeadlineScheduling {
-    final class Entry: ScheduledDeadline {
-        let at: Duration
-        let action: @Sendable () async -> Void
-        let cancelled = Mutex(false)
-        init(at: Duration, action: @escaping @Sendable () async -> Void) {
-            self.at = at
-            self.action = action
-        }
-        func cancel() { cancelled.withLock { $0 = true } }
-    }
-
-    private let state = Mutex<(now: Duration, entries: [Entry])>((.seconds(1000), []))
-    func now() -> Duration { state.withLock { $0.now } }
-    func schedule(after delay: Duration, _ action: @escaping @Sendable () async -> Void) -> any ScheduledDeadline {
-        state.withLock {
-            let entry = Entry(at: $0.now + delay, action: action)
-            $0.entries.append(entry)
-            return entry
-        }
-    }
-
-    /// Pending (not cancelled) timers.
-    var pending: Int { state.withLock { $0.entries.filter { !$0.cancelled.withLock { $0 } }.count } }
-
-    /// Moves time on by `seconds`, running every timer that comes due, in deadline order.
-    func advance(seconds: Int64) async {
-        let target = now() + .seconds(seconds)
-        while true {
-            let next: Entry? = state.withLock { s in
-                s.entries.removeAll { $0.cancelled.withLock { $0 } }
-                guard let e = s.entries.filter({ $0.at <= target }).min(by: { $0.at < $1.at }) else { return nil }
-                s.entries.removeAll { $0 === e }
-                s.now = max(s.now, e.at)
-                return e
-            }
-            guard let next else { break }
-            await next.action()
-        }
-        state.withLock { $0.now = target }
-    }
-}
+import LockwipeTestSupport
 
 @Suite(.serialized) struct ManagerSessionsTests {
-    var root: Caller { Caller(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), userName: "root", isAdmin: true) }
+    var root: Caller { ManagerFixture.root }
 
     /// A manager with `lock_timeout` set locally, lock on logout started with a fake
     /// logind and hand-moved timers; `daemon` (uid 1) exists on every Debian system.
     func withManager(lockTimeout: Int, server: Bool = false,
                      _ body: (Manager, FakeSessions, ManualDeadlines, String, ScriptedFetcher) async throws -> Void) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwses-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         var config = Configuration()
         config.passcode.lockTimeout = lockTimeout
         config.terminateProcesses = false
         if server { config.server = ServerConfiguration(url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1) }
         let fetcher = ScriptedFetcher()
-        let manager = Manager(
-            configuration: config, store: try StateStore(directory: dir + "/state"),
-            clock: ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b")), protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
-            paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"),
-            fetcher: server ? fetcher : nil, random: { 0.5 })
         let sessions = FakeSessions()
         let timers = ManualDeadlines()
-        try await body(manager, sessions, timers, dir, fetcher)
-        await manager.stop()
+        try await ManagerFixture.run(config, fetcher: server ? fetcher : nil) { f in
+            try await body(f.manager, sessions, timers, f.directory, fetcher)
+        }
         #expect(sessions.stopped)
     }
 

@@ -6,34 +6,18 @@ import LockwipeSystemd
 import Logging
 import Synchronization
 import Testing
-
-/// A clock the test moves by hand.
-final class ManualClock: ClockSource, Sendable {
-    private let reading: Mutex<ClockReading>
-    init(_ start: ClockReading) { reading = Mutex(start) }
-    func now() -> ClockReading { reading.withLock { $0 } }
-    func advance(seconds: Int64) { reading.withLock { $0.wall += seconds; $0.boot += seconds } }
-}
+import LockwipeTestSupport
 
 @Suite struct ManagerTests {
     let day: Int64 = 86_400
 
     func withManager(lockDays: Int, _ body: (Manager, ManualClock, String) async throws -> Void) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwmgr-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         var config = Configuration()
         config.policy = Policy(offlineDaysBeforeLock: lockDays, offlineDaysBeforeWipe: 0)
-        let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
-        let manager = Manager(
-            configuration: config, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
-            paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"))
-        try await body(manager, clock, dir)
-        await manager.stop()
+        try await ManagerFixture.run(config) { f in try await body(f.manager, f.clock, f.directory) }
     }
 
-    var root: Caller { Caller(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), userName: "root", isAdmin: true) }
+    var root: Caller { ManagerFixture.root }
 
     /// The schedule after any change counts the time that passed since the last
     /// checkpoint; a stale checkpoint would push the lock days into the future.

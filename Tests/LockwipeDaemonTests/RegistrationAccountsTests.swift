@@ -5,32 +5,17 @@ import LockwipeProtocol
 import LockwipeSystemd
 import Logging
 import Testing
-
-/// Accounts as the test says: registration needs no real system user.
-struct TableAccounts: AccountLookup {
-    var accounts: [String: Account]
-    func account(named name: String) -> Account? { accounts[name] }
-}
+import LockwipeTestSupport
 
 @Suite struct RegistrationAccountsTests {
-    var root: Caller { Caller(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), userName: "root", isAdmin: true) }
+    var root: Caller { ManagerFixture.root }
 
     func withManager(_ accounts: TableAccounts, _ body: (Manager, String) async throws -> Void) async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwacct-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let manager = Manager(
-            configuration: Configuration(), store: try StateStore(directory: dir + "/state"),
-            clock: ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b")), protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
-            paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"),
-            encryption: PermissionLock(), accounts: accounts)
-        try await body(manager, dir)
-        await manager.stop()
+        try await ManagerFixture.run(accounts: accounts, encryption: PermissionLock()) { f in try await body(f.manager, f.directory) }
     }
 
     @Test func registrationTakesTheUIDFromTheAccountLookupAndGivesTheNewVaultToIt() async throws {
-        let table = TableAccounts(accounts: ["fieldworker": Account(name: "fieldworker", uid: 48_213, gid: 48_214)])
+        let table = TableAccounts([Account(name: "fieldworker", uid: 48_213, gid: 48_214)])
         try await withManager(table) { m, dir in
             _ = try await m.register(user: "fieldworker", directories: [dir + "/data/vault"], by: root)
             let r = try #require(try await m.registration("fieldworker"))
@@ -42,7 +27,7 @@ struct TableAccounts: AccountLookup {
     }
 
     @Test func aNameTheLookupDoesNotKnowIsRefusedAndNothingIsCreated() async throws {
-        try await withManager(TableAccounts(accounts: [:])) { m, dir in
+        try await withManager(TableAccounts([])) { m, dir in
             await #expect(throws: ManagerError.registrationRefused("no Unix user named 'root'")) {
                 _ = try await m.register(user: "root", directories: [dir + "/data/vault"], by: root)
             }

@@ -21,6 +21,13 @@ public actor Manager {
         public var socketPath: String
         public var hooksDirectory: String
         public var configPath: String
+
+        public init(stateDirectory: String, socketPath: String, hooksDirectory: String, configPath: String) {
+            self.stateDirectory = stateDirectory
+            self.socketPath = socketPath
+            self.hooksDirectory = hooksDirectory
+            self.configPath = configPath
+        }
     }
 
     var configuration: Configuration

@@ -11,6 +11,13 @@ public struct Caller: Sendable, Equatable {
     public var isAdmin: Bool
     /// Whether the configured admin group existed when the caller was looked up.
     public var adminGroupExists = true
+
+    public init(credentials: PeerCredentials, userName: String?, isAdmin: Bool, adminGroupExists: Bool = true) {
+        self.credentials = credentials
+        self.userName = userName
+        self.isAdmin = isAdmin
+        self.adminGroupExists = adminGroupExists
+    }
 }
 
 /// Decides who is an administrator. Fails closed: unknown uid, unknown group or any lookup
