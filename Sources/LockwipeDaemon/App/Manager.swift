@@ -51,15 +51,8 @@ public actor Manager {
     let fetcher: (any SettingsFetching)?
     /// Uniform in [0, 1): the jitter of the check-in backoff (injected by tests).
     let random: @Sendable () -> Double
-    /// When each registration checks in next (monotonic); absent while one is in flight.
-    var nextCheckIn: [String: NIODeadline] = [:]
-    var checkInsInFlight: [String: Int] = [:]
-    /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
-    var fetchesInFlight: [String: [UInt64: Task<CheckInOutcome, Never>]] = [:]
-    var nextFetchToken: UInt64 = 0
-    /// The one pending wake-up for the soonest due check-in (an event-loop timer; after a
-    /// resume or a clock set the wake-up timer reschedules every check-in at once).
-    var checkInTimer: Scheduled<Void>?
+    /// When each registration checks in next, the requests in flight, the check-in timer.
+    let checkIns: CheckInScheduler
     /// Check-ins are scheduled from the start-up pass on (before it, and in tests that do not
     /// run it, only explicit check-ins happen).
     var checkInScheduling = false
@@ -72,7 +65,7 @@ public actor Manager {
     /// time counts), which also wakes when the wall clock is set or the machine resumes.
     /// Created at the first schedule.
     var wakeTimer: WakeTimer?
-    let timerLoop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()
+    let timerLoop: any EventLoop
     /// What timers and watchers ask for, run as structured tasks by the daemon's service.
     public let timerEvents = TimerEvents()
     var stopped = false
@@ -86,6 +79,10 @@ public actor Manager {
         encryption: any VaultProtecting = FscryptLock(), accounts: any AccountLookup = SystemAccounts()
     ) {
         self.accounts = accounts
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let checkIns = CheckInScheduler(sleep: CheckInScheduler.sleeping(on: loop))
+        self.timerLoop = loop
+        self.checkIns = checkIns
         self.encryption = encryption
         self.keys = VaultKeys(stateDirectory: paths.stateDirectory)
         self.fetcher = fetcher
@@ -105,6 +102,7 @@ public actor Manager {
                 "message_id": MessageID.stateDamaged.metadata, "path": .string(store.path),
             ])
         }
+        checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
     }
 
     public var currentConfiguration: Configuration { configuration }
@@ -159,7 +157,7 @@ public actor Manager {
         authorizer = Authorizer(adminGroup: new.adminGroup)
         await evaluate()
         if serverChanged {
-            nextCheckIn = [:]
+            checkIns.clear()
             scheduleCheckInsForAll(now: true)
         }
     }
@@ -169,9 +167,7 @@ public actor Manager {
         for progress in runningWipes.values { progress.cancel() }
         wakeTimer?.stop()
         wakeTimer = nil
-        checkInTimer?.cancel()
-        checkInTimer = nil
-        nextCheckIn = [:]
+        checkIns.stop()
         stopLockOnLogout()
         timerEvents.finish()
     }

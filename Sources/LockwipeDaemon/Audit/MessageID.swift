@@ -21,6 +21,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     case hookFailed = "6634976ae3844318b46a7223893d3ee4"
     /// A check-in reached the server and got its settings (a successful contact).
     case checkInOK = "049f382461ed4627825944168c347d59"
+    /// The server answered a check-in with a lock or wipe order (403 TRAFFIC_REG_LOCKED or
+    /// TRAFFIC_REG_WIPED); not a contact.
+    case serverOrder = "eaab16888d86498aaec8db30972425f6"
     /// A check-in was not a contact: timeout, TLS, HTTP error, bad answer.
     case checkInFailed = "ce1d3d564ad148beb1e1a41af46c9fda"
     /// The server says the registration is blocked (403 TRAFFIC_BLOCKED and kin).

@@ -185,8 +185,8 @@ extension Manager {
                 }
             }
             try store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
-            nextCheckIn[user] = nil
-            cancelCheckIns(of: r.id)
+            checkIns.forget(user)
+            checkIns.cancelRequests(of: r.id)
             logger.notice("unregistered \(user)", metadata: [
                 "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
                 "peer_uid": "\(caller.credentials.uid)",

@@ -1,0 +1,157 @@
+import LockwipeCore
+import NIOCore
+
+/// When each registration checks in next, the check-in requests waiting for the server, and
+/// the one timer that wakes for the soonest planned check-in. It owns every task it starts:
+/// the timer (cancelled when replaced and at `stop`) and the scheduled check-ins (tracked
+/// until they end). The Manager owns one and uses it only in its own isolation; what to do
+/// when a check-in is due (`onDue`) and the clock (`now`, `sleep`) are given, so tests run
+/// it with fakes.
+final class CheckInScheduler {
+    /// Returns at `deadline` (monotonic), or throws when the task is cancelled.
+    typealias Sleep = @Sendable (NIODeadline) async throws -> Void
+
+    /// When each registration checks in next (monotonic); absent while one is in flight.
+    private var next: [String: NIODeadline] = [:]
+    /// Check-ins of each user name now waiting for the server.
+    private var inFlight: [String: Int] = [:]
+    /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
+    private var requests: [String: [UInt64: Task<CheckInOutcome, Never>]] = [:]
+    /// Scheduled check-ins started by the timer and not yet ended.
+    private var runs: [UInt64: Task<Void, Never>] = [:]
+    private var nextToken: UInt64 = 0
+    private var timer: Task<Void, Never>?
+    private var stopped = false
+    private let now: @Sendable () -> NIODeadline
+    private let sleep: Sleep
+    /// Called from the timer's task when the soonest planned check-in is due.
+    var onDue: (@Sendable () async -> Void)?
+
+    init(now: @escaping @Sendable () -> NIODeadline = { .now() }, sleep: @escaping Sleep) {
+        self.now = now
+        self.sleep = sleep
+    }
+
+    /// The daemon's timer: an event-loop timer (monotonic, so it stops while the machine is
+    /// suspended; the wake-up timer plans every check-in again after a resume).
+    static func sleeping(on loop: any EventLoop) -> Sleep {
+        { deadline in
+            let scheduled = loop.scheduleTask(deadline: deadline) {}
+            try await withTaskCancellationHandler { try await scheduled.futureResult.get() } onCancel: { scheduled.cancel() }
+        }
+    }
+
+    // MARK: Plans
+
+    /// Plans a check-in of `user` in `seconds` (replacing the one planned).
+    func plan(_ user: String, in seconds: Double) {
+        guard !stopped else { return }
+        next[user] = now() + .milliseconds(Int64(max(0, seconds) * 1000))
+        rescheduleTimer()
+    }
+
+    /// Plans a check-in now of each of `users` that has none planned nor in flight (of all, `all`).
+    func planNow(_ users: [String], all: Bool) {
+        guard !stopped else { return }
+        let at = now()
+        for user in users where all || (next[user] == nil && inFlight[user] == nil) { next[user] = at }
+        rescheduleTimer()
+    }
+
+    /// No check-in is planned for `user` any more.
+    func forget(_ user: String) { next[user] = nil }
+
+    /// No check-in is planned for anybody (nor the timer set).
+    func clear() {
+        next = [:]
+        timer?.cancel()
+        timer = nil
+    }
+
+    /// Nothing is planned any more, ever (shutdown). Check-ins in flight end by themselves.
+    func stop() {
+        stopped = true
+        clear()
+    }
+
+    /// The users whose check-in is due, in name order, their plans taken (a user whose
+    /// check-in is in flight is skipped: it plans its next one when it ends).
+    func takeDue() -> [String] {
+        let at = now()
+        let due = next.filter { $0.value <= at }.map(\.key).sorted()
+        for user in due { next[user] = nil }
+        rescheduleTimer()
+        return due.filter { inFlight[$0] == nil }
+    }
+
+    /// When `user` checks in next, as wall time (`wall` is now): now while one is in
+    /// flight, nil when none is planned.
+    func nextCheckIn(of user: String, wall: Int64) -> Int64? {
+        if inFlight[user] != nil { return wall }
+        guard let deadline = next[user] else { return nil }
+        return wall + max(0, (deadline - now()).nanoseconds / 1_000_000_000)
+    }
+
+    private func rescheduleTimer() {
+        timer?.cancel()
+        timer = nil
+        guard !stopped, let soonest = next.values.min() else { return }
+        timer = Task { [sleep, onDue] in
+            do { try await sleep(soonest) } catch { return }
+            guard !Task.isCancelled else { return }
+            await onDue?()
+        }
+    }
+
+    // MARK: Requests in flight
+
+    struct Ticket {
+        let user: String
+        let registration: String
+        let token: UInt64
+    }
+
+    /// A request of registration `id` (user `user`) started: it is no longer planned, and
+    /// unregister can cancel it until `end`.
+    func begin(_ user: String, registration id: String, _ request: Task<CheckInOutcome, Never>) -> Ticket {
+        next[user] = nil
+        inFlight[user, default: 0] += 1
+        let token = takeToken()
+        requests[id, default: [:]][token] = request
+        return Ticket(user: user, registration: id, token: token)
+    }
+
+    func end(_ t: Ticket) {
+        requests[t.registration]?[t.token] = nil
+        if requests[t.registration]?.isEmpty == true { requests[t.registration] = nil }
+        inFlight[t.user]! -= 1
+        if inFlight[t.user] == 0 { inFlight[t.user] = nil }
+    }
+
+    /// Cancels every request of registration `id` still waiting for its answer (unregister):
+    /// whatever the server says to it later is never read.
+    func cancelRequests(of id: String) {
+        for request in (requests.removeValue(forKey: id) ?? [:]).values { request.cancel() }
+    }
+
+    var requestsInFlight: Int { requests.values.reduce(0) { $0 + $1.count } }
+
+    // MARK: Scheduled check-ins
+
+    /// Starts `body` as a tracked task; it must call `ended(_:)` with the token it is given
+    /// as its last step.
+    func run(_ body: @escaping @Sendable (UInt64) async -> Void) {
+        let token = takeToken()
+        runs[token] = Task { await body(token) }
+    }
+
+    func ended(_ token: UInt64) { runs[token] = nil }
+
+    /// The scheduled check-ins that have not ended, to cancel or wait for.
+    var running: [Task<Void, Never>] { Array(runs.values) }
+
+    private func takeToken() -> UInt64 {
+        defer { nextToken &+= 1 }
+        return nextToken
+    }
+}

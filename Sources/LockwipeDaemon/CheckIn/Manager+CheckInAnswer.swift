@@ -1,0 +1,170 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+
+/// A check-in answer applied to the registration that asked: `CheckInDecision` decides what
+/// it does (no I/O), this carries the effects out in the user's turn, in the decision's
+/// order: journal lines, the lock change, one store transaction, the answer's journal
+/// line, then a lock or wipe the server ordered.
+extension Manager {
+    /// Applies one answer in `user`'s turn, to the registration that asked only.
+    func apply(
+        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedMS: Int64
+    ) async -> ActionResult {
+        guard let r = try? store.registration(user), r.id == asked else {
+            return dropStale(outcome, user: user, asked: asked, now: (try? store.registration(user))?.id, purpose: purpose)
+        }
+        if r.state.isWipeCommitted {
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
+        }
+        let reading = clock.now()
+        let meta: Logger.Metadata = [
+            "user": .string(user), "uid": "\(r.uid)", "action": "check-in", "purpose": .string(purpose.rawValue),
+            "server": .string(configuration.server.url ?? ""), "elapsed_ms": "\(elapsedMS)",
+        ]
+        let decision = CheckInDecision.decide(decisionInput(r, outcome), outcome)
+        for line in decision.before { log(line, meta) }
+        var notes = decision.notes
+        var events = decision.events.map { event(user, $0, at: reading.wall) }
+        var lock = ContactCommit.Lock.keep
+        switch decision.lockChange {
+        case .none:
+            break
+        case .handBack(let lifted):
+            lock = .handedBack
+            events.append(event(user, lifted, at: reading.wall))
+        case .lift(let unlocked):
+            // The filesystem first, then the record (as unlock does).
+            do {
+                guard try await unlockAfterContact(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
+                lock = .lifted
+                events.append(event(user, unlocked, at: reading.wall))
+                var m = journalFields(r, action: "unlock", trigger: .server, reason: unlocked.detail, id: .unlocked)
+                m["server"] = meta["server"]
+                logger.notice("unlocked \(user): \(unlocked.detail)", metadata: m)
+                notes.append("unlocked")
+            } catch {
+                logger.error("unlock of \(user) after a server contact failed: \(error)", metadata: [
+                    "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
+                ])
+                notes.append("unlock FAILED: \(error)")
+            }
+        }
+        do {
+            try record(decision.write, of: user, reading: reading, lock: lock, events: events)
+        } catch {
+            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
+        }
+        log(decision.after, meta)
+
+        switch decision.order {
+        case .lock(let code, let reason):
+            return await carryOut(r, "lock", code: code) { try await self.lockLocked(user: user, trigger: .server, reason: reason) }
+        case .wipe(let code, let reason):
+            return await carryOut(r, "wipe", code: code) { try await self.wipeLocked(user: user, trigger: .server, reason: reason) }
+        case .settingsLock, nil:
+            break
+        }
+        if let detail = decision.detail {
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: detail, failed: decision.failed)
+        }
+        var state: RegistrationState = lock == .lifted ? .active : r.state
+        if case .settingsLock(let reason) = decision.order, let done = try? await lockLocked(user: user, trigger: .server, reason: reason) {
+            state = done.state ?? state
+            notes.append("locked by the server")
+        }
+        let (p, source) = policy(for: (try? store.registration(user)) ?? r)
+        let summary = "contact ok; offline clock restarted; \(source) policy: \(describe(p))"
+        return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
+    }
+
+    /// A lock or wipe the server ordered (403), carried out as any other lock or wipe.
+    private func carryOut(_ r: RegistrationRecord, _ action: String, code: String, _ body: () async throws -> ActionResult) async -> ActionResult {
+        let ordered = "the server ordered a \(action) (\(code))"
+        do {
+            let done = try await body()
+            return ActionResult(user: r.user, action: "check-in", state: done.state, detail: "\(ordered): \(done.detail)", wipe: done.wipe)
+        } catch {
+            let why = (error as? ManagerError)?.message ?? "\(error)"
+            return ActionResult(user: r.user, action: "check-in", state: r.state, detail: "\(ordered) and it failed: \(why)", failed: true)
+        }
+    }
+
+    /// What the decision reads of `r`. Whether the vault opens without its user is read only
+    /// for an encrypted vault that is locked; a key that cannot be read counts as one the
+    /// machine key wraps, so that the unlock meets (and reports) the same error.
+    private func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) -> CheckInDecision.Registration {
+        var opens = true
+        if outcome.isContact, r.protection == .encrypted, r.state.isLockCommitted {
+            do { opens = try store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
+        }
+        return CheckInDecision.Registration(
+            user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
+            lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens)
+    }
+
+    /// The decision's one write, in one transaction with its events.
+    private func record(_ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]) throws {
+        switch write {
+        case .contact(let policy, let settings, let lastError):
+            try store.commitContact(user, ContactCommit(clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
+                                                        policyError: lastError, lock: lock, events: events))
+        case .attempt(let error, let failures):
+            // Not a contact: a failure to record it changes nothing that is enforced.
+            try? store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+        case .blocked(let code, let failures):
+            try? store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+        }
+    }
+
+    private func log(_ line: CheckInDecision.JournalLine, _ meta: Logger.Metadata) {
+        var m = meta
+        for (key, value) in line.fields { m[key] = .string(value) }
+        let id: MessageID
+        switch line.kind {
+        case .checkInOK: id = .checkInOK
+        case .serverOrder: id = .serverOrder
+        case .registrationBlocked: id = .registrationBlocked
+        case .checkInFailed: id = .checkInFailed
+        case .serverPolicyRejected: id = .serverPolicyRejected
+        case .serverPolicyApplied: id = .serverPolicyApplied
+        }
+        m["message_id"] = id.metadata
+        switch line.level {
+        case .info: logger.info("\(line.message)", metadata: m)
+        case .notice: logger.notice("\(line.message)", metadata: m)
+        case .warning: logger.warning("\(line.message)", metadata: m)
+        case .error: logger.error("\(line.message)", metadata: m)
+        }
+    }
+
+    private func event(_ user: String, _ e: CheckInDecision.Event, at time: Int64) -> StoredEvent {
+        event(user, e.kind, .server, e.detail, at: time)
+    }
+
+    /// An answer (or a request cancelled by unregister) for a registration that is gone:
+    /// applied to nobody, logged and recorded in the history of the user name.
+    private func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
+                           purpose: CheckInPurpose) -> ActionResult {
+        let answer: String
+        switch outcome {
+        case .contact: answer = "a contact (settings)"
+        case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
+        case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
+        case .blocked(let code): answer = "HTTP 403 \(code)"
+        case .failure(let why): answer = "no answer (\(why))"
+        }
+        let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
+        let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
+        try? store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        logger.warning("\(detail)", metadata: [
+            "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
+            "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
+        ])
+        return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
+    }
+
+    func describe(_ p: Policy) -> String { CheckInDecision.words(p) }
+}

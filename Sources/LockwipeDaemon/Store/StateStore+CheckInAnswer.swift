@@ -1,0 +1,61 @@
+import Foundation
+import GRDB
+import LockwipeCore
+
+/// A successful contact as one transaction: what the answer changed and every history
+/// event that records it, so that history and state never disagree after a crash.
+public struct ContactCommit: Sendable {
+    public enum Lock: Sendable, Equatable {
+        /// The lock (if any) stays as it is.
+        case keep
+        /// A server or offline lock was lifted on the filesystem: the record follows.
+        case lifted
+        /// The server's or the offline lock is lifted but the vault stays locked until its
+        /// user unlocks it with the passcode: the lock trigger becomes `user`.
+        case handedBack
+    }
+
+    public var clock: OfflineClock
+    public var time: Int64
+    public var policy: Policy?
+    public var settings: ServerSettings?
+    public var policyError: String?
+    public var lock: Lock
+    public var events: [StoredEvent]
+}
+
+extension StateStore {
+    /// Records a successful contact (`ContactCommit`) in one transaction: the offline clock
+    /// restarts, the block is lifted, failures reset, the server policy (when valid) replaces
+    /// the stored one, the lock is lifted or handed back, and the events are appended.
+    public func commitContact(_ user: String, _ c: ContactCommit) throws {
+        let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        try db.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO server_state (user) VALUES (?)", arguments: [user])
+            try db.execute(sql: """
+                UPDATE registrations SET blocked = 0, clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                    clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+                """, arguments: [c.clock.lastContact, c.clock.accumulatedBoot, c.clock.bootID, c.clock.bootMark, c.clock.lastWall, c.clock.offlineSeconds, user])
+            try db.execute(sql: """
+                UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
+                    settings = coalesce(?, settings) WHERE user = ?
+                """, arguments: [c.time, c.policyError, settingsJSON, user])
+            if let p = c.policy {
+                try db.execute(sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, policy_received_at = ? WHERE user = ?",
+                               arguments: [p.offlineDaysBeforeLock, p.offlineDaysBeforeWipe, c.time, user])
+            }
+            switch c.lock {
+            case .keep:
+                break
+            case .lifted:
+                try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                               arguments: [RegistrationState.active.rawValue, user])
+            case .handedBack:
+                try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                               arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+            }
+            for e in c.events { try Self.append(e, db) }
+        }
+    }
+}
