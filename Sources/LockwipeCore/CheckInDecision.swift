@@ -161,7 +161,7 @@ public struct CheckInDecision: Sendable, Equatable {
         } else if let p = settings.policy {
             policy = p
             if p != r.serverPolicy {
-                let text = words(p)
+                let text = p.text
                 d.events.append(Event(.serverPolicy, "policy from the server: \(text)"))
                 d.before.append(JournalLine(kind: .serverPolicyApplied, level: .notice, message: "new server policy for \(r.user): \(text)", fields: [
                     "offline_days_before_lock": "\(p.offlineDaysBeforeLock)", "offline_days_before_wipe": "\(p.offlineDaysBeforeWipe)",
@@ -190,12 +190,5 @@ public struct CheckInDecision: Sendable, Equatable {
             d.order = .settingsLock(reason: "the policy server says the registration is locked (registration.locked)")
         }
         return d
-    }
-
-    /// A lock/wipe policy in words: "lock after 3d, wipe after 9d", "never lock, never wipe".
-    public static func words(_ p: Policy) -> String {
-        let lock = p.offlineDaysBeforeLock > 0 ? "lock after \(p.offlineDaysBeforeLock)d" : "never lock"
-        let wipe = p.offlineDaysBeforeWipe > 0 ? "wipe after \(p.offlineDaysBeforeWipe)d" : "never wipe"
-        return "\(lock), \(wipe)"
     }
 }

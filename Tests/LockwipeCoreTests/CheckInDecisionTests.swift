@@ -151,6 +151,5 @@ import Testing
         #expect(failed.detail == "failed: timeout")
         #expect(failed.after.fields == ["result": "failed", "error": "timeout", "failures": "1"])
 
-        #expect(CheckInDecision.words(.never) == "never lock, never wipe")
     }
 }

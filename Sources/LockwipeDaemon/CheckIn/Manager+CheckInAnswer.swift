@@ -76,7 +76,7 @@ extension Manager {
             notes.append("locked by the server")
         }
         let (p, source) = policy(for: (try? store.registration(user)) ?? r)
-        let summary = "contact ok; offline clock restarted; \(source) policy: \(describe(p))"
+        let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
         return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
     }
 
@@ -166,5 +166,5 @@ extension Manager {
         return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
     }
 
-    func describe(_ p: Policy) -> String { CheckInDecision.words(p) }
+
 }
