@@ -49,45 +49,46 @@ enum VarlinkFuzz {
 }
 
 #if FUZZING
-@_cdecl("LLVMFuzzerTestOneInput")
-public func lockwipeFuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    VarlinkFuzz.run(Array(UnsafeBufferPointer(start: data, count: size)))
-    return 0
-}
-
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
-/// SwiftPM links an executable target's entry point under this name; hand over to libFuzzer.
-@_cdecl("lockwipe_fuzz_varlink_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return runFuzzerDriver(&argc, &argv) { data, size in lockwipeFuzzVarlink(data, size) }
-}
-#else
-@main
-struct Replay {
-    static func main() throws {
-        var inputs: [String] = []
-        for argument in CommandLine.arguments.dropFirst() {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("lockwipe-fuzz-varlink: \(argument): no such file\n".utf8))
-                exit(2)
-            }
-            if isDirectory.boolValue {
-                inputs += try FileManager.default.contentsOfDirectory(atPath: argument).sorted().map { argument + "/" + $0 }
-            } else {
-                inputs.append(argument)
-            }
-        }
-        for path in inputs {
-            VarlinkFuzz.run(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
-        }
-        print("replayed \(inputs.count) inputs")
+    @_cdecl("LLVMFuzzerTestOneInput")
+    public func lockwipeFuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+        VarlinkFuzz.run(Array(UnsafeBufferPointer(start: data, count: size)))
+        return 0
     }
-}
+
+    @_silgen_name("LLVMFuzzerRunDriver")
+    func runFuzzerDriver(
+        _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+        _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
+    ) -> CInt
+
+    /// SwiftPM links an executable target's entry point under this name; hand over to libFuzzer.
+    @_cdecl("lockwipe_fuzz_varlink_main")
+    public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+        var argc = argc
+        var argv = argv
+        return runFuzzerDriver(&argc, &argv) { data, size in lockwipeFuzzVarlink(data, size) }
+    }
+#else
+    @main
+    struct Replay {
+        static func main() throws {
+            var inputs: [String] = []
+            for argument in CommandLine.arguments.dropFirst() {
+                var isDirectory: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: argument, isDirectory: &isDirectory) else {
+                    FileHandle.standardError.write(Data("lockwipe-fuzz-varlink: \(argument): no such file\n".utf8))
+                    exit(2)
+                }
+                if isDirectory.boolValue {
+                    inputs += try FileManager.default.contentsOfDirectory(atPath: argument).sorted().map { argument + "/" + $0 }
+                } else {
+                    inputs.append(argument)
+                }
+            }
+            for path in inputs {
+                VarlinkFuzz.run(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+            }
+            print("replayed \(inputs.count) inputs")
+        }
+    }
 #endif

@@ -1,16 +1,17 @@
 import ArgumentParser
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import LockwipeCore
 import LockwipeProtocol
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the policy and every registration you may see.")
@@ -25,8 +26,9 @@ struct Status: ParsableCommand {
         let lock = Policy.threshold(.lock, days: p.offlineDaysBeforeLock) + (p.offlineDaysBeforeLock > 0 ? " offline" : "")
         let wipe = Policy.threshold(.wipe, days: p.offlineDaysBeforeWipe) + (p.offlineDaysBeforeWipe > 0 ? " offline" : "")
         print("Policy:  \(lock), \(wipe) (source: \(p.source))")
-        print("Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
-              + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
+        print(
+            "Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
+                + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
         if report.registrations.isEmpty {
             print("No registrations.")
         } else {
@@ -35,20 +37,25 @@ struct Status: ParsableCommand {
                 var state = r.state.rawValue
                 if let t = r.lockTrigger { state += " (\(t.rawValue))" }
                 let next = r.nextAction.map { "\($0.action.rawValue) \(relative($0.at))" } ?? "-"
-                rows.append([r.user, String(r.uid), state, r.protection.rawValue, RelativeTime.format(seconds: r.offlineSeconds),
-                             relative(r.lastContact), next])
+                rows.append([
+                    r.user, String(r.uid), state, r.protection.rawValue, RelativeTime.format(seconds: r.offlineSeconds),
+                    relative(r.lastContact), next,
+                ])
             }
             print()
             print(table(rows))
             if report.server.configured {
                 var check = [["USER", "POLICY", "CREDENTIALS", "LAST CONTACT", "LAST ATTEMPT", "NEXT CHECK-IN"]]
                 for r in report.registrations {
-                    let policy = r.policy.map { p in
-                        "\(p.offlineDaysBeforeLock == 0 ? "-" : "\(p.offlineDaysBeforeLock)d")/\(p.offlineDaysBeforeWipe == 0 ? "-" : "\(p.offlineDaysBeforeWipe)d") (\(p.source))"
-                    } ?? "-"
+                    let policy =
+                        r.policy.map { p in
+                            "\(p.offlineDaysBeforeLock == 0 ? "-" : "\(p.offlineDaysBeforeLock)d")/\(p.offlineDaysBeforeWipe == 0 ? "-" : "\(p.offlineDaysBeforeWipe)d") (\(p.source))"
+                        } ?? "-"
                     let attempt = r.lastAttempt.map { "\(relative($0)): \(r.lastError == nil ? "ok" : "failed")" } ?? "never"
-                    check.append([r.user, policy, r.credentials ?? "-", "\(r.lastContact) (\(relative(r.lastContact)))", attempt,
-                                  r.nextCheckIn.map { relative($0) } ?? "-"])
+                    check.append([
+                        r.user, policy, r.credentials ?? "-", "\(r.lastContact) (\(relative(r.lastContact)))", attempt,
+                        r.nextCheckIn.map { relative($0) } ?? "-",
+                    ])
                 }
                 print()
                 print(table(check))
@@ -147,11 +154,15 @@ struct Unlock: ParsableCommand {
         while true {
             do {
                 return try printResults(try global.call(.unlock, request, ActionReply.self))
-            } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.passcode == nil
-                && failure.error == VarlinkError.passcodeRequiredName {
+            } catch let failure as CommandFailure
+                where PasscodeInput.isTerminal && request.passcode == nil
+                && failure.error == VarlinkError.passcodeRequiredName
+            {
                 request.passcode = try PasscodeInput.prompt("Passcode for \(user): ")
-            } catch let failure as CommandFailure where PasscodeInput.isTerminal && request.newPasscode == nil
-                && failure.error == VarlinkError.passcodeExpiredName {
+            } catch let failure as CommandFailure
+                where PasscodeInput.isTerminal && request.newPasscode == nil
+                && failure.error == VarlinkError.passcodeExpiredName
+            {
                 StandardStreams.writeError("The passcode has expired: choose a new one.\n")
                 request.newPasscode = try PasscodeInput.promptNew()
             }
@@ -190,9 +201,11 @@ struct Wipe: ParsableCommand {
 /// Where a registration's policy-server credentials come from: files, never the command
 /// line (argv is visible to every local user in /proc).
 struct CredentialOptions: ParsableArguments {
-    @Option(name: .customLong("token-file"), help: ArgumentHelp(
-        "File holding the bearer token for the policy server ('-' reads standard input); surrounding whitespace is ignored.",
-        valueName: "path"))
+    @Option(
+        name: .customLong("token-file"),
+        help: ArgumentHelp(
+            "File holding the bearer token for the policy server ('-' reads standard input); surrounding whitespace is ignored.",
+            valueName: "path"))
     var tokenFile: String?
     @Option(name: .customLong("client-cert"), help: ArgumentHelp("PEM client certificate (chain) for TLS client authentication.", valueName: "path"))
     var clientCertificateFile: String?
@@ -209,8 +222,10 @@ struct CredentialOptions: ParsableArguments {
     func read() throws -> (token: String?, certificate: String?, key: String?) {
         let token = try tokenFile.map { try readSecret($0, what: "token").trimmingWhitespace() }
         if let token, token.isEmpty { throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty") }
-        return (token, try clientCertificateFile.map { try readSecret($0, what: "client certificate") },
-                try clientKeyFile.map { try readSecret($0, what: "client key") })
+        return (
+            token, try clientCertificateFile.map { try readSecret($0, what: "client certificate") },
+            try clientKeyFile.map { try readSecret($0, what: "client key") }
+        )
     }
 
     private func readSecret(_ path: String, what: String) throws -> String {
@@ -259,9 +274,12 @@ struct Register: ParsableCommand {
     func run() throws {
         let c = try credentials.read()
         let passcode = passcodeStdin ? try PasscodeInput.line("passcode") : nil
-        try printResults(try global.call(.register, RegisterRequest(
-            user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key,
-            requireEncryption: requireEncryption ? true : nil, passcode: passcode), ActionReply.self))
+        try printResults(
+            try global.call(
+                .register,
+                RegisterRequest(
+                    user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key,
+                    requireEncryption: requireEncryption ? true : nil, passcode: passcode), ActionReply.self))
     }
 }
 
@@ -284,8 +302,11 @@ struct Credentials: ParsableCommand {
 
     func run() throws {
         let c = try credentials.read()
-        try printResults(try global.call(.setCredentials, CredentialsRequest(
-            user: user, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
+        try printResults(
+            try global.call(
+                .setCredentials,
+                CredentialsRequest(
+                    user: user, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
     }
 }
 
@@ -328,11 +349,12 @@ struct PolicyCommand: ParsableCommand {
     func run() throws {
         let p = try global.call(.getPolicy, NoParameters(), PolicyInfo.self)
         if json { return try printJSON(p) }
-        print(table([
-            ["offline_days_before_lock", p.offlineDaysBeforeLock == 0 ? "0 (never)" : "\(p.offlineDaysBeforeLock)"],
-            ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
-            ["source", p.source],
-        ]))
+        print(
+            table([
+                ["offline_days_before_lock", p.offlineDaysBeforeLock == 0 ? "0 (never)" : "\(p.offlineDaysBeforeLock)"],
+                ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
+                ["source", p.source],
+            ]))
     }
 }
 

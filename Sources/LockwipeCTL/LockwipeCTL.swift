@@ -1,16 +1,17 @@
 import ArgumentParser
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#endif
 import LockwipeCore
 import LockwipeProtocol
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
 /// The exit codes of README.md ("Exit codes") and lockwipectl(1): scripts rely on them.
 public enum ExitStatus {
@@ -40,8 +41,10 @@ public struct LockwipeCTL: ParsableCommand {
             The socket is /run/lockwipe/io.lockwipe.Manager unless --socket or LOCKWIPE_SOCKET says otherwise.
             """,
         version: LockwipeVersion.current,
-        subcommands: [Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
-                      PolicyCommand.self, History.self, Passcode.self, PamAccount.self])
+        subcommands: [
+            Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
+            PolicyCommand.self, History.self, Passcode.self, PamAccount.self,
+        ])
 
     public init() {}
 

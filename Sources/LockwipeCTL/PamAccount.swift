@@ -1,14 +1,15 @@
 import ArgumentParser
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import LockwipeCore
 import LockwipeProtocol
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `lockwipectl pam-account`: the login gate, for pam_exec in the PAM account stack.
@@ -55,9 +56,10 @@ struct PamAccount: ParsableCommand {
             Self.failOpen(user: name, "\(error)")
             return
         }
-        let decision = LoginGate.decide(among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
-            LoginGate.Registration(user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked)
-        })
+        let decision = LoginGate.decide(
+            among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
+                LoginGate.Registration(user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked)
+            })
         if let message = decision.message { print(message) }
         if !decision.allowed {
             Self.syslog(LOG_NOTICE, "login of \(name) refused: \(decision.message ?? "")")

@@ -1,15 +1,16 @@
 import ArgumentParser
+import LockwipeProtocol
+
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
-import LockwipeProtocol
 
 /// Reading passcodes: on a terminal a prompt without echo (termios on /dev/tty), for
 /// scripts one line per passcode from standard input (`--passcode-stdin`). Never from

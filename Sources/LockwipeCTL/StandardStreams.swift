@@ -1,14 +1,14 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Standard error and standard input without `FileHandle`, which is full Foundation's
@@ -47,10 +47,10 @@ enum StandardStreams {
 /// `ParsableCommand` the name `exit` is ArgumentParser's own method).
 func exitProcess(_ code: Int32) -> Never {
     #if canImport(Glibc)
-    Glibc.exit(code)
+        Glibc.exit(code)
     #elseif canImport(Musl)
-    Musl.exit(code)
+        Musl.exit(code)
     #else
-    Darwin.exit(code)
+        Darwin.exit(code)
     #endif
 }

@@ -27,8 +27,10 @@ public struct CheckInDecision: Sendable, Equatable {
         /// whose key the machine key wraps (the default passcode).
         public var opensWithoutPasscode: Bool
 
-        public init(user: String, state: RegistrationState, lockTrigger: Trigger? = nil, blocked: Bool = false, blockedCode: String? = nil,
-                    lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true) {
+        public init(
+            user: String, state: RegistrationState, lockTrigger: Trigger? = nil, blocked: Bool = false, blockedCode: String? = nil,
+            lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true
+        ) {
             self.user = user
             self.state = state
             self.lockTrigger = lockTrigger
@@ -119,23 +121,26 @@ public struct CheckInDecision: Sendable, Equatable {
             let reason = "the policy server \(verb) the registration (HTTP 403 \(code))"
             return CheckInDecision(
                 write: .attempt(error: "HTTP 403 \(code): \(verb) by the server", failures: 0),
-                after: JournalLine(kind: .serverOrder, level: .notice, message: "check-in of \(r.user): the server orders a \(action) (\(code))",
-                                   fields: ["result": code]),
+                after: JournalLine(
+                    kind: .serverOrder, level: .notice, message: "check-in of \(r.user): the server orders a \(action) (\(code))",
+                    fields: ["result": code]),
                 order: lock ? .lock(code: code, reason: reason) : .wipe(code: code, reason: reason))
         case .blocked(let code):
             let newly = !r.blocked || r.blockedCode != code
             return CheckInDecision(
                 write: .blocked(code: code, failures: 0),
                 events: newly ? [Event(.blocked, "the policy server blocked the registration (HTTP 403 \(code)); data untouched")] : [],
-                after: JournalLine(kind: .registrationBlocked, level: .warning, message: "\(r.user) is blocked by the policy server (\(code)); no data action",
-                                   fields: ["result": code]),
+                after: JournalLine(
+                    kind: .registrationBlocked, level: .warning, message: "\(r.user) is blocked by the policy server (\(code)); no data action",
+                    fields: ["result": code]),
                 detail: "blocked by the server (\(code)); not a contact", failed: true)
         case .failure(let why):
             let failures = r.failures + 1
             return CheckInDecision(
                 write: .attempt(error: why, failures: failures),
-                after: JournalLine(kind: .checkInFailed, level: .warning, message: "check-in of \(r.user) failed: \(why)",
-                                   fields: ["result": "failed", "error": why, "failures": "\(failures)"]),
+                after: JournalLine(
+                    kind: .checkInFailed, level: .warning, message: "check-in of \(r.user) failed: \(why)",
+                    fields: ["result": "failed", "error": why, "failures": "\(failures)"]),
                 detail: "failed: \(why)", failed: true)
         }
     }
@@ -154,18 +159,23 @@ public struct CheckInDecision: Sendable, Equatable {
             lastError = "contact ok, but the server policy was rejected (the last valid one is kept): \(text)"
             // Said once in the history, not at every check-in while the server sends it.
             if r.lastError != lastError { d.events.append(Event(.serverPolicyRejected, "rejected, last valid policy kept: \(text)")) }
-            d.before.append(JournalLine(kind: .serverPolicyRejected, level: .error,
-                                        message: "the server policy for \(r.user) is invalid and was rejected; keeping the last valid policy: \(text)",
-                                        fields: ["problems": text]))
+            d.before.append(
+                JournalLine(
+                    kind: .serverPolicyRejected, level: .error,
+                    message: "the server policy for \(r.user) is invalid and was rejected; keeping the last valid policy: \(text)",
+                    fields: ["problems": text]))
             d.notes.append("server policy rejected: \(text)")
         } else if let p = settings.policy {
             policy = p
             if p != r.serverPolicy {
                 let text = p.text
                 d.events.append(Event(.serverPolicy, "policy from the server: \(text)"))
-                d.before.append(JournalLine(kind: .serverPolicyApplied, level: .notice, message: "new server policy for \(r.user): \(text)", fields: [
-                    "offline_days_before_lock": "\(p.offlineDaysBeforeLock)", "offline_days_before_wipe": "\(p.offlineDaysBeforeWipe)",
-                ]))
+                d.before.append(
+                    JournalLine(
+                        kind: .serverPolicyApplied, level: .notice, message: "new server policy for \(r.user): \(text)",
+                        fields: [
+                            "offline_days_before_lock": "\(p.offlineDaysBeforeLock)", "offline_days_before_wipe": "\(p.offlineDaysBeforeWipe)",
+                        ]))
                 d.notes.append("server policy: \(text)")
             }
         }
@@ -179,7 +189,8 @@ public struct CheckInDecision: Sendable, Equatable {
             if r.opensWithoutPasscode {
                 d.lockChange = .lift(Event(.unlock, "unlocked by a successful contact with the policy server (lock trigger: \(trigger.rawValue))"))
             } else {
-                d.lockChange = .handBack(Event(.lockLifted, "the policy server lifted the \(trigger.rawValue) lock; the encrypted vault stays locked until its user unlocks it with the passcode"))
+                d.lockChange = .handBack(
+                    Event(.lockLifted, "the policy server lifted the \(trigger.rawValue) lock; the encrypted vault stays locked until its user unlocks it with the passcode"))
                 d.notes.append("lock lifted; unlock with the passcode")
             }
         }

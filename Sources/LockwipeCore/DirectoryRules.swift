@@ -52,8 +52,9 @@ public enum DirectoryRules {
         } else if protectedParents.contains(p) {
             found.append("\(p): is a system directory; register a directory inside it")
         } else if let area = guardedAreas.first(where: { isWithin(p, $0) }), !allowedUnder.contains(where: { isWithin(p, $0) }) {
-            found.append("\(p): lies in \(area), where programs and root keep their own data; "
-                         + "allow it with [vault] allow_under = [\"\(p)\"] if it really is a vault")
+            found.append(
+                "\(p): lies in \(area), where programs and root keep their own data; "
+                    + "allow it with [vault] allow_under = [\"\(p)\"] if it really is a vault")
         }
         for other in taken where isWithin(p, other.path) || isWithin(other.path, p) {
             found.append("\(p): overlaps \(other.path) of \(other.owner)")

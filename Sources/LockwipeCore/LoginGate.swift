@@ -55,39 +55,49 @@ public enum LoginGate {
         // A lock that failed (lock-failed) is still a committed lock: the gate treats it as one.
         switch r.state {
         case .wiped:
-            return Decision(allowed: false, message: """
-                lockwipe: login refused: the data of \(r.user) on this machine was wiped. \
-                Ask your administrator to register you again.
-                """)
+            return Decision(
+                allowed: false,
+                message: """
+                    lockwipe: login refused: the data of \(r.user) on this machine was wiped. \
+                    Ask your administrator to register you again.
+                    """)
         case .wipePending, .wiping:
-            return Decision(allowed: false, message: """
-                lockwipe: login refused: the data of \(r.user) on this machine is being wiped. \
-                Ask your administrator.
-                """)
+            return Decision(
+                allowed: false,
+                message: """
+                    lockwipe: login refused: the data of \(r.user) on this machine is being wiped. \
+                    Ask your administrator.
+                    """)
         case .locked where r.lockTrigger == .server, .lockFailed where r.lockTrigger == .server:
-            return Decision(allowed: false, message: """
-                lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
-                Ask your administrator: the lock is lifted at the next check-in the server allows.
-                """)
+            return Decision(
+                allowed: false,
+                message: """
+                    lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
+                    Ask your administrator: the lock is lifted at the next check-in the server allows.
+                    """)
         case .locked, .lockFailed:
             let how: String
             switch r.lockTrigger {
             case .offline:
                 how = "This machine was offline for too long: it unlocks after the next successful check-in with the policy server, or ask your administrator."
             case .logout:
-                how = r.protection == .encrypted
+                how =
+                    r.protection == .encrypted
                     ? "It was locked when you logged out: unlock it with `lockwipectl unlock --user \(r.user)` and your passcode."
                     : "It was locked when you logged out: ask your administrator to unlock it."
             default:
-                how = r.protection == .encrypted
+                how =
+                    r.protection == .encrypted
                     ? "Unlock it with `lockwipectl unlock --user \(r.user)` and your passcode, or ask your administrator."
                     : "Ask your administrator to unlock it."
             }
             return Decision(allowed: true, message: "lockwipe: your data on this machine is locked. " + how)
         case .active:
-            return Decision(allowed: true, message: r.blocked
-                ? "lockwipe: the policy server has blocked your registration on this machine; your data is untouched. Ask your administrator."
-                : nil)
+            return Decision(
+                allowed: true,
+                message: r.blocked
+                    ? "lockwipe: the policy server has blocked your registration on this machine; your data is untouched. Ask your administrator."
+                    : nil)
         }
     }
 }

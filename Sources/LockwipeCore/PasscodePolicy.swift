@@ -48,9 +48,10 @@ public struct PasscodePolicy: Sendable, Equatable, Codable {
             found.append(.init(rule: "min_unique_chars", message: "needs at least \(minUniqueChars) different characters, has \(unique)"))
         }
         if classes.count < minCharacterClasses {
-            found.append(.init(
-                rule: "min_character_classes",
-                message: "needs characters of at least \(minCharacterClasses) of digits, lower case, upper case and special characters, has \(classes.count)"))
+            found.append(
+                .init(
+                    rule: "min_character_classes",
+                    message: "needs characters of at least \(minCharacterClasses) of digits, lower case, upper case and special characters, has \(classes.count)"))
         }
         return found
     }
@@ -87,8 +88,10 @@ public struct PasscodePolicy: Sendable, Equatable, Codable {
     /// Settings that cannot be satisfied or make no sense, by key: nothing is fixed up.
     public var problems: [(key: String, message: String)] {
         var out: [(String, String)] = []
-        for (key, value) in [("min_length", minLength), ("min_unique_chars", minUniqueChars), ("min_character_classes", minCharacterClasses),
-                             ("expiration_days", expirationDays), ("retry_limit", retryLimit), ("lock_timeout", lockTimeout)] where value < 0 {
+        for (key, value) in [
+            ("min_length", minLength), ("min_unique_chars", minUniqueChars), ("min_character_classes", minCharacterClasses),
+            ("expiration_days", expirationDays), ("retry_limit", retryLimit), ("lock_timeout", lockTimeout),
+        ] where value < 0 {
             out.append((key, "must be 0 or more, not \(value)"))
         }
         if minCharacterClasses > 4 { out.append(("min_character_classes", "there are only 4 character classes, not \(minCharacterClasses)")) }

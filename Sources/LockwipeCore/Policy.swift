@@ -26,10 +26,11 @@ public struct Policy: Sendable, Equatable, Codable {
             found.append(("offline_days_before_wipe", "must be 0 (never) or a positive number of days, not \(offlineDaysBeforeWipe)"))
         }
         if offlineDaysBeforeLock > 0, offlineDaysBeforeWipe > 0, offlineDaysBeforeWipe <= offlineDaysBeforeLock {
-            found.append((
-                "offline_days_before_wipe",
-                "must be greater than offline_days_before_lock (\(offlineDaysBeforeLock)) when both are set, not \(offlineDaysBeforeWipe); set it to 0 for lock only"
-            ))
+            found.append(
+                (
+                    "offline_days_before_wipe",
+                    "must be greater than offline_days_before_lock (\(offlineDaysBeforeLock)) when both are set, not \(offlineDaysBeforeWipe); set it to 0 for lock only"
+                ))
         }
         return found
     }

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// The settings document a policy server answers a check-in with, modelled on SAP Mobile
@@ -35,8 +35,10 @@ public struct ServerSettings: Sendable, Equatable, Codable {
         public var description: String { "\(key): \(message)" }
     }
 
-    public init(lockWipe: LockWipeSettings? = nil, passcode: PasscodeSettings? = nil, sharedDevice: SharedDeviceSettings? = nil,
-                registrationLocked: Bool? = nil, problems: [Problem] = []) {
+    public init(
+        lockWipe: LockWipeSettings? = nil, passcode: PasscodeSettings? = nil, sharedDevice: SharedDeviceSettings? = nil,
+        registrationLocked: Bool? = nil, problems: [Problem] = []
+    ) {
         self.lockWipe = lockWipe
         self.passcode = passcode
         self.sharedDevice = sharedDevice
@@ -61,8 +63,10 @@ public struct ServerSettings: Sendable, Equatable, Codable {
     public var policyProblems: [Problem] {
         var found = problems.filter { $0.key.hasPrefix("blockWipingPolicy") }
         if found.isEmpty, let policy {
-            let names = ["offline_days_before_lock": "blockWipingPolicy.blockDisconnectedPeriod",
-                         "offline_days_before_wipe": "blockWipingPolicy.wipeDisconnectedPeriod"]
+            let names = [
+                "offline_days_before_lock": "blockWipingPolicy.blockDisconnectedPeriod",
+                "offline_days_before_wipe": "blockWipingPolicy.wipeDisconnectedPeriod",
+            ]
             found += policy.problems.map { Problem(key: names[$0.key] ?? $0.key, message: $0.message) }
         }
         return found

@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// The rule for `[server] url`: HTTPS anywhere, plain HTTP only to this machine (a demo or
@@ -21,7 +21,8 @@ public enum ServerURL {
         switch scheme {
         case "https": return nil
         case "http":
-            return isLoopback(host) ? nil
+            return isLoopback(host)
+                ? nil
                 : "plain http:// is allowed only to a loopback host (localhost, 127.0.0.0/8, [::1]), not \(host); use https://"
         default:
             return "must start with https:// (or http:// to a loopback host, with allow_insecure_http = true), not \(scheme)://"
@@ -71,7 +72,7 @@ public enum ServerURL {
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             return true
         default:
             return false

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The few text operations the core, the wire protocol and `lockwipectl` need from
@@ -16,7 +16,7 @@ public enum TextFormat {
     /// (`%.1f`) and Foundation's `String(format:)` round: the same text as before.
     public static func fixed(_ value: Double, decimals: Int) -> String {
         precondition((0...17).contains(decimals))
-        var buffer = [CChar](repeating: 0, count: 352)   // %.17f of Double.greatestFiniteMagnitude fits
+        var buffer = [CChar](repeating: 0, count: 352)  // %.17f of Double.greatestFiniteMagnitude fits
         let format = "%.\(decimals)f"
         let written = withVaList([value]) { args in
             buffer.withUnsafeMutableBufferPointer { vsnprintf($0.baseAddress, $0.count, format, args) }

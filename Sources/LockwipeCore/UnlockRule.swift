@@ -86,8 +86,11 @@ public enum UnlockRule {
             guard r.serverConfigured else {
                 return .refused(Refusal(.notPermitted, "\(r.user) was locked by \(by) and no policy server is configured: an administrator must unlock it"))
             }
-            return .checkInFirst(otherwise: Refusal(.notPermitted,
-                "\(r.user) was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"))
+            return .checkInFirst(
+                otherwise: Refusal(
+                    .notPermitted,
+                    "\(r.user) was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+                ))
         default:
             return .refused(Refusal(.notPermitted, "\(r.user) was locked by an administrator: an administrator must unlock it"))
         }
@@ -120,8 +123,10 @@ public enum UnlockRule {
             return .withMachineKey
         case .passcode:
             guard let passcode else {
-                return .refused(Refusal(.passcodeRequired,
-                    "the vault key of \(user) is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)"))
+                return .refused(
+                    Refusal(
+                        .passcodeRequired,
+                        "the vault key of \(user) is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)"))
             }
             return .withPasscode(passcode)
         }
@@ -140,13 +145,17 @@ public enum UnlockRule {
     /// to whoever proved they know it) and must be replaced by `newPasscode`, or is
     /// changed to it at the unlock. `expired`: when the expired passcode was set (ISO 8601,
     /// as `status` shows it) and for how many days a passcode holds; nil while it holds.
-    public static func afterPasscode(user: String, passcode: String, newPasscode: String?,
-                                     expired: (setAt: String, expirationDays: Int)?) -> AfterPasscode {
+    public static func afterPasscode(
+        user: String, passcode: String, newPasscode: String?,
+        expired: (setAt: String, expirationDays: Int)?
+    ) -> AfterPasscode {
         if let expired {
             guard let newPasscode else {
-                return .refused(Refusal(.passcodeExpired,
-                    "passcode expired: change it (it was set \(expired.setAt); expiration_days = \(expired.expirationDays)): "
-                        + "lockwipectl unlock --user \(user) --new-passcode-stdin, or on a terminal answer the prompts for a new one"))
+                return .refused(
+                    Refusal(
+                        .passcodeExpired,
+                        "passcode expired: change it (it was set \(expired.setAt); expiration_days = \(expired.expirationDays)): "
+                            + "lockwipectl unlock --user \(user) --new-passcode-stdin, or on a terminal answer the prompts for a new one"))
             }
             guard newPasscode != passcode else { return .refused(Refusal(.actionFailed, "the new passcode must differ from the expired one")) }
             return .rewrap(new: newPasscode, detail: "expired passcode replaced at unlock", note: "expired passcode replaced")

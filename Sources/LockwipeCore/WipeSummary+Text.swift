@@ -11,7 +11,8 @@ extension WipeSummary {
 
     /// The history event and journal line of one finished attempt.
     public func recordText(resumed: Bool) -> String {
-        let overwritten = passes == 0
+        let overwritten =
+            passes == 0
             ? "unlink only (passes = 0)"
             : "\(filesOverwritten) files overwritten (\(bytesOverwritten) bytes, \(passes) \(pattern) pass\(passes == 1 ? "" : "es"))"
         let again = resumed ? " (resumed)" : ""

@@ -67,8 +67,10 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
     /// not allow the default passcode).
     public var passcode: String?
 
-    public init(user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
-                requireEncryption: Bool? = nil, passcode: String? = nil) {
+    public init(
+        user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
+        requireEncryption: Bool? = nil, passcode: String? = nil
+    ) {
         self.user = user
         self.directories = directories
         self.token = token

@@ -2,15 +2,15 @@ import CSystemd
 import Logging
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// swift-log handler writing structured entries to the systemd journal (`sd_journal_sendv`),

@@ -2,9 +2,9 @@ import CSystemd
 import Dispatch
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// Where the daemon learns whether a user is logged in, and when that may have changed.

@@ -1,15 +1,15 @@
 import CSystemd
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #endif
 
 /// `sd_notify` wrapper; a no-op when NOTIFY_SOCKET is unset (not started by systemd, or

@@ -7,8 +7,9 @@ import Testing
     typealias Reg = CheckInDecision.Registration
 
     static func settings(lock: Int? = nil, wipe: Int = 0, locked: Bool? = nil, problems: [ServerSettings.Problem] = []) -> ServerSettings {
-        ServerSettings(lockWipe: lock.map { LockWipeSettings(enabled: true, blockDisconnectedPeriod: $0, wipeDisconnectedPeriod: wipe) },
-                       registrationLocked: locked, problems: problems)
+        ServerSettings(
+            lockWipe: lock.map { LockWipeSettings(enabled: true, blockDisconnectedPeriod: $0, wipeDisconnectedPeriod: wipe) },
+            registrationLocked: locked, problems: problems)
     }
 
     static let badPolicy = settings(lock: 3, wipe: 9, problems: [.init(key: "blockWipingPolicy.blockDisconnectedPeriod", message: "not a number")])
@@ -24,62 +25,85 @@ import Testing
 
     static let rows: [Row] = [
         // Contacts
-        Row(name: "a new server policy is adopted and announced", registration: Reg(user: "alice", state: .active),
+        Row(
+            name: "a new server policy is adopted and announced", registration: Reg(user: "alice", state: .active),
             outcome: .contact(settings(lock: 3, wipe: 9)),
             effects: ["log serverPolicyApplied", "write contact policy 3/9 settings", "event server-policy", "log checkInOK"]),
-        Row(name: "the same policy again is adopted silently", registration: Reg(user: "alice", state: .active, serverPolicy: Policy(offlineDaysBeforeLock: 3, offlineDaysBeforeWipe: 9)),
+        Row(
+            name: "the same policy again is adopted silently",
+            registration: Reg(user: "alice", state: .active, serverPolicy: Policy(offlineDaysBeforeLock: 3, offlineDaysBeforeWipe: 9)),
             outcome: .contact(settings(lock: 3, wipe: 9)),
             effects: ["write contact policy 3/9 settings", "log checkInOK"]),
-        Row(name: "settings without a policy keep the policy, store the settings", registration: Reg(user: "alice", state: .active),
+        Row(
+            name: "settings without a policy keep the policy, store the settings", registration: Reg(user: "alice", state: .active),
             outcome: .contact(settings()),
             effects: ["write contact policy - settings", "log checkInOK"]),
-        Row(name: "an invalid policy is rejected, the contact still counts", registration: Reg(user: "alice", state: .active),
+        Row(
+            name: "an invalid policy is rejected, the contact still counts", registration: Reg(user: "alice", state: .active),
             outcome: .contact(badPolicy),
             effects: ["log serverPolicyRejected", "write contact policy - error", "event server-policy-rejected", "log checkInOK"]),
-        Row(name: "the same rejection again is not recorded twice", registration: Reg(user: "alice", state: .active, lastError: rejection),
+        Row(
+            name: "the same rejection again is not recorded twice", registration: Reg(user: "alice", state: .active, lastError: rejection),
             outcome: .contact(badPolicy),
             effects: ["log serverPolicyRejected", "write contact policy - error", "log checkInOK"]),
-        Row(name: "a contact lifts the block", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "REG_BLOCKED"),
+        Row(
+            name: "a contact lifts the block", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "REG_BLOCKED"),
             outcome: .contact(settings()),
             effects: ["write contact policy - settings", "event unblocked", "log checkInOK"]),
-        Row(name: "a server lock is lifted", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
+        Row(
+            name: "a server lock is lifted", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
             outcome: .contact(settings()),
             effects: ["lift", "write contact policy - settings", "log checkInOK"]),
-        Row(name: "an offline lock that failed is lifted", registration: Reg(user: "alice", state: .lockFailed, lockTrigger: .offline),
+        Row(
+            name: "an offline lock that failed is lifted", registration: Reg(user: "alice", state: .lockFailed, lockTrigger: .offline),
             outcome: .contact(settings()),
             effects: ["lift", "write contact policy - settings", "log checkInOK"]),
-        Row(name: "a vault only the passcode opens is handed back to it",
+        Row(
+            name: "a vault only the passcode opens is handed back to it",
             registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, opensWithoutPasscode: false),
             outcome: .contact(settings()),
             effects: ["hand back", "write contact policy - settings", "event lock-lifted", "log checkInOK"]),
-        Row(name: "an administrator's lock stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .admin),
+        Row(
+            name: "an administrator's lock stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .admin),
             outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
-        Row(name: "the user's own lock stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .user),
+        Row(
+            name: "the user's own lock stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .user),
             outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
-        Row(name: "a lock on logout stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .logout),
+        Row(
+            name: "a lock on logout stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .logout),
             outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
-        Row(name: "a server lock stays while the settings say registration.locked",
+        Row(
+            name: "a server lock stays while the settings say registration.locked",
             registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
             outcome: .contact(settings(locked: true)), effects: ["write contact policy - settings", "log checkInOK"]),
-        Row(name: "registration.locked locks an active registration", registration: Reg(user: "alice", state: .active),
+        Row(
+            name: "registration.locked locks an active registration", registration: Reg(user: "alice", state: .active),
             outcome: .contact(settings(locked: true)), effects: ["write contact policy - settings", "log checkInOK", "order settings lock"]),
-        Row(name: "registration.locked = false changes nothing", registration: Reg(user: "alice", state: .active),
+        Row(
+            name: "registration.locked = false changes nothing", registration: Reg(user: "alice", state: .active),
             outcome: .contact(settings(locked: false)), effects: ["write contact policy - settings", "log checkInOK"]),
         // Server orders: not a contact, carried out as a lock or wipe
-        Row(name: "a 403 lock order", registration: Reg(user: "alice", state: .active, failures: 4),
+        Row(
+            name: "a 403 lock order", registration: Reg(user: "alice", state: .active, failures: 4),
             outcome: .lock, effects: ["write attempt 0 HTTP 403 TRAFFIC_REG_LOCKED: locked by the server", "log serverOrder", "order lock TRAFFIC_REG_LOCKED"]),
-        Row(name: "a 403 lock order to a locked registration", registration: Reg(user: "alice", state: .locked, lockTrigger: .admin),
+        Row(
+            name: "a 403 lock order to a locked registration", registration: Reg(user: "alice", state: .locked, lockTrigger: .admin),
             outcome: .lock, effects: ["write attempt 0 HTTP 403 TRAFFIC_REG_LOCKED: locked by the server", "log serverOrder", "order lock TRAFFIC_REG_LOCKED"]),
-        Row(name: "a 403 wipe order", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
+        Row(
+            name: "a 403 wipe order", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
             outcome: .wipe, effects: ["write attempt 0 HTTP 403 TRAFFIC_REG_WIPED: wiped by the server", "log serverOrder", "order wipe TRAFFIC_REG_WIPED"]),
         // Blocks and failures: not a contact, no data action
-        Row(name: "a new block is recorded", registration: Reg(user: "alice", state: .active, failures: 2),
+        Row(
+            name: "a new block is recorded", registration: Reg(user: "alice", state: .active, failures: 2),
             outcome: .blocked("TRAFFIC_BLOCKED"), effects: ["write blocked 0 TRAFFIC_BLOCKED", "event blocked", "log registrationBlocked", "failed"]),
-        Row(name: "the same block again is not recorded twice", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "TRAFFIC_BLOCKED"),
+        Row(
+            name: "the same block again is not recorded twice", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "TRAFFIC_BLOCKED"),
             outcome: .blocked("TRAFFIC_BLOCKED"), effects: ["write blocked 0 TRAFFIC_BLOCKED", "log registrationBlocked", "failed"]),
-        Row(name: "a block with another code is recorded", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "TRAFFIC_BLOCKED"),
+        Row(
+            name: "a block with another code is recorded", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "TRAFFIC_BLOCKED"),
             outcome: .blocked("REG_BLOCKED"), effects: ["write blocked 0 REG_BLOCKED", "event blocked", "log registrationBlocked", "failed"]),
-        Row(name: "a failure counts one more in a row", registration: Reg(user: "alice", state: .locked, lockTrigger: .server, failures: 2),
+        Row(
+            name: "a failure counts one more in a row", registration: Reg(user: "alice", state: .locked, lockTrigger: .server, failures: 2),
             outcome: .failure("HTTP 500"), effects: ["write attempt 3 HTTP 500", "log checkInFailed", "failed"]),
     ]
 
@@ -134,8 +158,12 @@ import Testing
         #expect(applied.after.message == "check-in of alice ok")
 
         let handedBack = CheckInDecision.decide(Reg(user: "alice", state: .locked, lockTrigger: .server, opensWithoutPasscode: false), .contact(Self.settings()))
-        #expect(handedBack.lockChange == .handBack(.init(.lockLifted,
-            "the policy server lifted the server lock; the encrypted vault stays locked until its user unlocks it with the passcode")))
+        #expect(
+            handedBack.lockChange
+                == .handBack(
+                    .init(
+                        .lockLifted,
+                        "the policy server lifted the server lock; the encrypted vault stays locked until its user unlocks it with the passcode")))
         #expect(handedBack.notes == ["lock lifted; unlock with the passcode"])
 
         let rejected = CheckInDecision.decide(Reg(user: "alice", state: .active), .contact(Self.badPolicy))

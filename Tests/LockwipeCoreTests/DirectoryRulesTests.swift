@@ -49,16 +49,17 @@ import Testing
         #expect(DirectoryRules.problems(path: "/srv/field/bobby", taken: taken).isEmpty)
     }
 
-    @Test(arguments: [
-        ("/opt/fieldapp/data", nil),
-        ("/var/lib/fieldapp/", nil),
-        ("opt/fieldapp", "absolute path"),
-        ("/opt/../etc", "absolute path"),
-        ("/opt//fieldapp", "absolute path"),
-        ("/etc/fieldapp", "system directory /etc"),
-        ("/opt", "is a system directory"),
-        ("/srv/fieldapp", "vaults there need no allowance"),
-    ] as [(String, String?)])
+    @Test(
+        arguments: [
+            ("/opt/fieldapp/data", nil),
+            ("/var/lib/fieldapp/", nil),
+            ("opt/fieldapp", "absolute path"),
+            ("/opt/../etc", "absolute path"),
+            ("/opt//fieldapp", "absolute path"),
+            ("/etc/fieldapp", "system directory /etc"),
+            ("/opt", "is a system directory"),
+            ("/srv/fieldapp", "vaults there need no allowance"),
+        ] as [(String, String?)])
     func allowancesNameADirectoryInsideAGuardedArea(_ path: String, _ refused: String?) {
         let problem = DirectoryRules.allowanceProblem(path)
         if let refused {

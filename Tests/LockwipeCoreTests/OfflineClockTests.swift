@@ -69,7 +69,10 @@ import Testing
         var boot = start.boot
         var bootID = "b0"
         for i in 0..<2_000 {
-            if i % 97 == 0 { boot = Int64.random(in: 0...100, using: &generator); bootID = "b\(i)" }
+            if i % 97 == 0 {
+                boot = Int64.random(in: 0...100, using: &generator)
+                bootID = "b\(i)"
+            }
             boot += Int64.random(in: 0...5_000, using: &generator)
             let wall = start.wall + Int64.random(in: -30 * day...60 * day, using: &generator)
             clock = clock.advanced(to: ClockReading(wall: wall, boot: boot, bootID: bootID)).clock

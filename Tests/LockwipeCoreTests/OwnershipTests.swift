@@ -26,14 +26,17 @@ struct OwnershipTests {
         HistoryRow(user: "alice", registrationUID: 1000, callerUID: 1000, callerName: "alice", may: true, why: "her registration"),
         HistoryRow(user: "alice", registrationUID: 1000, callerUID: 1000, callerName: "alice2", may: true, why: "her uid under another name"),
         HistoryRow(user: "alice", registrationUID: 1000, callerUID: 1001, callerName: "bob", may: false, why: "someone else's registration"),
-        HistoryRow(user: "alice", registrationUID: 1000, callerUID: 1001, callerName: "alice", may: false,
-                   why: "her name, but the registration is another uid's (a reused name)"),
+        HistoryRow(
+            user: "alice", registrationUID: 1000, callerUID: 1001, callerName: "alice", may: false,
+            why: "her name, but the registration is another uid's (a reused name)"),
         HistoryRow(user: "alice", registrationUID: nil, callerUID: 1000, callerName: "alice", may: true, why: "her name, unregistered"),
         HistoryRow(user: "alice", registrationUID: nil, callerUID: 1001, callerName: "bob", may: false, why: "another name, unregistered"),
         HistoryRow(user: "alice", registrationUID: nil, callerUID: 1000, callerName: nil, may: false, why: "a caller without a name"),
     ])
     func historyIsReadByItsOwner(_ row: HistoryRow) {
-        #expect(Ownership.mayReadHistory(of: row.user, registrationUID: row.registrationUID, callerUID: row.callerUID,
-                                         callerName: row.callerName) == row.may)
+        #expect(
+            Ownership.mayReadHistory(
+                of: row.user, registrationUID: row.registrationUID, callerUID: row.callerUID,
+                callerName: row.callerName) == row.may)
     }
 }

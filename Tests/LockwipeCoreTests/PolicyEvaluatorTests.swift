@@ -6,7 +6,8 @@ import Testing
 
     @Test func lockOnlyLocksAtTheExactThresholdAndNeverWipes() {
         let policy = Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 0)
-        #expect(PolicyEvaluator.evaluate(policy: policy, state: .active, offlineSeconds: 7 * day - 1)
+        #expect(
+            PolicyEvaluator.evaluate(policy: policy, state: .active, offlineSeconds: 7 * day - 1)
                 == Evaluation(due: nil, next: ScheduledAction(action: .lock, inSeconds: 1)))
         #expect(PolicyEvaluator.evaluate(policy: policy, state: .active, offlineSeconds: 7 * day).due == .lock)
         #expect(PolicyEvaluator.evaluate(policy: policy, state: .locked, offlineSeconds: 400 * day) == Evaluation(due: nil, next: nil))
@@ -32,7 +33,8 @@ import Testing
     /// still comes when it is due: a vault renamed away does not escape its wipe.
     @Test func aFailedLockIsRetriedNotReDecidedAndTheWipeStillComes() {
         let policy = Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30)
-        #expect(PolicyEvaluator.evaluate(policy: policy, state: .lockFailed, offlineSeconds: 10 * day)
+        #expect(
+            PolicyEvaluator.evaluate(policy: policy, state: .lockFailed, offlineSeconds: 10 * day)
                 == PolicyEvaluator.evaluate(policy: policy, state: .locked, offlineSeconds: 10 * day))
         #expect(PolicyEvaluator.evaluate(policy: policy, state: .lockFailed, offlineSeconds: 30 * day).due == .wipe)
     }

@@ -61,7 +61,8 @@ import Testing
     }
 
     @Test func passcodeAndSharedDeviceAreRead() throws {
-        let s = try decode("""
+        let s = try decode(
+            """
             {"passwordPolicy": {"passwordPolicyMinLength": "8", "passwordPolicyRetryLimit": 10, "passwordPolicyLockTimeout": "300",
              "passwordPolicyDigitRequired": "true", "passwordPolicyDefaultPasswordAllowed": false, "unknownField": 3},
              "sharedDevice": {"sharedDeviceEnabled": "true", "maxUsers": "20"},
@@ -84,7 +85,10 @@ import Testing
 
     @Test func a2xxWithJSONIsAContact() {
         let outcome = CheckInResponse.classify(status: 200, messageCode: nil, contentType: "application/json; charset=utf-8", body: doc)
-        guard case .contact(let s) = outcome else { Issue.record("not a contact: \(outcome)"); return }
+        guard case .contact(let s) = outcome else {
+            Issue.record("not a contact: \(outcome)")
+            return
+        }
         #expect(s.policy == Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30))
     }
 
@@ -109,7 +113,10 @@ import Testing
     ])
     func everythingElseIsNotAContact(status: Int, code: String?, type: String?, hasBody: Bool) {
         let outcome = CheckInResponse.classify(status: status, messageCode: code, contentType: type, body: hasBody ? doc : nil)
-        guard case .failure = outcome else { Issue.record("\(status) \(code ?? "-") \(type ?? "-") gave \(outcome)"); return }
+        guard case .failure = outcome else {
+            Issue.record("\(status) \(code ?? "-") \(type ?? "-") gave \(outcome)")
+            return
+        }
     }
 
     @Test func jsonContentTypes() {
@@ -122,23 +129,29 @@ import Testing
 }
 
 @Suite struct ServerURLTests {
-    @Test(arguments: ["https://mdm.example.com", "https://mdm.example.com:8443/base/", "http://127.0.0.1:8470",
-                      "http://localhost:1", "http://[::1]:8470", "http://127.1.2.3", "HTTPS://EXAMPLE.COM"])
+    @Test(arguments: [
+        "https://mdm.example.com", "https://mdm.example.com:8443/base/", "http://127.0.0.1:8470",
+        "http://localhost:1", "http://[::1]:8470", "http://127.1.2.3", "HTTPS://EXAMPLE.COM",
+    ])
     func allowed(_ url: String) {
         #expect(ServerURL.problem(url) == nil)
     }
 
-    @Test(arguments: ["http://mdm.example.com", "http://10.0.0.1", "http://127.0.0.1.example.com", "http://localhost.evil",
-                      "ftp://127.0.0.1", "mdm.example.com", "https://", "https://user:pw@mdm.example.com",
-                      "https://mdm.example.com/?x=1", "http://0.0.0.0:80", "http://[::2]"])
+    @Test(arguments: [
+        "http://mdm.example.com", "http://10.0.0.1", "http://127.0.0.1.example.com", "http://localhost.evil",
+        "ftp://127.0.0.1", "mdm.example.com", "https://", "https://user:pw@mdm.example.com",
+        "https://mdm.example.com/?x=1", "http://0.0.0.0:80", "http://[::2]",
+    ])
     func refused(_ url: String) {
         #expect(ServerURL.problem(url) != nil)
     }
 
     @Test func settingsPath() {
-        #expect(ServerURL.settings(base: "https://h/base/", user: "alice")
+        #expect(
+            ServerURL.settings(base: "https://h/base/", user: "alice")
                 == "https://h/base/mobileservices/settingsExchange/v1/registrations/alice")
-        #expect(ServerURL.settings(base: "http://127.0.0.1:1", user: "a b/c")
+        #expect(
+            ServerURL.settings(base: "http://127.0.0.1:1", user: "a b/c")
                 == "http://127.0.0.1:1/mobileservices/settingsExchange/v1/registrations/a%20b%2Fc")
     }
 }

@@ -1,12 +1,15 @@
 import Foundation
-@testable import LockwipeCore
 import Testing
+
+@testable import LockwipeCore
 
 /// LockwipeCore and lockwipectl dropped full Foundation (ICU) for these helpers; their
 /// output must stay what Foundation gave, so each is checked against Foundation itself.
 @Suite struct TextFormatTests {
-    static let values: [Double] = [0, 0.05, 0.25, 0.5, 1.5, 2.5, 2.25, 2.35, 9.95, 99.95, 1023.96, 0.0004999, 0.0005,
-                                   123_456.789, 1e15 + 0.5, -0.05, -2.5, 4.4999999, 1.0 / 3.0, 511.999, 3_000_000.123]
+    static let values: [Double] = [
+        0, 0.05, 0.25, 0.5, 1.5, 2.5, 2.25, 2.35, 9.95, 99.95, 1023.96, 0.0004999, 0.0005,
+        123_456.789, 1e15 + 0.5, -0.05, -2.5, 4.4999999, 1.0 / 3.0, 511.999, 3_000_000.123,
+    ]
 
     @Test(arguments: [0, 1, 2, 3])
     func fixedRoundsAsStringFormat(decimals: Int) {

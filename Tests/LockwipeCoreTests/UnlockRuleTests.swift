@@ -31,8 +31,11 @@ import Testing
         .refused(.init(.notPermitted, "alice was locked by \(by) and no policy server is configured: an administrator must unlock it"))
     }
     static func checkInFirst(_ by: String) -> UnlockRule.Access {
-        .checkInFirst(otherwise: .init(.notPermitted,
-            "alice was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"))
+        .checkInFirst(
+            otherwise: .init(
+                .notPermitted,
+                "alice was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+            ))
     }
 
     static let accessRows: [AccessRow] = [
@@ -67,8 +70,9 @@ import Testing
 
     @Test(arguments: accessRows)
     func whoMayUnlock(_ row: AccessRow) {
-        let request = UnlockRule.Request(user: "alice", byAdmin: row.who == .admin, protection: row.protection, state: row.state,
-                                         lockTrigger: row.trigger, serverConfigured: row.server)
+        let request = UnlockRule.Request(
+            user: "alice", byAdmin: row.who == .admin, protection: row.protection, state: row.state,
+            lockTrigger: row.trigger, serverConfigured: row.server)
         #expect(UnlockRule.access(request) == row.expected)
     }
 
@@ -82,8 +86,10 @@ import Testing
         var testDescription: String { "\(wrapping) passcode:\(passcode ?? "-") new:\(newPasscode ?? "-")" }
     }
 
-    static let required = UnlockRule.Opening.refused(.init(.passcodeRequired,
-        "the vault key of alice is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)"))
+    static let required = UnlockRule.Opening.refused(
+        .init(
+            .passcodeRequired,
+            "the vault key of alice is protected by a passcode: give it (lockwipectl unlock prompts for it, or reads it with --passcode-stdin)"))
     static let noPasscodeYet = UnlockRule.Opening.refused(.init(.invalidParameter("new_passcode"), "alice has no passcode yet; set one with lockwipectl passcode set"))
 
     static let openingRows: [OpeningRow] = [
@@ -117,9 +123,13 @@ import Testing
         .init(newPasscode: "new one", expired: false, expected: .rewrap(new: "new one", detail: "passcode changed at unlock", note: "passcode changed")),
         // Not expired: the same passcode again is a change like any other.
         .init(newPasscode: "secret", expired: false, expected: .rewrap(new: "secret", detail: "passcode changed at unlock", note: "passcode changed")),
-        .init(newPasscode: nil, expired: true, expected: .refused(.init(.passcodeExpired,
-            "passcode expired: change it (it was set 2026-01-02T03:04:05Z; expiration_days = 90): "
-                + "lockwipectl unlock --user alice --new-passcode-stdin, or on a terminal answer the prompts for a new one"))),
+        .init(
+            newPasscode: nil, expired: true,
+            expected: .refused(
+                .init(
+                    .passcodeExpired,
+                    "passcode expired: change it (it was set 2026-01-02T03:04:05Z; expiration_days = 90): "
+                        + "lockwipectl unlock --user alice --new-passcode-stdin, or on a terminal answer the prompts for a new one"))),
         .init(newPasscode: "secret", expired: true, expected: .refused(.init(.actionFailed, "the new passcode must differ from the expired one"))),
         .init(newPasscode: "new one", expired: true, expected: .rewrap(new: "new one", detail: "expired passcode replaced at unlock", note: "expired passcode replaced")),
     ]

@@ -4,8 +4,9 @@ import Testing
 /// The three readers of a wipe report get texts worded in one place; these rows pin them.
 struct WipeSummaryTextTests {
     static var overwrite: WipeSummary {
-        WipeSummary(filesOverwritten: 3, bytesOverwritten: 3 * 1_048_576, entriesRemoved: 5, skipped: [], elapsedSeconds: 1.234,
-                    passes: 1, pattern: "random", attributesCleared: 1)
+        WipeSummary(
+            filesOverwritten: 3, bytesOverwritten: 3 * 1_048_576, entriesRemoved: 5, skipped: [], elapsedSeconds: 1.234,
+            passes: 1, pattern: "random", attributesCleared: 1)
     }
     static var crypto: WipeSummary {
         var s = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 4, skipped: [], elapsedSeconds: 0.5)
@@ -14,8 +15,9 @@ struct WipeSummaryTextTests {
         return s
     }
     static var incomplete: WipeSummary {
-        WipeSummary(filesOverwritten: 1, bytesOverwritten: 10, entriesRemoved: 2, skipped: [.init(path: "/v/m", reason: "a mount point")],
-                    elapsedSeconds: 0.1, passes: 2, pattern: "zeros")
+        WipeSummary(
+            filesOverwritten: 1, bytesOverwritten: 10, entriesRemoved: 2, skipped: [.init(path: "/v/m", reason: "a mount point")],
+            elapsedSeconds: 0.1, passes: 2, pattern: "zeros")
     }
 
     @Test(arguments: [
@@ -38,8 +40,13 @@ struct WipeSummaryTextTests {
     }
 
     @Test(arguments: [
-        (overwrite, ["removed 5 entries, overwrote 3 files (3.0 MiB, 1 random pass) in 1.23 s",
-                     "cleared the immutable/append-only attribute of 1 entries"]),
+        (
+            overwrite,
+            [
+                "removed 5 entries, overwrote 3 files (3.0 MiB, 1 random pass) in 1.23 s",
+                "cleared the immutable/append-only attribute of 1 entries",
+            ]
+        ),
         (crypto, ["crypto-erased: key destroyed at 2027-01-01T00:00:00Z (0.042 s after the request); 4 entries (ciphertext) removed, no overwrite pass needed, in 0.50 s"]),
         (incomplete, ["removed 2 entries, overwrote 1 files (10 B, 2 zeros passes) in 0.10 s", "not removed: /v/m: a mount point"]),
     ])

@@ -1,8 +1,9 @@
 import Foundation
 import LockwipeCore
-@testable import LockwipeDaemon
 import NIOCore
 import Testing
+
+@testable import LockwipeDaemon
 
 /// The check-in client's request slots and its one deadline (issue 12, finding 4): a wait
 /// for a slot ends at its deadline or when its task is cancelled, and leaves no slot taken;

@@ -1,13 +1,14 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeTestSupport
 import Logging
 import NIOCore
 import Synchronization
 import Testing
-import LockwipeTestSupport
+
+@testable import LockwipeDaemon
 
 /// Issue 12, finding 5: an answer is applied only to the registration (by id) that asked.
 @Suite struct CheckInGenerationTests {
@@ -18,27 +19,27 @@ import LockwipeTestSupport
         config.server = ServerConfiguration(url: "https://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
         let fetcher = HeldFetcher(answer: .wipe)
         try await ManagerFixture.run(config, fetcher: fetcher) { f in
-        let m = f.manager, dir = f.directory
-        try FileManager.default.createDirectory(atPath: dir + "/data/new", withIntermediateDirectories: true)
-        try "new registration's data\n".write(toFile: dir + "/data/new/canary.txt", atomically: true, encoding: .utf8)
-        _ = try await m.register(user: "root", directories: [dir + "/data/old"], by: root)
-        _ = try #require(try await m.status(for: root, user: "root").registrations.first)
+            let m = f.manager, dir = f.directory
+            try FileManager.default.createDirectory(atPath: dir + "/data/new", withIntermediateDirectories: true)
+            try "new registration's data\n".write(toFile: dir + "/data/new/canary.txt", atomically: true, encoding: .utf8)
+            _ = try await m.register(user: "root", directories: [dir + "/data/old"], by: root)
+            _ = try #require(try await m.status(for: root, user: "root").registrations.first)
 
-        let pending = Task { try await m.checkIn(users: ["root"]) }
-        while fetcher.calls == 0 { try await Task.sleep(for: .milliseconds(10)) }
-        _ = try await m.unregister(user: "root", by: root)
-        _ = try await m.register(user: "root", directories: [dir + "/data/new"], by: root)
-        fetcher.release()  // the old registration's TRAFFIC_REG_WIPED arrives now
-        let result = try #require(try await pending.value.first)
+            let pending = Task { try await m.checkIn(users: ["root"]) }
+            while fetcher.calls == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            _ = try await m.unregister(user: "root", by: root)
+            _ = try await m.register(user: "root", directories: [dir + "/data/new"], by: root)
+            fetcher.release()  // the old registration's TRAFFIC_REG_WIPED arrives now
+            let result = try #require(try await pending.value.first)
 
-        #expect(result.failed == true)
-        #expect(result.detail.contains("dropped"))
-        let now = try #require(try await m.status(for: root, user: "root").registrations.first)
-        #expect(now.state == .active)
-        #expect(FileManager.default.fileExists(atPath: dir + "/data/new/canary.txt"))
-        let events = try await m.history(for: root, user: "root", limit: 100).events
-        #expect(events.contains { $0.kind == "check-in-dropped" && $0.detail.contains("TRAFFIC_REG_WIPED") })
-        #expect(!events.contains { $0.kind == "wipe" })
+            #expect(result.failed == true)
+            #expect(result.detail.contains("dropped"))
+            let now = try #require(try await m.status(for: root, user: "root").registrations.first)
+            #expect(now.state == .active)
+            #expect(FileManager.default.fileExists(atPath: dir + "/data/new/canary.txt"))
+            let events = try await m.history(for: root, user: "root", limit: 100).events
+            #expect(events.contains { $0.kind == "check-in-dropped" && $0.detail.contains("TRAFFIC_REG_WIPED") })
+            #expect(!events.contains { $0.kind == "wipe" })
         }
     }
 }

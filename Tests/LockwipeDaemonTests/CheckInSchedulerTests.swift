@@ -1,8 +1,9 @@
 import LockwipeCore
-@testable import LockwipeDaemon
 import NIOCore
 import Synchronization
 import Testing
+
+@testable import LockwipeDaemon
 
 /// A monotonic clock that moves only when the test says, and the timer on it: a sleeper
 /// waits until `advance` passes its deadline, or until its task is cancelled.

@@ -1,7 +1,8 @@
 import Foundation
 import LockwipeCore
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct ConfigurationLoaderTests {
     func withFiles(_ files: [String: String], _ body: (String) throws -> Void) throws {
@@ -26,8 +27,10 @@ import Testing
             let loaded = try ConfigurationLoader.load(path: path)
             #expect(loaded.configuration.vaultAllowedUnder == ["/opt/fieldapp/data", "/var/lib/fieldapp"])
         }
-        for (value, phrase) in [("\"/opt/app\"", "must be a list"), ("[\"/etc/app\"]", "system directory /etc"),
-                                ("[\"/srv/app\"]", "need no allowance"), ("[3]", "only strings")] {
+        for (value, phrase) in [
+            ("\"/opt/app\"", "must be a list"), ("[\"/etc/app\"]", "system directory /etc"),
+            ("[\"/srv/app\"]", "need no allowance"), ("[3]", "only strings"),
+        ] {
             try withFiles(["lockwiped.toml": "# site\n[vault]\nallow_under = \(value)\n"]) { path in
                 let found = problems(path)
                 #expect(found.count == 1 && found[0].line == 3 && found[0].key == "vault.allow_under" && found[0].message.contains(phrase), "\(found)")
@@ -57,7 +60,7 @@ import Testing
 
     @Test func everyProblemIsReportedWithFileKeyAndLine() throws {
         try withFiles([
-            "lockwiped.toml": "[policy]\noffline_days_before_lock = \"seven\"\nofline_days_before_wipe = 3\n\n[hooks]\ntimeout_seconds = -1\n[nonsense]\nx = 1\n",
+            "lockwiped.toml": "[policy]\noffline_days_before_lock = \"seven\"\nofline_days_before_wipe = 3\n\n[hooks]\ntimeout_seconds = -1\n[nonsense]\nx = 1\n"
         ]) { path in
             do {
                 let text = problems(path).map(\.description)
@@ -86,7 +89,7 @@ import Testing
             lock_timeout = 120
             default_password_allowed = false
 
-            """,
+            """
         ]) { path in
             let p = try ConfigurationLoader.load(path: path).configuration.passcode
             var expected = PasscodePolicy()
@@ -101,7 +104,7 @@ import Testing
             #expect(p == expected)
         }
         try withFiles([
-            "lockwiped.toml": "[passcode]\nmin_character_classes = 5\nretry_limit = -1\nrequires_digit = \"yes\"\n",
+            "lockwiped.toml": "[passcode]\nmin_character_classes = 5\nretry_limit = -1\nrequires_digit = \"yes\"\n"
         ]) { path in
             let text = problems(path).map(\.description)
             #expect(text.contains("\(path):2: passcode.min_character_classes: must be 0 (no rule) to 4 (all of digits, lower case, upper case, special), not 5"))
@@ -142,7 +145,7 @@ import Testing
 
     @Test func plainHTTPOnlyToLoopbackAndEveryServerProblemHasItsLine() throws {
         try withFiles([
-            "lockwiped.toml": "[server]\nurl = \"http://mdm.example.com\"\ninterval = 0\ntimeout = \"10\"\nca_file = \"/nonexistent/ca.pem\"\n",
+            "lockwiped.toml": "[server]\nurl = \"http://mdm.example.com\"\ninterval = 0\ntimeout = \"10\"\nca_file = \"/nonexistent/ca.pem\"\n"
         ]) { path in
             let text = problems(path).map(\.description)
             #expect(text.contains { $0.hasPrefix("\(path):2: server.url: plain http:// is allowed only to a loopback host") })

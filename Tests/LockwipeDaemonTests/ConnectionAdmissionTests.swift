@@ -1,6 +1,7 @@
 import Foundation
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct ConnectionAdmissionTests {
     @Test func oneUserGetsAQuarterAndCannotLockOutOthersOrRoot() {

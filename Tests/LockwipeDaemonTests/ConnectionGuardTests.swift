@@ -1,7 +1,8 @@
-@testable import LockwipeDaemon
 import NIOCore
 import NIOEmbedded
 import Testing
+
+@testable import LockwipeDaemon
 
 /// The control socket's idle rule (issue 12): idle time counts from the opening of the
 /// connection or the answer to its last request; bytes that never complete a request do

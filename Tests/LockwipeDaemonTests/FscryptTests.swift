@@ -1,6 +1,7 @@
 import Foundation
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 /// A real fscrypt filesystem: an ext4 image made with `-O encrypt`, loop-mounted in a
 /// temporary directory, unmounted and removed afterwards (also when a test fails).
@@ -152,7 +153,7 @@ final class EncryptedFilesystem {
         let v = try VaultDirectory.current(vault)
         let id = try FscryptLock.encrypt(v, key: key)
         #expect(id.bytes == (try VaultKeys.keyIdentifier(key)))  // what registration checks
-        #expect(FscryptLock.encryptionProblem(vault) != nil)   // already encrypted
+        #expect(FscryptLock.encryptionProblem(vault) != nil)  // already encrypted
         try Data("secret".utf8).write(to: URL(fileURLWithPath: vault + "/a.txt"))
         let lock = FscryptLock()
         #expect(!lock.isLocked([v]))
@@ -162,7 +163,10 @@ final class EncryptedFilesystem {
         var ended = 0
         try lock.lock([v], uid: 0) {
             ended += 1
-            if holder >= 0 { close(holder); holder = -1 }
+            if holder >= 0 {
+                close(holder)
+                holder = -1
+            }
             return []
         }
         #expect(ended >= 1)

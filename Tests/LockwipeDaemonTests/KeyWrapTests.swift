@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct KeyWrapTests {
     let key = (0..<64).map { UInt8($0 * 3 + 1) }

@@ -1,13 +1,14 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeTestSupport
 import Logging
 import NIOCore
 import Synchronization
 import Testing
-import LockwipeTestSupport
+
+@testable import LockwipeDaemon
 
 @Suite struct ManagerCheckInTests {
     let day: Int64 = 86_400

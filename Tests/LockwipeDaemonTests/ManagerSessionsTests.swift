@@ -1,20 +1,23 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeTestSupport
 import Logging
 import Synchronization
 import Testing
-import LockwipeTestSupport
+
+@testable import LockwipeDaemon
 
 @Suite(.serialized) struct ManagerSessionsTests {
     var root: Caller { ManagerFixture.root }
 
     /// A manager with `lock_timeout` set locally, lock on logout started with a fake
     /// logind and hand-moved timers; `daemon` (uid 1) exists on every Debian system.
-    func withManager(lockTimeout: Int, server: Bool = false,
-                     _ body: (Manager, FakeSessions, ManualDeadlines, String, ScriptedFetcher) async throws -> Void) async throws {
+    func withManager(
+        lockTimeout: Int, server: Bool = false,
+        _ body: (Manager, FakeSessions, ManualDeadlines, String, ScriptedFetcher) async throws -> Void
+    ) async throws {
         var config = Configuration()
         config.passcode.lockTimeout = lockTimeout
         config.terminateProcesses = false

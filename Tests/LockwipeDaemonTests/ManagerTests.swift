@@ -1,12 +1,13 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeTestSupport
 import Logging
 import Synchronization
 import Testing
-import LockwipeTestSupport
+
+@testable import LockwipeDaemon
 
 @Suite struct ManagerTests {
     let day: Int64 = 86_400

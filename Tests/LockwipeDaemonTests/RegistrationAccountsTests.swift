@@ -1,11 +1,12 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeTestSupport
 import Logging
 import Testing
-import LockwipeTestSupport
+
+@testable import LockwipeDaemon
 
 @Suite struct RegistrationAccountsTests {
     var root: Caller { ManagerFixture.root }

@@ -1,5 +1,6 @@
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct RegistrationFlowTests {
     struct Boom: Error {}
@@ -7,9 +8,24 @@ import Testing
     @Test func aFailureUndoesEveryCompletedStepInReverse() {
         var log: [String] = []
         var flow = RegistrationFlow()
-        flow.add("a", run: { log.append("run a") }, undo: { log.append("undo a"); return nil })
-        flow.add("b", run: { log.append("run b") }, undo: { log.append("undo b"); return nil })
-        flow.add("c", run: { throw Boom() }, undo: { log.append("undo c"); return nil })
+        flow.add(
+            "a", run: { log.append("run a") },
+            undo: {
+                log.append("undo a")
+                return nil
+            })
+        flow.add(
+            "b", run: { log.append("run b") },
+            undo: {
+                log.append("undo b")
+                return nil
+            })
+        flow.add(
+            "c", run: { throw Boom() },
+            undo: {
+                log.append("undo c")
+                return nil
+            })
         flow.add("d", run: { log.append("run d") })
         #expect(throws: RegistrationFlow.Failure.self) { try flow.execute() }
         #expect(log == ["run a", "run b", "undo b", "undo a"])

@@ -1,7 +1,8 @@
 import Foundation
 import LockwipeCore
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 /// The wipe must empty the vault and change nothing outside it: canaries beside symlinks
 /// and hard links are compared byte for byte before and after. The adversarial corpus at
@@ -45,7 +46,8 @@ import Testing
         #expect(link(outside + "/hard", vault + "/a/hard") == 0)
         #expect(mkfifo(vault + "/fifo", 0o600) == 0)
         var badName = Array((vault + "/bad-\u{1}\n").utf8CString.dropLast())
-        badName.append(CChar(bitPattern: 0xff)); badName.append(0)
+        badName.append(CChar(bitPattern: 0xff))
+        badName.append(0)
         let fd = open(badName, O_CREAT | O_WRONLY, 0o600)
         #expect(fd >= 0)
         close(fd)

@@ -1,6 +1,7 @@
 import Foundation
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 /// The package ships packaging/etc/lockwipe/lockwiped.toml as /etc/lockwipe/lockwiped.toml.
 /// Operators read its commented-out values as the defaults and uncomment them to change

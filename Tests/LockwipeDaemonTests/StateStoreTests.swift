@@ -2,9 +2,10 @@ import Foundation
 import GRDB
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import Synchronization
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct StateStoreTests {
     func withStore(_ body: (StateStore, String) throws -> Void) throws {
@@ -14,8 +15,9 @@ import Testing
     }
 
     func record(_ user: String) -> RegistrationRecord {
-        var r = RegistrationRecord(user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
-                                   lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        var r = RegistrationRecord(
+            user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
+            lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
         r.id = String(repeating: "0", count: 32 - user.utf8.count) + user  // stable, so records compare equal
         // Device and inode as recorded at registration (v5-vault-identity); 64-bit values survive.
         r.identities = [.init(device: 2049, inode: 1), .init(device: UInt64.max, inode: UInt64(Int64.max) + 7)]
@@ -36,8 +38,9 @@ import Testing
 
     @Test func everyRegistrationGetsItsOwnIDAndAReRegistrationANewOne() throws {
         try withStore { store, _ in
-            let first = RegistrationRecord(user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"],
-                                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+            let first = RegistrationRecord(
+                user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"],
+                lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
             #expect(first.id.count == 32 && first.id.allSatisfy { "0123456789abcdef".contains($0) })
             try store.insert(first, event: ev("alice", "register"))
             #expect(try store.registration("alice")?.id == first.id)
@@ -61,11 +64,12 @@ import Testing
             try StateStore.migratorForTesting.migrate(queue, upTo: "v3-vault")
             try queue.write { db in
                 for user in ["alice", "bob"] {
-                    try db.execute(sql: """
-                        INSERT INTO registrations (user, uid, state, protection, blocked, created_at, clock_last_contact,
-                            clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
-                        VALUES (?, 1001, 'active', 'permissions', 0, 100, 100, 0, 'x', 5, 100, 0)
-                        """, arguments: [user])
+                    try db.execute(
+                        sql: """
+                            INSERT INTO registrations (user, uid, state, protection, blocked, created_at, clock_last_contact,
+                                clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
+                            VALUES (?, 1001, 'active', 'permissions', 0, 100, 100, 0, 'x', 5, 100, 0)
+                            """, arguments: [user])
                 }
             }
         }

@@ -24,7 +24,8 @@ struct TimerEventsTests {
         }
         events.finish()
         await runner.value
-        #expect(done.withLock { $0 } == ["posted before run", "short", "long"]
-            || done.withLock { $0 } == ["short", "posted before run", "long"])
+        #expect(
+            done.withLock { $0 } == ["posted before run", "short", "long"]
+                || done.withLock { $0 } == ["short", "posted before run", "long"])
     }
 }

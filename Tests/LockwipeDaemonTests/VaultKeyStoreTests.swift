@@ -3,8 +3,9 @@ import Foundation
 import GRDB
 import LockwipeCore
 import LockwipeProtocol
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 @Suite struct VaultKeyStoreTests {
     func withStore(_ body: (StateStore, String) throws -> Void) throws {
@@ -14,8 +15,9 @@ import Testing
     }
 
     func record(_ user: String) -> RegistrationRecord {
-        RegistrationRecord(user: user, uid: 1001, state: .active, protection: .encrypted, directories: ["/srv/\(user)"],
-                           lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        RegistrationRecord(
+            user: user, uid: 1001, state: .active, protection: .encrypted, directories: ["/srv/\(user)"],
+            lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
     }
 
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
@@ -23,8 +25,9 @@ import Testing
     static let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
 
     func stored(_ key: [UInt8], passcode: String) throws -> StoredVaultKey {
-        StoredVaultKey(identifier: Fscrypt.KeyIdentifier(bytes: try VaultKeys.keyIdentifier(key)),
-                       wrapped: try KeyWrap.wrap(key, passcode: passcode, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
+        StoredVaultKey(
+            identifier: Fscrypt.KeyIdentifier(bytes: try VaultKeys.keyIdentifier(key)),
+            wrapped: try KeyWrap.wrap(key, passcode: passcode, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
     }
 
     /// Every file of the database (main, WAL) as raw bytes.
@@ -65,10 +68,11 @@ import Testing
             try StateStore.migrate(path: dir + "/" + StateStore.fileName, keyFiles: KeyFiles(stateDirectory: dir), upTo: "v3-vault")
             let queue = try DatabaseQueue(path: dir + "/" + StateStore.fileName)
             try queue.write { db in
-                try db.execute(sql: """
-                    INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at)
-                    VALUES ('alice', ?, 'passcode', ?, ?, ?, ?, ?, 100)
-                    """, arguments: [k.identifier.description, w.salt, w.scrypt!.logN, w.scrypt!.r, w.scrypt!.p, w.sealed])
+                try db.execute(
+                    sql: """
+                        INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at)
+                        VALUES ('alice', ?, 'passcode', ?, ?, ?, ?, ?, 100)
+                        """, arguments: [k.identifier.description, w.salt, w.scrypt!.logN, w.scrypt!.r, w.scrypt!.p, w.sealed])
                 // Rewritten a few times, as failed unlocks did: page images in the WAL.
                 for _ in 0..<3 { try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1") }
             }

@@ -1,7 +1,8 @@
 import Foundation
 import LockwipeCore
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 /// VaultKeys on its own: no Manager, no store, a temporary state directory.
 @Suite struct VaultKeysTests {

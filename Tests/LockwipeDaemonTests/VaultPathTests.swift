@@ -1,8 +1,9 @@
 import CLockwipeFS
 import Foundation
 import Synchronization
-@testable import LockwipeDaemon
 import Testing
+
+@testable import LockwipeDaemon
 
 /// `VaultPath`: the one way a vault is reached (a walk from `/` that follows no symlink,
 /// then the recorded device and inode), the registration's ancestor rule, and the

@@ -1,7 +1,8 @@
 import Foundation
-@testable import LockwipeDaemon
 import Synchronization
 import Testing
+
+@testable import LockwipeDaemon
 
 /// The wake-up timer on real timerfds: it fires once when due, can be moved or disarmed,
 /// wakes when the wall clock is set, and leaves no descriptor behind.

@@ -21,7 +21,8 @@ struct WireErrorTests {
         let wire = ControlServer.wireError(error)
         #expect(wire.name == name)
         #expect(wire.message == error.message)
-        let declared = name.hasPrefix(InterfaceDescription.managerName + ".")
+        let declared =
+            name.hasPrefix(InterfaceDescription.managerName + ".")
             ? InterfaceDescription.manager : InterfaceDescription.service
         let short = name.split(separator: ".").last.map(String.init) ?? name
         #expect(declared.contains("error \(short) ("), "\(name) is not declared in the interface description")

@@ -31,9 +31,12 @@ import Testing
         let report = StatusReport(
             version: "1", server: ServerInfo(configured: false, url: nil),
             policy: PolicyInfo(policy: Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30), source: "local"),
-            registrations: [RegistrationInfo(user: "alice", uid: 1001, state: .wipePending, protection: .permissions,
-                                             directories: ["/srv/a"], blocked: false, lastContact: "2026-11-20T08:00:00Z",
-                                             offlineSeconds: 172_800, nextAction: nil)],
+            registrations: [
+                RegistrationInfo(
+                    user: "alice", uid: 1001, state: .wipePending, protection: .permissions,
+                    directories: ["/srv/a"], blocked: false, lastContact: "2026-11-20T08:00:00Z",
+                    offlineSeconds: 172_800, nextAction: nil)
+            ],
             warnings: [])
         let json = try JSONSerialization.jsonObject(with: try VarlinkMessage.encodeReply(report)) as! [String: Any]
         let p = json["parameters"] as! [String: Any]

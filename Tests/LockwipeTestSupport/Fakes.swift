@@ -9,7 +9,12 @@ public final class ManualClock: ClockSource, Sendable {
     private let reading: Mutex<ClockReading>
     public init(_ start: ClockReading) { reading = Mutex(start) }
     public func now() -> ClockReading { reading.withLock { $0 } }
-    public func advance(seconds: Int64) { reading.withLock { $0.wall += seconds; $0.boot += seconds } }
+    public func advance(seconds: Int64) {
+        reading.withLock {
+            $0.wall += seconds
+            $0.boot += seconds
+        }
+    }
 }
 
 /// A policy server that answers what the test says, and counts what it was asked.

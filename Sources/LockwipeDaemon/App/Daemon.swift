@@ -58,17 +58,20 @@ public enum Daemon {
         } catch let damage as StateStoreDamage {
             // Never start afresh over a database that was there: run, enforce nothing,
             // and answer status with the reason, so the operator learns what happened.
-            logger.critical("\(damage)", metadata: [
-                "message_id": MessageID.stateDamaged.metadata, "path": .string(paths.stateDirectory + "/" + StateStore.fileName),
-            ])
+            logger.critical(
+                "\(damage)",
+                metadata: [
+                    "message_id": MessageID.stateDamaged.metadata, "path": .string(paths.stateDirectory + "/" + StateStore.fileName),
+                ])
             do {
                 store = try StateStore(damaged: damage)
             } catch {
                 return 1
             }
         } catch {
-            logger.critical("cannot open the state database; refusing to run without it",
-                            metadata: ["path": .string(paths.stateDirectory + "/" + StateStore.fileName), "error": .string("\(error)")])
+            logger.critical(
+                "cannot open the state database; refusing to run without it",
+                metadata: ["path": .string(paths.stateDirectory + "/" + StateStore.fileName), "error": .string("\(error)")])
             return 1
         }
 
@@ -79,13 +82,15 @@ public enum Daemon {
         let manager = Manager(
             configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),
             observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
-            paths: .init(stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
-                         hooksDirectory: paths.hooksDirectory, configPath: paths.configPath),
+            paths: .init(
+                stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
+                hooksDirectory: paths.hooksDirectory, configPath: paths.configPath),
             fetcher: checkInClient)
         let control = ControlServer(
             manager: manager, logger: logger,
-            limits: .init(maxConnections: config.maxConnections, maxMessageBytes: config.maxMessageBytes,
-                          idleTimeout: .seconds(Int64(config.idleTimeoutSeconds))))
+            limits: .init(
+                maxConnections: config.maxConnections, maxMessageBytes: config.maxMessageBytes,
+                idleTimeout: .seconds(Int64(config.idleTimeoutSeconds))))
         let service = DaemonService(paths: paths, manager: manager, control: control, notifier: notifier, logger: logger, checkInClient: checkInClient)
         let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
@@ -127,10 +132,12 @@ struct DaemonService: Service {
         let activated = SocketActivation.listenFileDescriptors().first
         let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
         notifier.ready(status: await manager.statusLine)
-        logger.notice("lockwiped \(LockwipeVersion.current) ready", metadata: [
-            "message_id": MessageID.started.metadata, "socket": .string(activated == nil ? paths.socketPath : "fd \(activated!)"),
-            "config": .string(paths.configPath), "state_directory": .string(paths.stateDirectory),
-        ])
+        logger.notice(
+            "lockwiped \(LockwipeVersion.current) ready",
+            metadata: [
+                "message_id": MessageID.started.metadata, "socket": .string(activated == nil ? paths.socketPath : "fd \(activated!)"),
+                "config": .string(paths.configPath), "state_directory": .string(paths.stateDirectory),
+            ])
 
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
@@ -176,20 +183,26 @@ struct DaemonService: Service {
                 var restartOnly: [String] = []
                 if old.hookTimeoutSeconds != loaded.configuration.hookTimeoutSeconds { restartOnly.append("[hooks]") }
                 if old.maxConnections != loaded.configuration.maxConnections || old.maxMessageBytes != loaded.configuration.maxMessageBytes
-                    || old.idleTimeoutSeconds != loaded.configuration.idleTimeoutSeconds { restartOnly.append("[control] limits") }
-                logger.notice("configuration reloaded", metadata: [
-                    "message_id": MessageID.configReloaded.metadata,
-                    "offline_days_before_lock": "\(loaded.configuration.policy.offlineDaysBeforeLock)",
-                    "offline_days_before_wipe": "\(loaded.configuration.policy.offlineDaysBeforeWipe)",
-                    "server": .string(loaded.configuration.server.url ?? "none"),
-                ])
+                    || old.idleTimeoutSeconds != loaded.configuration.idleTimeoutSeconds
+                {
+                    restartOnly.append("[control] limits")
+                }
+                logger.notice(
+                    "configuration reloaded",
+                    metadata: [
+                        "message_id": MessageID.configReloaded.metadata,
+                        "offline_days_before_lock": "\(loaded.configuration.policy.offlineDaysBeforeLock)",
+                        "offline_days_before_wipe": "\(loaded.configuration.policy.offlineDaysBeforeWipe)",
+                        "server": .string(loaded.configuration.server.url ?? "none"),
+                    ])
                 if !restartOnly.isEmpty {
                     logger.warning("changes to \(restartOnly.joined(separator: " and ")) take effect at the next restart")
                 }
             } catch {
                 for problem in error.problems {
-                    logger.error("configuration not reloaded, keeping the previous one: \(problem)",
-                                 metadata: ["message_id": MessageID.configInvalid.metadata])
+                    logger.error(
+                        "configuration not reloaded, keeping the previous one: \(problem)",
+                        metadata: ["message_id": MessageID.configInvalid.metadata])
                 }
             }
             notifier.ready(status: await manager.statusLine)

@@ -84,8 +84,9 @@ extension Manager {
         do {
             registrations = try store.registrations()
         } catch {
-            logger.critical("cannot read registrations; nothing is enforced until this is fixed",
-                            metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+            logger.critical(
+                "cannot read registrations; nothing is enforced until this is fixed",
+                metadata: ["error": .string("\(error)"), "path": .string(store.path)])
             return []
         }
         var clocks: [(user: String, clock: OfflineClock)] = []
@@ -93,9 +94,12 @@ extension Manager {
         for r in registrations where !r.state.isWipeCommitted {
             let advance = r.clock.advanced(to: reading)
             if let back = advance.rollbackSeconds {
-                logger.warning("clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
-                               metadata: ["user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
-                                          "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)"])
+                logger.warning(
+                    "clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
+                    metadata: [
+                        "user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
+                        "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)",
+                    ])
                 try? store.append(event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
             }
             clocks.append((r.user, advance.clock))
@@ -130,8 +134,9 @@ extension Manager {
                     timerEvents.post { await self.woke(reason) }
                 }
             } catch {
-                logger.critical("cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
-                                metadata: ["error": .string("\(error)")])
+                logger.critical(
+                    "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
+                    metadata: ["error": .string("\(error)")])
                 return
             }
         }

@@ -98,9 +98,11 @@ public actor Manager {
         self.paths = paths
         self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
         store.onDamage { [logger] damage in
-            logger.critical("\(damage)", metadata: [
-                "message_id": MessageID.stateDamaged.metadata, "path": .string(store.path),
-            ])
+            logger.critical(
+                "\(damage)",
+                metadata: [
+                    "message_id": MessageID.stateDamaged.metadata, "path": .string(store.path),
+                ])
         }
         checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
     }
@@ -114,8 +116,9 @@ public actor Manager {
     /// then enforce the policy for the time the daemon was not running.
     public func startUp() async {
         if !authorizer.adminGroupExists {
-            logger.warning("the admin group does not exist; only root is an administrator",
-                           metadata: ["admin_group": .string(configuration.adminGroup)])
+            logger.warning(
+                "the admin group does not exist; only root is an administrator",
+                metadata: ["admin_group": .string(configuration.adminGroup)])
         }
         if store.damage == nil {
             // A crash between writing a key file and committing it, or between committing
@@ -123,12 +126,14 @@ public actor Manager {
             do {
                 let destroyed = try store.destroyOrphanKeyFiles()
                 if !destroyed.isEmpty {
-                    logger.notice("destroyed \(destroyed.count) wrapped key file(s) no registration uses (left by an interrupted passcode change, registration or wipe)",
-                                  metadata: ["files": .string(destroyed.joined(separator: " "))])
+                    logger.notice(
+                        "destroyed \(destroyed.count) wrapped key file(s) no registration uses (left by an interrupted passcode change, registration or wipe)",
+                        metadata: ["files": .string(destroyed.joined(separator: " "))])
                 }
             } catch {
-                logger.error("cannot destroy the wrapped key files no registration uses: \(error)",
-                             metadata: ["message_id": MessageID.actionFailed.metadata])
+                logger.error(
+                    "cannot destroy the wrapped key files no registration uses: \(error)",
+                    metadata: ["message_id": MessageID.actionFailed.metadata])
             }
         }
         do {

@@ -21,7 +21,7 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
     public var message: String {
         switch self {
         case .notPermitted(let reason), .registrationRefused(let reason), .actionFailed(let reason),
-             .invalidParameter(_, let reason), .passcodeRequired(_, let reason), .passcodeExpired(_, let reason):
+            .invalidParameter(_, let reason), .passcodeRequired(_, let reason), .passcodeExpired(_, let reason):
             return reason
         case .noSuchRegistration(let user):
             return "no registration for user \(user)"

@@ -29,9 +29,11 @@ extension Manager {
 
     /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
     func failure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
-        logger.error("\(action) of \(user) failed: \(error)", metadata: [
-            "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
-        ])
+        logger.error(
+            "\(action) of \(user) failed: \(error)",
+            metadata: [
+                "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
+            ])
         return ManagerError.actionFailed("\(action) of \(user) failed: \(error)")
     }
 }

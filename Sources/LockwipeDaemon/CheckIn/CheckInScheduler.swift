@@ -37,7 +37,11 @@ final class CheckInScheduler {
     static func sleeping(on loop: any EventLoop) -> Sleep {
         { deadline in
             let scheduled = loop.scheduleTask(deadline: deadline) {}
-            try await withTaskCancellationHandler { try await scheduled.futureResult.get() } onCancel: { scheduled.cancel() }
+            try await withTaskCancellationHandler {
+                try await scheduled.futureResult.get()
+            } onCancel: {
+                scheduled.cancel()
+            }
         }
     }
 

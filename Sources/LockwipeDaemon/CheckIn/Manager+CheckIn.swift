@@ -42,12 +42,17 @@ extension Manager {
         let result = try await withUser(user) { () throws -> ActionResult in
             guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
             let now = clock.now().wall
-            try store.setCredentials(user, credentials, event: event(user, .credentials, .admin,
-                                                                   "credentials replaced (now: \(credentials.kind))", at: now))
-            logger.notice("credentials of \(user) replaced", metadata: [
-                "message_id": MessageID.credentialsChanged.metadata, "user": .string(user), "action": "credentials",
-                "credentials": .string(credentials.kind), "peer_uid": "\(caller.credentials.uid)",
-            ])
+            try store.setCredentials(
+                user, credentials,
+                event: event(
+                    user, .credentials, .admin,
+                    "credentials replaced (now: \(credentials.kind))", at: now))
+            logger.notice(
+                "credentials of \(user) replaced",
+                metadata: [
+                    "message_id": MessageID.credentialsChanged.metadata, "user": .string(user), "action": "credentials",
+                    "credentials": .string(credentials.kind), "peer_uid": "\(caller.credentials.uid)",
+                ])
             return ActionResult(user: user, action: "credentials", state: nil, detail: "credentials replaced (\(credentials.kind))")
         }
         if configuration.server.isConfigured { scheduleCheckIn(user, in: 0) }
@@ -80,14 +85,19 @@ extension Manager {
         let started = NIODeadline.now()
         let request = Task { await fetcher.fetch(user: user, credentials: credentials, server: server, deadline: deadline) }
         let ticket = checkIns.begin(user, registration: asked, request)
-        let outcome = await withTaskCancellationHandler { await request.value } onCancel: { request.cancel() }
+        let outcome = await withTaskCancellationHandler {
+            await request.value
+        } onCancel: {
+            request.cancel()
+        }
         checkIns.end(ticket)
         let elapsedMS = (NIODeadline.now() - started).nanoseconds / 1_000_000
         let result = await withUser(user) {
             await self.apply(outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
         }
         if !stopped, configuration.server.isConfigured, let after = try? store.registration(user), after.id == asked,
-           !after.state.isWipeCommitted {
+            !after.state.isWipeCommitted
+        {
             let failures = after.server.failures
             let delay = CheckInBackoff(capSeconds: Double(configuration.server.intervalSeconds))
                 .delay(afterFailures: failures, random: random())

@@ -45,9 +45,11 @@ extension Manager {
                 logger.notice("unlocked \(user): \(unlocked.detail)", metadata: m)
                 notes.append("unlocked")
             } catch {
-                logger.error("unlock of \(user) after a server contact failed: \(error)", metadata: [
-                    "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
-                ])
+                logger.error(
+                    "unlock of \(user) after a server contact failed: \(error)",
+                    metadata: [
+                        "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
+                    ])
                 notes.append("unlock FAILED: \(error)")
             }
         }
@@ -109,8 +111,11 @@ extension Manager {
     private func record(_ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]) throws {
         switch write {
         case .contact(let policy, let settings, let lastError):
-            try store.commitContact(user, ContactCommit(clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
-                                                        policyError: lastError, lock: lock, events: events))
+            try store.commitContact(
+                user,
+                ContactCommit(
+                    clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
+                    policyError: lastError, lock: lock, events: events))
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
             try? store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
@@ -146,8 +151,10 @@ extension Manager {
 
     /// An answer (or a request cancelled by unregister) for a registration that is gone:
     /// applied to nobody, logged and recorded in the history of the user name.
-    private func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
-                           purpose: CheckInPurpose) -> ActionResult {
+    private func dropStale(
+        _ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
+        purpose: CheckInPurpose
+    ) -> ActionResult {
         let answer: String
         switch outcome {
         case .contact: answer = "a contact (settings)"
@@ -159,12 +166,13 @@ extension Manager {
         let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
         let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
         try? store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
-        logger.warning("\(detail)", metadata: [
-            "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
-            "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
-        ])
+        logger.warning(
+            "\(detail)",
+            metadata: [
+                "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
+                "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
+            ])
         return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
     }
-
 
 }

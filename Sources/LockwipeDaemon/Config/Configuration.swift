@@ -49,8 +49,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The server is reached over plain http:// (allowed by `allowInsecureHTTP`).
     public var usesInsecureHTTP: Bool { url.map(ServerURL.isPlainHTTP) ?? false }
 
-    public init(url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil,
-                allowInsecureHTTP: Bool = false) {
+    public init(
+        url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil,
+        allowInsecureHTTP: Bool = false
+    ) {
         self.url = url
         self.intervalSeconds = intervalSeconds
         self.timeoutSeconds = timeoutSeconds
@@ -187,11 +189,12 @@ public enum ConfigurationLoader {
         }
         if let url = configuration.server.url, ServerURL.isPlainHTTP(url), !configuration.server.allowInsecureHTTP {
             let place = lastSetIn["server.url"] ?? (files.last ?? path, nil)
-            problems.append(ConfigurationProblem(
-                file: place.file, line: place.line, key: "server.url",
-                message: "plain http:// needs allow_insecure_http = true in [server]: any local user who binds that port "
-                    + "first receives every registration's token and can order locks and wipes; use https:// "
-                    + "(with ca_file for a private CA)"))
+            problems.append(
+                ConfigurationProblem(
+                    file: place.file, line: place.line, key: "server.url",
+                    message: "plain http:// needs allow_insecure_http = true in [server]: any local user who binds that port "
+                        + "first receives every registration's token and can order locks and wipes; use https:// "
+                        + "(with ca_file for a private CA)"))
         }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return Loaded(configuration: configuration, files: files, notices: notices)
@@ -219,15 +222,17 @@ public enum ConfigurationLoader {
         let knownTables = Set(keys.map(\.table))
         for (tableName, tableValue) in root {
             guard knownTables.contains(tableName) else {
-                problems.append(ConfigurationProblem(
-                    file: file, line: lineOf(table: tableName, key: nil, in: text), key: tableName,
-                    message: "unknown table; known tables are \(knownTables.sorted().map { "[\($0)]" }.joined(separator: ", "))"))
+                problems.append(
+                    ConfigurationProblem(
+                        file: file, line: lineOf(table: tableName, key: nil, in: text), key: tableName,
+                        message: "unknown table; known tables are \(knownTables.sorted().map { "[\($0)]" }.joined(separator: ", "))"))
                 continue
             }
             guard let table = tableValue.tomlValue.table else {
-                problems.append(ConfigurationProblem(
-                    file: file, line: lineOf(table: nil, key: tableName, in: text), key: tableName,
-                    message: "must be a table ([\(tableName)]), not a \(tableValue.tomlValue.type)"))
+                problems.append(
+                    ConfigurationProblem(
+                        file: file, line: lineOf(table: nil, key: tableName, in: text), key: tableName,
+                        message: "must be a table ([\(tableName)]), not a \(tableValue.tomlValue.type)"))
                 continue
             }
             for (name, value) in table {

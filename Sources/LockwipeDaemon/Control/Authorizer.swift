@@ -32,8 +32,9 @@ public struct Authorizer: Sendable {
     public func caller(_ credentials: PeerCredentials) -> Caller {
         let name = Self.userName(uid: credentials.uid)
         let gid = Self.groupID(adminGroup)
-        return Caller(credentials: credentials, userName: name, isAdmin: isAdmin(credentials, name: name, adminGID: gid),
-                      adminGroupExists: gid != nil)
+        return Caller(
+            credentials: credentials, userName: name, isAdmin: isAdmin(credentials, name: name, adminGID: gid),
+            adminGroupExists: gid != nil)
     }
 
     /// Whether the configured admin group exists (for a start-up warning).

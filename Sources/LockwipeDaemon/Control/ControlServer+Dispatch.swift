@@ -6,9 +6,10 @@ extension ControlServer {
     func dispatch(_ method: String, _ data: Data, peer: Peer) async throws -> Data {
         switch method {
         case "org.varlink.service.GetInfo":
-            return try VarlinkMessage.encodeReply(ServiceInfo(
-                vendor: "lockwipe", product: "lockwiped", version: LockwipeVersion.current, url: "https://lockwipe.invalid/",
-                interfaces: [InterfaceDescription.serviceName, InterfaceDescription.managerName]))
+            return try VarlinkMessage.encodeReply(
+                ServiceInfo(
+                    vendor: "lockwipe", product: "lockwiped", version: LockwipeVersion.current, url: "https://lockwipe.invalid/",
+                    interfaces: [InterfaceDescription.serviceName, InterfaceDescription.managerName]))
         case "org.varlink.service.GetInterfaceDescription":
             let p = try VarlinkMessage.decodeParameters(InterfaceDescriptionRequest.self, from: data)
             switch p.interface {
@@ -51,37 +52,46 @@ extension ControlServer {
             // decides what each lock needs (README.md "Encrypted vaults", lockwipectl(1)).
             let p = try VarlinkMessage.decodeParameters(UnlockRequest.self, from: data)
             try await requireSelfOrAdmin(caller, p.user, "unlock")
-            return try VarlinkMessage.encodeReply(ActionReply(results: [
-                try await manager.unlock(user: p.user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)]))
+            return try VarlinkMessage.encodeReply(
+                ActionReply(results: [
+                    try await manager.unlock(user: p.user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)
+                ]))
         case .setPasscode:
             let p = try VarlinkMessage.decodeParameters(PasscodeRequest.self, from: data)
             try await requireSelfOrAdmin(caller, p.user, "set the passcode of")
-            return try VarlinkMessage.encodeReply(ActionReply(results: [
-                try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)]))
+            return try VarlinkMessage.encodeReply(
+                ActionReply(results: [
+                    try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)
+                ]))
         case .wipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
             // "Forgot passcode": a user may wipe their own encrypted vault; anything else is
             // for administrators.
             var own = false
             if !caller.isAdmin, p.all != true, let user = p.user, try await isOwn(user, caller),
-               let r = try await manager.registration(user), r.protection == .encrypted {
+                let r = try await manager.registration(user), r.protection == .encrypted
+            {
                 own = true
             }
             let users = try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
             var results: [ActionResult] = []
             for user in users {
-                results.append(caller.isAdmin
-                    ? try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)")
-                    : try await manager.wipe(user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)"))
+                results.append(
+                    caller.isAdmin
+                        ? try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)")
+                        : try await manager.wipe(user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)"))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .register:
             let p = try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data)
             try requireAdmin(caller, "register users")
             let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
-            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.register(
-                user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials,
-                requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)]))
+            return try VarlinkMessage.encodeReply(
+                ActionReply(results: [
+                    try await manager.register(
+                        user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials,
+                        requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)
+                ]))
         case .setCredentials:
             let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
             try requireAdmin(caller, "set credentials")
@@ -125,9 +135,10 @@ extension ControlServer {
         if all == (p.user != nil) { throw VarlinkError.invalidParameter("user", reason: "give exactly one of user or all") }
         if !caller.isAdmin {
             guard userMayTargetSelf, !all, let user = p.user, try await isOwn(user, caller) else {
-                throw VarlinkError.notPermitted(userMayTargetSelf
-                    ? "you may only \(verb) your own registration"
-                    : "only root and members of the admin group may \(verb)")
+                throw VarlinkError.notPermitted(
+                    userMayTargetSelf
+                        ? "you may only \(verb) your own registration"
+                        : "only root and members of the admin group may \(verb)")
             }
         }
         return try await manager.targets(user: p.user, all: all)

@@ -67,11 +67,13 @@ public final class ControlServer: Sendable {
                     let uid = credentials?.uid
                     if let refusal = admission.withLock({ $0.admit(uid: uid) }) {
                         if let suppressed = refusalLog.withLock({ $0.shouldLog(now: .now) }) {
-                            logger.warning("connection refused: too many connections (\(refusal))", metadata: [
-                                "peer_uid": .string(uid.map { "\($0)" } ?? "unknown"),
-                                "peer_pid": .string(credentials.map { "\($0.pid)" } ?? "unknown"),
-                                "max_connections": "\(limits.maxConnections)", "refused_unlogged": "\(suppressed)",
-                            ])
+                            logger.warning(
+                                "connection refused: too many connections (\(refusal))",
+                                metadata: [
+                                    "peer_uid": .string(uid.map { "\($0)" } ?? "unknown"),
+                                    "peer_pid": .string(credentials.map { "\($0.pid)" } ?? "unknown"),
+                                    "max_connections": "\(limits.maxConnections)", "refused_unlogged": "\(suppressed)",
+                                ])
                         }
                         // Through executeThenClose: an NIOAsyncChannel dropped unclosed traps.
                         group.addTask { try? await connection.executeThenClose { _, _ in } }
@@ -160,11 +162,13 @@ public final class ControlServer: Sendable {
             return oneway ? nil : Reply(data: result)
         } catch let error as VarlinkError {
             if error.name == VarlinkError.notPermittedName {
-                logger.warning("request refused: \(error.message)", metadata: [
-                    "message_id": MessageID.accessDenied.metadata, "method": .string(header.method),
-                    "peer_uid": .string(credentials.map { "\($0.uid)" } ?? "unknown"),
-                    "peer_pid": .string(credentials.map { "\($0.pid)" } ?? "unknown"),
-                ])
+                logger.warning(
+                    "request refused: \(error.message)",
+                    metadata: [
+                        "message_id": MessageID.accessDenied.metadata, "method": .string(header.method),
+                        "peer_uid": .string(credentials.map { "\($0.uid)" } ?? "unknown"),
+                        "peer_pid": .string(credentials.map { "\($0.pid)" } ?? "unknown"),
+                    ])
             }
             return oneway ? nil : Reply(data: VarlinkMessage.encodeError(error))
         } catch is DecodingError {

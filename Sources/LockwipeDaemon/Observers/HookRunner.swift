@@ -2,10 +2,11 @@ import Foundation
 import LockwipeCore
 import Logging
 import Subprocess
+
 #if canImport(System)
-import System
+    import System
 #else
-import SystemPackage
+    import SystemPackage
 #endif
 
 /// The `hooks.d` observer: runs every executable in the hooks directory, in lexical order,
@@ -88,10 +89,12 @@ public struct HookRunner: LockAndWipeEventObserving {
     func run(_ callback: ObserverCallback, _ event: LockWipeEvent) async {
         let (hooks, refused) = Self.scan(directory)
         for r in refused {
-            logger.error("hook refused, not run: \(r.reason)", metadata: [
-                "hook": .string(r.path), "event": .string(callback.rawValue), "user": .string(event.user),
-                "message_id": MessageID.hookFailed.metadata,
-            ])
+            logger.error(
+                "hook refused, not run: \(r.reason)",
+                metadata: [
+                    "hook": .string(r.path), "event": .string(callback.rawValue), "user": .string(event.user),
+                    "message_id": MessageID.hookFailed.metadata,
+                ])
         }
         for hook in hooks {
             await runOne(hook, callback, event)
@@ -119,8 +122,9 @@ public struct HookRunner: LockAndWipeEventObserving {
                         platformOptions: platformOptions,
                         output: .string(limit: 1 << 20),
                         error: .string(limit: 1 << 20))
-                    return ExecutionRecord(status: result.terminationStatus.description, success: result.terminationStatus.isSuccess,
-                                           output: result.standardOutput + result.standardError)
+                    return ExecutionRecord(
+                        status: result.terminationStatus.description, success: result.terminationStatus.isSuccess,
+                        output: result.standardOutput + result.standardError)
                 }
                 group.addTask {
                     try await Task.sleep(for: limit)

@@ -34,9 +34,11 @@ extension Manager {
             }
             var taken = try store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
             // A vault may neither contain nor lie in what the daemon itself needs.
-            for (what, path) in [("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
-                                 ("control socket", paths.socketPath), ("configuration", paths.configPath),
-                                 ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath))] {
+            for (what, path) in [
+                ("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
+                ("control socket", paths.socketPath), ("configuration", paths.configPath),
+                ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath)),
+            ] {
                 if let p = DirectoryRules.normalize(path) { taken.append((owner: "lockwiped (its \(what))", path: p)) }
             }
             var flow = RegistrationFlow()
@@ -71,8 +73,9 @@ extension Manager {
                 }
                 kind = notEncrypted.isEmpty ? .encrypted : .permissions
                 if kind == .permissions, passcode != nil {
-                    throw RegistrationRefusal("a passcode protects only an encrypted vault, and these directories get the permission lock: "
-                                              + notEncrypted.joined(separator: "; "))
+                    throw RegistrationRefusal(
+                        "a passcode protects only an encrypted vault, and these directories get the permission lock: "
+                            + notEncrypted.joined(separator: "; "))
                 }
             }
             flow.add("wrap the vault key") {
@@ -88,29 +91,35 @@ extension Manager {
             // now on the vault is that inode, whatever its path comes to name.
             var created: [VaultDirectory] = []
             var vaults: [VaultDirectory] = []
-            flow.add("create vault directories", run: {
-                for d in normalized {
-                    let (v, isNew) = try VaultPath.create(d, uid: account!.uid, gid: account!.gid)
-                    vaults.append(v)
-                    if isNew { created.append(v) }
-                }
-            }, undo: {
-                let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
-                return failed.isEmpty ? nil : failed.joined(separator: "; ")
-            })
-            flow.add("encrypt the vault directories", run: {
-                guard let v = vault else { return }
-                for d in vaults {
-                    let id = try FscryptLock.encrypt(d, key: v.key)
-                    guard id == v.stored.identifier else { throw FileSystemError("encrypt", d.path + " (the kernel derived another key identifier)", code: EINVAL) }
-                }
-            }, undo: {
-                guard let v = vault else { return nil }
-                // One key per filesystem: removing it near one directory removes it for all there.
-                var seen = Set<UInt64>()
-                let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
-                return failed.isEmpty ? nil : failed.joined(separator: "; ")
-            })
+            flow.add(
+                "create vault directories",
+                run: {
+                    for d in normalized {
+                        let (v, isNew) = try VaultPath.create(d, uid: account!.uid, gid: account!.gid)
+                        vaults.append(v)
+                        if isNew { created.append(v) }
+                    }
+                },
+                undo: {
+                    let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
+                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                })
+            flow.add(
+                "encrypt the vault directories",
+                run: {
+                    guard let v = vault else { return }
+                    for d in vaults {
+                        let id = try FscryptLock.encrypt(d, key: v.key)
+                        guard id == v.stored.identifier else { throw FileSystemError("encrypt", d.path + " (the kernel derived another key identifier)", code: EINVAL) }
+                    }
+                },
+                undo: {
+                    guard let v = vault else { return nil }
+                    // One key per filesystem: removing it near one directory removes it for all there.
+                    var seen = Set<UInt64>()
+                    let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
+                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                })
             let reading = clock.now()
             flow.add("persist") {
                 var record = RegistrationRecord(
@@ -135,11 +144,13 @@ extension Manager {
                 // A refusal is shown as is; any other failure names the step it happened in.
                 throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
             }
-            logger.notice("registered \(user) (\(kind.rawValue))", metadata: [
-                "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
-                "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
-            ])
+            logger.notice(
+                "registered \(user) (\(kind.rawValue))",
+                metadata: [
+                    "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
+                    "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
+                    "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
+                ])
             reschedule()
             var detail = "registered \(normalized.joined(separator: ", "))"
             if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
@@ -187,10 +198,12 @@ extension Manager {
             try store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
-            logger.notice("unregistered \(user)", metadata: [
-                "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
-                "peer_uid": "\(caller.credentials.uid)",
-            ])
+            logger.notice(
+                "unregistered \(user)",
+                metadata: [
+                    "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
+                    "peer_uid": "\(caller.credentials.uid)",
+                ])
             reschedule()
             return ActionResult(user: user, action: "unregister", state: nil, detail: detail)
         }

@@ -77,13 +77,18 @@ struct LogoutLocks {
 extension Manager {
     /// Starts lock on logout with `watcher` (nil: logind is unavailable, `reason` says why;
     /// logged once, and `status` warns while a registration has `lock_timeout > 0`).
-    public func startLockOnLogout(watcher: (any SessionWatching)?, unavailableReason: String? = nil,
-                                  timers: (any DeadlineScheduling)? = nil) {
+    public func startLockOnLogout(
+        watcher: (any SessionWatching)?, unavailableReason: String? = nil,
+        timers: (any DeadlineScheduling)? = nil
+    ) {
         logout.timers = timers ?? EventLoopDeadlines(events: timerEvents)
         guard let watcher else {
             logout.unavailable = unavailableReason ?? "no session watcher"
-            logger.notice("lock on logout is disabled: \(logout.unavailable!)", metadata: [
-                "message_id": MessageID.logoutLockUnavailable.metadata])
+            logger.notice(
+                "lock on logout is disabled: \(logout.unavailable!)",
+                metadata: [
+                    "message_id": MessageID.logoutLockUnavailable.metadata
+                ])
             return
         }
         do {
@@ -93,8 +98,11 @@ extension Manager {
             }
         } catch {
             logout.unavailable = "\(error)"
-            logger.warning("lock on logout is disabled: cannot watch logind: \(error)", metadata: [
-                "message_id": MessageID.logoutLockUnavailable.metadata])
+            logger.warning(
+                "lock on logout is disabled: cannot watch logind: \(error)",
+                metadata: [
+                    "message_id": MessageID.logoutLockUnavailable.metadata
+                ])
             return
         }
         logout.watcher = watcher
@@ -128,8 +136,9 @@ extension Manager {
             var t = logout.users[r.user] ?? LogoutLocks.Tracked(uid: r.uid)
             if watcher.loginSessions(uid: r.uid) > 0 {
                 if t.noSessionSince != nil, t.sawSession || t.timer != nil {
-                    logger.info("\(r.user) logged in again; the pending lock on logout is cancelled",
-                                metadata: ["user": .string(r.user)])
+                    logger.info(
+                        "\(r.user) logged in again; the pending lock on logout is cancelled",
+                        metadata: ["user": .string(r.user)])
                 }
                 t.timer?.cancel()
                 t.timer = nil
@@ -138,10 +147,11 @@ extension Manager {
             } else {
                 if t.noSessionSince == nil {
                     t.noSessionSince = now
-                    logger.info(t.sawSession
-                                ? "the last session of \(r.user) ended; locking in \(passcode.lockTimeout) s unless they log in again"
-                                : "\(r.user) has no login session; locking in \(passcode.lockTimeout) s unless they log in",
-                                metadata: ["user": .string(r.user), "logind_state": .string(watcher.state(uid: r.uid))])
+                    logger.info(
+                        t.sawSession
+                            ? "the last session of \(r.user) ended; locking in \(passcode.lockTimeout) s unless they log in again"
+                            : "\(r.user) has no login session; locking in \(passcode.lockTimeout) s unless they log in",
+                        metadata: ["user": .string(r.user), "logind_state": .string(watcher.state(uid: r.uid))])
                 }
                 if t.timer == nil || t.timeout != passcode.lockTimeout {
                     t.timer?.cancel()
@@ -167,7 +177,8 @@ extension Manager {
     /// A pending logout lock is due: lock, unless the user is back or the timer is stale.
     func logoutTimeoutReached(user: String, generation: Int) async {
         guard let watcher = logout.watcher, let timers = logout.timers, var t = logout.users[user], t.generation == generation,
-              let since = t.noSessionSince else { return }
+            let since = t.noSessionSince
+        else { return }
         // A session change may be on its way: ask logind itself, not the last notification.
         if watcher.loginSessions(uid: t.uid) > 0 {
             refreshLogoutLocks()
@@ -178,13 +189,17 @@ extension Manager {
         t.timer = nil
         logout.users[user] = t
         let seconds = elapsed.components.seconds
-        let reason = (t.sawSession ? "last session ended \(seconds) s ago" : "no login session for \(seconds) s")
+        let reason =
+            (t.sawSession ? "last session ended \(seconds) s ago" : "no login session for \(seconds) s")
             + " (lock_timeout \(t.timeout), \(t.source) passcode policy)"
         do {
             _ = try await lock(user: user, trigger: .logout, reason: reason)
         } catch {
-            logger.error("lock on logout of \(user) failed: \(error)", metadata: [
-                "user": .string(user), "message_id": MessageID.actionFailed.metadata])
+            logger.error(
+                "lock on logout of \(user) failed: \(error)",
+                metadata: [
+                    "user": .string(user), "message_id": MessageID.actionFailed.metadata,
+                ])
         }
     }
 

@@ -67,7 +67,9 @@ extension Manager {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
         }
         if server.usesInsecureHTTP {
-            warnings.append("the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://")
+            warnings.append(
+                "the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://"
+            )
         }
         if !caller.adminGroupExists {
             warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
@@ -99,8 +101,10 @@ extension Manager {
         var filter = user
         if !caller.isAdmin {
             guard let name = user ?? caller.userName else { return HistoryReply(events: []) }
-            guard Ownership.mayReadHistory(of: name, registrationUID: try store.registration(name)?.uid,
-                                           callerUID: caller.credentials.uid, callerName: caller.userName)
+            guard
+                Ownership.mayReadHistory(
+                    of: name, registrationUID: try store.registration(name)?.uid,
+                    callerUID: caller.credentials.uid, callerName: caller.userName)
             else {
                 if user == nil { return HistoryReply(events: []) }
                 throw ManagerError.notPermitted("only administrators may read the history of other users")
@@ -108,9 +112,10 @@ extension Manager {
             filter = name
         }
         let events = try store.events(user: filter, limit: max(1, min(limit, 10_000)))
-        return HistoryReply(events: events.map {
-            HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
-        })
+        return HistoryReply(
+            events: events.map {
+                HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
+            })
     }
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
@@ -119,8 +124,9 @@ extension Manager {
 
     private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
         if configuration.server.isConfigured,
-           let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
-           let p = newest.server.policy {
+            let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
+            let p = newest.server.policy
+        {
             return PolicyInfo(policy: p, source: "server")
         }
         return PolicyInfo(policy: configuration.policy, source: "local")

@@ -32,28 +32,33 @@ extension StateStore {
         let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try db.write { db in
             try db.execute(sql: "INSERT OR IGNORE INTO server_state (user) VALUES (?)", arguments: [user])
-            try db.execute(sql: """
-                UPDATE registrations SET blocked = 0, clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
-                    clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
-                """, arguments: [c.clock.lastContact, c.clock.accumulatedBoot, c.clock.bootID, c.clock.bootMark, c.clock.lastWall, c.clock.offlineSeconds, user])
-            try db.execute(sql: """
-                UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
-                    settings = coalesce(?, settings) WHERE user = ?
-                """, arguments: [c.time, c.policyError, settingsJSON, user])
+            try db.execute(
+                sql: """
+                    UPDATE registrations SET blocked = 0, clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                        clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+                    """, arguments: [c.clock.lastContact, c.clock.accumulatedBoot, c.clock.bootID, c.clock.bootMark, c.clock.lastWall, c.clock.offlineSeconds, user])
+            try db.execute(
+                sql: """
+                    UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
+                        settings = coalesce(?, settings) WHERE user = ?
+                    """, arguments: [c.time, c.policyError, settingsJSON, user])
             if let p = c.policy {
-                try db.execute(sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, policy_received_at = ? WHERE user = ?",
-                               arguments: [p.offlineDaysBeforeLock, p.offlineDaysBeforeWipe, c.time, user])
+                try db.execute(
+                    sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, policy_received_at = ? WHERE user = ?",
+                    arguments: [p.offlineDaysBeforeLock, p.offlineDaysBeforeWipe, c.time, user])
             }
             switch c.lock {
             case .keep:
                 break
             case .lifted:
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
-                               arguments: [RegistrationState.active.rawValue, user])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                    arguments: [RegistrationState.active.rawValue, user])
             case .handedBack:
-                try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                               arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+                try db.execute(
+                    sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                    arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
             }
             for e in c.events { try Self.append(e, db) }
         }

@@ -12,9 +12,11 @@ extension StateStore {
 
     static func save(_ c: OfflineClock, of user: String, _ db: Database) throws {
         // Prepared once per connection: every evaluation saves every registration's clock.
-        try db.cachedStatement(sql: """
-            UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
-                clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
-            """).execute(arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
+        try db.cachedStatement(
+            sql: """
+                UPDATE registrations SET clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
+                    clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
+                """
+        ).execute(arguments: [c.lastContact, c.accumulatedBoot, c.bootID, c.bootMark, c.lastWall, c.offlineSeconds, user])
     }
 }

@@ -7,19 +7,22 @@ extension StateStore {
     }
 
     static func append(_ e: StoredEvent, _ db: Database) throws {
-        try db.execute(sql: "INSERT INTO events (time, user, kind, trigger, detail) VALUES (?, ?, ?, ?, ?)",
-                       arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail])
+        try db.execute(
+            sql: "INSERT INTO events (time, user, kind, trigger, detail) VALUES (?, ?, ?, ?, ?)",
+            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail])
     }
 
     /// The newest `limit` events (of `user`, when given), oldest first.
     public func events(user: String?, limit: Int) throws -> [StoredEvent] {
         try db.read { db in
-            let rows = user == nil
+            let rows =
+                user == nil
                 ? try Row.fetchAll(db, sql: "SELECT * FROM events ORDER BY id DESC LIMIT ?", arguments: [limit])
                 : try Row.fetchAll(db, sql: "SELECT * FROM events WHERE user = ? ORDER BY id DESC LIMIT ?", arguments: [user, limit])
             return rows.reversed().map {
-                StoredEvent(time: $0["time"], user: $0["user"], kind: $0["kind"],
-                            trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"])
+                StoredEvent(
+                    time: $0["time"], user: $0["user"], kind: $0["kind"],
+                    trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"])
             }
         }
     }

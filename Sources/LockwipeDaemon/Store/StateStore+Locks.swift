@@ -20,8 +20,9 @@ extension StateStore {
                     sql: "INSERT OR IGNORE INTO lock_records (path, user, uid, gid, mode) VALUES (?, ?, ?, ?, ?)",
                     arguments: [r.path, user, Int64(r.uid), Int64(r.gid), Int64(r.mode)])
             }
-            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
-                           arguments: [RegistrationState.locked.rawValue, trigger.rawValue, user])
+            try db.execute(
+                sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                arguments: [RegistrationState.locked.rawValue, trigger.rawValue, user])
             try Self.append(event, db)
         }
     }
@@ -34,8 +35,9 @@ extension StateStore {
     public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) throws {
         try db.write { db in
             try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
-                           arguments: [RegistrationState.active.rawValue, user])
+            try db.execute(
+                sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                arguments: [RegistrationState.active.rawValue, user])
             if let clock { try Self.save(clock, of: user, db) }
             try Self.append(event, db)
         }

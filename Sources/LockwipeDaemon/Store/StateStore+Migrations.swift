@@ -10,116 +10,121 @@ extension StateStore {
     static func migrator(_ keyFiles: KeyFiles) -> DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE registrations (
-                    user TEXT PRIMARY KEY NOT NULL,
-                    uid INTEGER NOT NULL,
-                    state TEXT NOT NULL,
-                    protection TEXT NOT NULL,
-                    lock_trigger TEXT,
-                    blocked INTEGER NOT NULL DEFAULT 0,
-                    created_at INTEGER NOT NULL,
-                    clock_last_contact INTEGER NOT NULL,
-                    clock_accumulated_boot INTEGER NOT NULL,
-                    clock_boot_id TEXT NOT NULL,
-                    clock_boot_mark INTEGER NOT NULL,
-                    clock_last_wall INTEGER NOT NULL,
-                    clock_offline_seconds INTEGER NOT NULL,
-                    last_wipe TEXT
-                );
-                CREATE TABLE directories (
-                    user TEXT NOT NULL REFERENCES registrations(user) ON DELETE CASCADE,
-                    position INTEGER NOT NULL,
-                    path TEXT NOT NULL UNIQUE,
-                    PRIMARY KEY (user, position)
-                );
-                CREATE TABLE lock_records (
-                    path TEXT PRIMARY KEY NOT NULL,
-                    user TEXT NOT NULL,
-                    uid INTEGER NOT NULL,
-                    gid INTEGER NOT NULL,
-                    mode INTEGER NOT NULL
-                );
-                CREATE TABLE pending_wipes (
-                    user TEXT PRIMARY KEY NOT NULL,
-                    reason TEXT NOT NULL,
-                    trigger TEXT NOT NULL,
-                    started_at INTEGER NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0
-                );
-                CREATE TABLE events (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    time INTEGER NOT NULL,
-                    user TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    trigger TEXT,
-                    detail TEXT NOT NULL
-                );
-                CREATE INDEX events_user ON events(user, id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE registrations (
+                        user TEXT PRIMARY KEY NOT NULL,
+                        uid INTEGER NOT NULL,
+                        state TEXT NOT NULL,
+                        protection TEXT NOT NULL,
+                        lock_trigger TEXT,
+                        blocked INTEGER NOT NULL DEFAULT 0,
+                        created_at INTEGER NOT NULL,
+                        clock_last_contact INTEGER NOT NULL,
+                        clock_accumulated_boot INTEGER NOT NULL,
+                        clock_boot_id TEXT NOT NULL,
+                        clock_boot_mark INTEGER NOT NULL,
+                        clock_last_wall INTEGER NOT NULL,
+                        clock_offline_seconds INTEGER NOT NULL,
+                        last_wipe TEXT
+                    );
+                    CREATE TABLE directories (
+                        user TEXT NOT NULL REFERENCES registrations(user) ON DELETE CASCADE,
+                        position INTEGER NOT NULL,
+                        path TEXT NOT NULL UNIQUE,
+                        PRIMARY KEY (user, position)
+                    );
+                    CREATE TABLE lock_records (
+                        path TEXT PRIMARY KEY NOT NULL,
+                        user TEXT NOT NULL,
+                        uid INTEGER NOT NULL,
+                        gid INTEGER NOT NULL,
+                        mode INTEGER NOT NULL
+                    );
+                    CREATE TABLE pending_wipes (
+                        user TEXT PRIMARY KEY NOT NULL,
+                        reason TEXT NOT NULL,
+                        trigger TEXT NOT NULL,
+                        started_at INTEGER NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0
+                    );
+                    CREATE TABLE events (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        time INTEGER NOT NULL,
+                        user TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        trigger TEXT,
+                        detail TEXT NOT NULL
+                    );
+                    CREATE INDEX events_user ON events(user, id);
+                    """)
         }
         // Policy server check-in: per-registration credentials (secret) and what the
         // server last said.
         m.registerMigration("v2-server") { db in
-            try db.execute(sql: """
-                CREATE TABLE credentials (
-                    user TEXT PRIMARY KEY NOT NULL,
-                    token TEXT,
-                    client_certificate TEXT,
-                    client_key TEXT,
-                    updated_at INTEGER NOT NULL
-                );
-                CREATE TABLE server_state (
-                    user TEXT PRIMARY KEY NOT NULL,
-                    policy_lock INTEGER,
-                    policy_wipe INTEGER,
-                    settings TEXT,
-                    policy_received_at INTEGER,
-                    last_attempt INTEGER,
-                    last_error TEXT,
-                    failures INTEGER NOT NULL DEFAULT 0,
-                    blocked_code TEXT
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE credentials (
+                        user TEXT PRIMARY KEY NOT NULL,
+                        token TEXT,
+                        client_certificate TEXT,
+                        client_key TEXT,
+                        updated_at INTEGER NOT NULL
+                    );
+                    CREATE TABLE server_state (
+                        user TEXT PRIMARY KEY NOT NULL,
+                        policy_lock INTEGER,
+                        policy_wipe INTEGER,
+                        settings TEXT,
+                        policy_received_at INTEGER,
+                        last_attempt INTEGER,
+                        last_error TEXT,
+                        failures INTEGER NOT NULL DEFAULT 0,
+                        blocked_code TEXT
+                    );
+                    """)
         }
         // Encrypted vaults: the vault key, only wrapped (one row per registration), the
         // passcode's set time and the durable failed-unlock count; when a crypto-erase
         // destroyed the key.
         m.registerMigration("v3-vault") { db in
-            try db.execute(sql: """
-                CREATE TABLE vault_keys (
-                    user TEXT PRIMARY KEY NOT NULL,
-                    key_identifier TEXT NOT NULL,
-                    wrapping TEXT NOT NULL,
-                    salt BLOB NOT NULL,
-                    scrypt_log_n INTEGER,
-                    scrypt_r INTEGER,
-                    scrypt_p INTEGER,
-                    sealed BLOB NOT NULL,
-                    passcode_set_at INTEGER,
-                    failed_attempts INTEGER NOT NULL DEFAULT 0
-                );
-                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_at INTEGER;
-                ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE vault_keys (
+                        user TEXT PRIMARY KEY NOT NULL,
+                        key_identifier TEXT NOT NULL,
+                        wrapping TEXT NOT NULL,
+                        salt BLOB NOT NULL,
+                        scrypt_log_n INTEGER,
+                        scrypt_r INTEGER,
+                        scrypt_p INTEGER,
+                        sealed BLOB NOT NULL,
+                        passcode_set_at INTEGER,
+                        failed_attempts INTEGER NOT NULL DEFAULT 0
+                    );
+                    ALTER TABLE pending_wipes ADD COLUMN key_destroyed_at INTEGER;
+                    ALTER TABLE pending_wipes ADD COLUMN key_destroyed_seconds REAL;
+                    """)
         }
         // Registration ids (see `RegistrationRecord.id`); registrations made before get one.
         m.registerMigration("v4-registration-id") { db in
-            try db.execute(sql: """
-                ALTER TABLE registrations ADD COLUMN id TEXT;
-                UPDATE registrations SET id = lower(hex(randomblob(16))) WHERE id IS NULL;
-                CREATE UNIQUE INDEX registrations_id ON registrations(id);
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE registrations ADD COLUMN id TEXT;
+                    UPDATE registrations SET id = lower(hex(randomblob(16))) WHERE id IS NULL;
+                    CREATE UNIQUE INDEX registrations_id ON registrations(id);
+                    """)
         }
         // A vault is an inode, not a path: the device and inode of each directory, recorded
         // at registration (NULL for older registrations until start-up records them), and
         // why the last action could not reach the vault.
         m.registerMigration("v5-vault-identity") { db in
-            try db.execute(sql: """
-                ALTER TABLE directories ADD COLUMN device INTEGER;
-                ALTER TABLE directories ADD COLUMN inode INTEGER;
-                ALTER TABLE registrations ADD COLUMN vault_error TEXT;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE directories ADD COLUMN device INTEGER;
+                    ALTER TABLE directories ADD COLUMN inode INTEGER;
+                    ALTER TABLE registrations ADD COLUMN vault_error TEXT;
+                    """)
         }
         // Wrapped keys move out of the database into files of their own (`KeyFiles`),
         // which can be overwritten, and the time of the last wrong passcode is kept

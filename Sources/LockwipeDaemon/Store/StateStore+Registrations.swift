@@ -100,13 +100,18 @@ extension StateStore {
                         clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
-                arguments: [r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
-                            event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
-                            r.clock.lastWall, r.clock.offlineSeconds, r.id])
+                arguments: [
+                    r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
+                    event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
+                    r.clock.lastWall, r.clock.offlineSeconds, r.id,
+                ])
             for (i, vault) in r.vaults.enumerated() {
-                try db.execute(sql: "INSERT INTO directories (user, position, path, device, inode) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [r.user, i, vault.path, vault.identity.map { Int64(bitPattern: $0.device) },
-                                           vault.identity.map { Int64(bitPattern: $0.inode) }])
+                try db.execute(
+                    sql: "INSERT INTO directories (user, position, path, device, inode) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [
+                        r.user, i, vault.path, vault.identity.map { Int64(bitPattern: $0.device) },
+                        vault.identity.map { Int64(bitPattern: $0.inode) },
+                    ])
             }
             try Self.append(event, db)
         }
@@ -136,8 +141,9 @@ extension StateStore {
     /// (start-up, once its path passed the ancestor rule).
     public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
-                           arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
+            try db.execute(
+                sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
+                arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
             try Self.append(event, db)
         }
     }
@@ -149,12 +155,14 @@ extension StateStore {
         try db.write { db in
             try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
             if lockFailed {
-                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
-                               arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                    arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
             }
             if lockHolds {
-                try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
-                               arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                    arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
             }
             if let event { try Self.append(event, db) }
         }
@@ -163,8 +171,9 @@ extension StateStore {
     /// Moves a registration to `state` and records `event`, atomically.
     public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
-                           arguments: [state.rawValue, lockTrigger?.rawValue, user])
+            try db.execute(
+                sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                arguments: [state.rawValue, lockTrigger?.rawValue, user])
             if let event { try Self.append(event, db) }
         }
     }

@@ -11,8 +11,9 @@ extension StateStore {
     public func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) throws {
         try db.write { db in
             try Self.ensureServerRow(user, db)
-            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
-                           arguments: [time, error, failures, user])
+            try db.execute(
+                sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
+                arguments: [time, error, failures, user])
         }
     }
 
@@ -28,8 +29,9 @@ extension StateStore {
             try Self.ensureServerRow(user, db)
             try Self.save(clock, of: user, db)
             try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
-            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL WHERE user = ?",
-                           arguments: [time, policyError, user])
+            try db.execute(
+                sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL WHERE user = ?",
+                arguments: [time, policyError, user])
             if let policy {
                 try db.execute(
                     sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, settings = ?, policy_received_at = ? WHERE user = ?",
@@ -39,8 +41,9 @@ extension StateStore {
             }
             if unlock {
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
-                               arguments: [RegistrationState.active.rawValue, user])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                    arguments: [RegistrationState.active.rawValue, user])
             }
             for e in events { try Self.append(e, db) }
         }
@@ -50,8 +53,9 @@ extension StateStore {
     /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
     public func setLockTrigger(_ user: String, _ trigger: Trigger) throws {
         try db.write { db in
-            try db.execute(sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                           arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+            try db.execute(
+                sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
         }
     }
 
@@ -60,8 +64,9 @@ extension StateStore {
         try db.write { db in
             try Self.ensureServerRow(user, db)
             try db.execute(sql: "UPDATE registrations SET blocked = 1 WHERE user = ?", arguments: [user])
-            try db.execute(sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
-                           arguments: [time, "blocked by the server (\(code))", failures, code, user])
+            try db.execute(
+                sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
+                arguments: [time, "blocked by the server (\(code))", failures, code, user])
             if let event { try Self.append(event, db) }
         }
     }

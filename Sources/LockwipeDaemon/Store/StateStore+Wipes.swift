@@ -26,8 +26,9 @@ extension StateStore {
     public func pendingWipes() throws -> [PendingWipe] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map {
-                PendingWipe(user: $0["user"], reason: $0["reason"], trigger: Trigger(rawValue: $0["trigger"]) ?? .resume,
-                            startedAt: $0["started_at"], attempts: $0["attempts"])
+                PendingWipe(
+                    user: $0["user"], reason: $0["reason"], trigger: Trigger(rawValue: $0["trigger"]) ?? .resume,
+                    startedAt: $0["started_at"], attempts: $0["attempts"])
             }
         }
     }
@@ -49,11 +50,13 @@ extension StateStore {
             if summary.complete {
                 try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ?, vault_error = NULL WHERE user = ?",
-                               arguments: [RegistrationState.wiped.rawValue, json, user])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, last_wipe = ?, vault_error = NULL WHERE user = ?",
+                    arguments: [RegistrationState.wiped.rawValue, json, user])
             } else {
-                try db.execute(sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
-                               arguments: [RegistrationState.wipePending.rawValue, json, user])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, last_wipe = ? WHERE user = ?",
+                    arguments: [RegistrationState.wipePending.rawValue, json, user])
             }
             try Self.append(event, db)
         }

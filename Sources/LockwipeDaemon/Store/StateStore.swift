@@ -1,8 +1,8 @@
 import Foundation
 import GRDB
-import Synchronization
 import LockwipeCore
 import LockwipeProtocol
+import Synchronization
 
 /// The daemon's durable state: one SQLite database (WAL, `secure_delete`) in the state
 /// directory. Every state transition and the event that records it are written in one
@@ -66,7 +66,10 @@ public final class StateStore: Sendable {
             throw StateStoreDamage.damaged(path: path, reason: "\(error)")
         }
         if !FileManager.default.fileExists(atPath: marker) {
-            guard FileManager.default.createFile(atPath: marker, contents: Data("lockwiped created \(Self.fileName) here; if it goes missing, lockwiped refuses to start afresh\n".utf8)) else {
+            guard
+                FileManager.default.createFile(
+                    atPath: marker, contents: Data("lockwiped created \(Self.fileName) here; if it goes missing, lockwiped refuses to start afresh\n".utf8))
+            else {
                 throw FileSystemError("create", marker)
             }
         }

@@ -8,7 +8,9 @@ public enum StateStoreDamage: Error, Sendable, Equatable, CustomStringConvertibl
     /// Deleted or replaced while the daemon had it open.
     case replaced(path: String)
 
-    public var description: String { what + "; lockwiped enforces nothing until it is restored from a backup, or moved aside together with \(StateStore.markerName) to start afresh (lockwiped(8))" }
+    public var description: String {
+        what + "; lockwiped enforces nothing until it is restored from a backup, or moved aside together with \(StateStore.markerName) to start afresh (lockwiped(8))"
+    }
 
     private var what: String {
         switch self {

@@ -71,13 +71,15 @@ public enum KeyWrap {
     public static func wrap(_ key: [UInt8], passcode: String, registration: String?, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let kek = try derive(passcode, salt: salt, parameters)
-        return WrappedKey(wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)),
-                          format: registration == nil ? nil : currentFormat)
+        return WrappedKey(
+            wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)),
+            format: registration == nil ? nil : currentFormat)
     }
 
     public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: String?) throws -> WrappedKey {
-        WrappedKey(wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
-                   format: registration == nil ? nil : currentFormat)
+        WrappedKey(
+            wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
+            format: registration == nil ? nil : currentFormat)
     }
 
     public static func unwrap(_ wrapped: WrappedKey, passcode: String, registration: String?) throws -> [UInt8] {

@@ -18,7 +18,7 @@ public enum MachineKey {
         let path = stateDirectory + "/" + fileName
         if let key = try load(path) { return key }
         var bytes = [UInt8](repeating: 0, count: size)
-        defer { bytes.withUnsafeMutableBytes { memset_s_zero($0) } }
+        defer { bytes.withUnsafeMutableBytes { zeroSecurely($0) } }
         guard SecRandom.fill(&bytes) else { throw FileSystemError("read random bytes for", path, code: EIO) }
         let temporary = path + ".new-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -51,7 +51,7 @@ public enum MachineKey {
             throw FileSystemError("use", path + " (it must be owned by lockwiped's user and mode 0600)", code: EPERM)
         }
         var bytes = [UInt8](repeating: 0, count: size + 1)
-        defer { bytes.withUnsafeMutableBytes { memset_s_zero($0) } }
+        defer { bytes.withUnsafeMutableBytes { zeroSecurely($0) } }
         let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, size + 1) }
         guard n == size else { throw FileSystemError("read 32 bytes from", path, code: EINVAL) }
         return SymmetricKey(data: bytes[0..<size])
@@ -76,12 +76,12 @@ enum SecRandom {
 
 /// Overwrites key material in place (best effort in Swift: copies made by the runtime
 /// before this point are out of reach).
-func memset_s_zero(_ buffer: UnsafeMutableRawBufferPointer) {
+func zeroSecurely(_ buffer: UnsafeMutableRawBufferPointer) {
     guard let base = buffer.baseAddress, buffer.count > 0 else { return }
     explicit_bzero(base, buffer.count)
 }
 
 extension Array where Element == UInt8 {
     /// Zeroes the bytes (key material) in place.
-    mutating func wipe() { withUnsafeMutableBytes { memset_s_zero($0) } }
+    mutating func wipe() { withUnsafeMutableBytes { zeroSecurely($0) } }
 }

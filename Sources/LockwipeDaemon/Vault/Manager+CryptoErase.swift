@@ -29,13 +29,15 @@ extension Manager {
                 logger.notice("vault key of \(user) destroyed: its data is unrecoverable", metadata: meta)
             }
         } catch {
-            logger.critical("cannot destroy the wrapped vault key; overwriting the files instead",
-                            metadata: ["user": .string(user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+            logger.critical(
+                "cannot destroy the wrapped vault key; overwriting the files instead",
+                metadata: ["user": .string(user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         guard kernelGone else {
-            logger.error("the vault key of \(user) is still in kernel memory: files in the vault are held open by processes that were not ended",
-                         metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
+            logger.error(
+                "the vault key of \(user) is still in kernel memory: files in the vault are held open by processes that were not ended",
+                metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         return (try? store.keyDestroyed(user)) ?? (now, seconds)

@@ -14,8 +14,9 @@ extension Manager {
 
     public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> ActionResult {
         if try await checkInBeforeUserUnlock(user: user, caller: caller) {
-            return ActionResult(user: user, action: "unlock", state: .active,
-                                detail: "unlocked: the policy server lifted the lock at the check-in just made")
+            return ActionResult(
+                user: user, action: "unlock", state: .active,
+                detail: "unlocked: the policy server lifted the lock at the check-in just made")
         }
         let result = try await withUser(user) {
             try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)

@@ -12,8 +12,9 @@ extension Manager {
     // MARK: Who may unlock
 
     func unlockRequest(_ r: RegistrationRecord, _ caller: Caller) -> UnlockRule.Request {
-        UnlockRule.Request(user: r.user, byAdmin: caller.isAdmin, protection: r.protection, state: r.state, lockTrigger: r.lockTrigger,
-                           serverConfigured: configuration.server.isConfigured)
+        UnlockRule.Request(
+            user: r.user, byAdmin: caller.isAdmin, protection: r.protection, state: r.state, lockTrigger: r.lockTrigger,
+            serverConfigured: configuration.server.isConfigured)
     }
 
     /// A user unlocking their own vault after a server or offline lock: one check-in
@@ -121,7 +122,8 @@ extension Manager {
     private func commitUnlock(_ r: RegistrationRecord, by caller: Caller, metadata extra: Logger.Metadata = [:]) throws {
         let reading = clock.now()
         let trigger: Trigger = caller.isAdmin ? .admin : .user
-        let reason = caller.isAdmin
+        let reason =
+            caller.isAdmin
             ? "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
             : "unlocked by the user with their passcode"
         try store.commitUnlock(r.user, clock: caller.isAdmin ? .started(at: reading) : nil, event: event(r.user, .unlock, trigger, reason, at: reading.wall))
@@ -174,9 +176,11 @@ extension Manager {
                 try store.commitLock(r.user, records: [], trigger: .resume, event: event(r.user, .lock, .resume, reason, at: clock.now().wall))
                 logger.notice("\(r.user) is locked: \(reason)", metadata: journalFields(r, action: "lock", trigger: .resume, reason: reason, id: .locked))
             } catch {
-                logger.error("cannot reopen the encrypted vault of \(r.user): \(error)", metadata: [
-                    "user": .string(r.user), "message_id": MessageID.actionFailed.metadata,
-                ])
+                logger.error(
+                    "cannot reopen the encrypted vault of \(r.user): \(error)",
+                    metadata: [
+                        "user": .string(r.user), "message_id": MessageID.actionFailed.metadata,
+                    ])
             }
         }
     }

@@ -23,10 +23,12 @@ extension Manager {
         let user = r.user
         let now = clock.now().wall
         if let at = PasscodeBackoff.standard.retryAt(failures: stored.failedAttempts, lastFailure: stored.lastFailedAt, now: now) {
-            logger.warning("passcode attempt for the vault of \(user) refused: back-off after \(stored.failedAttempts) wrong passcodes", metadata: [
-                "user": .string(user), "action": "unlock", "failed_attempts": "\(stored.failedAttempts)",
-                "retry_at": .string(Timestamp.iso(at)), "peer_uid": "\(caller.credentials.uid)",
-            ])
+            logger.warning(
+                "passcode attempt for the vault of \(user) refused: back-off after \(stored.failedAttempts) wrong passcodes",
+                metadata: [
+                    "user": .string(user), "action": "unlock", "failed_attempts": "\(stored.failedAttempts)",
+                    "retry_at": .string(Timestamp.iso(at)), "peer_uid": "\(caller.credentials.uid)",
+                ])
             throw ManagerError.notPermitted(
                 "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
                     + "this attempt was not tried and does not count")
@@ -44,10 +46,12 @@ extension Manager {
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
             // The back-off counts from the answer, not from the start of the scrypt run.
             try? store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
-            logger.warning("wrong passcode for the vault of \(user)", metadata: [
-                "message_id": MessageID.passcodeWrong.metadata, "user": .string(user), "action": "unlock",
-                "failed_attempts": "\(count)", "retry_limit": "\(limit)", "peer_uid": "\(caller.credentials.uid)",
-            ])
+            logger.warning(
+                "wrong passcode for the vault of \(user)",
+                metadata: [
+                    "message_id": MessageID.passcodeWrong.metadata, "user": .string(user), "action": "unlock",
+                    "failed_attempts": "\(count)", "retry_limit": "\(limit)", "peer_uid": "\(caller.credentials.uid)",
+                ])
             if policy.retriesExhausted(failedAttempts: count) {
                 let reason = "\(count) wrong passcodes in a row reached the passcode policy's retry_limit (\(limit))"
                 let result = try? await wipeLocked(user: user, trigger: .retryLimit, reason: reason)
@@ -80,13 +84,15 @@ extension Manager {
             }
             let now = clock.now().wall
             let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
-            let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
-                                                    event: event(r.user, .keyRewrapped, trigger, detail, at: now))
+            let leftover = try store.rewrapVaultKey(
+                r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
+                event: event(r.user, .keyRewrapped, trigger, detail, at: now))
             logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
             if let leftover { logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
         } catch {
-            logger.warning("could not wrap the vault key of \(r.user) again bound to its registration (it stays in wrap format 1): \(error)",
-                           metadata: ["user": .string(r.user)])
+            logger.warning(
+                "could not wrap the vault key of \(r.user) again bound to its registration (it stays in wrap format 1): \(error)",
+                metadata: ["user": .string(r.user)])
         }
     }
 
@@ -116,7 +122,8 @@ extension Manager {
             } else {
                 guard stored.wrapped.wrapping == .machine else {
                     throw ManagerError.actionFailed(
-                        "\(user) already has a passcode: change it with lockwipectl passcode change (needs the current one); a forgotten passcode can only be reset by wiping the vault")
+                        "\(user) already has a passcode: change it with lockwipectl passcode change (needs the current one); a forgotten passcode can only be reset by wiping the vault"
+                    )
                 }
                 do {
                     key = try await keys.openWithMachineKey(stored.wrapped, binding: keyBinding(r))
@@ -143,15 +150,18 @@ extension Manager {
             throw failure(r.user, kind.rawValue, error)
         }
         let now = clock.now().wall
-        let leftover = try store.rewrapVaultKey(r.user, wrapped, passcodeSetAt: now,
-                                                event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
+        let leftover = try store.rewrapVaultKey(
+            r.user, wrapped, passcodeSetAt: now,
+            event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
         if let leftover {
             logger.error("\(kind.rawValue) for \(r.user): \(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata])
         }
-        logger.notice("\(detail) for \(r.user)", metadata: [
-            "message_id": MessageID.passcodeChanged.metadata, "user": .string(r.user), "action": .string(kind.rawValue),
-            "peer_uid": "\(caller.credentials.uid)",
-        ])
+        logger.notice(
+            "\(detail) for \(r.user)",
+            metadata: [
+                "message_id": MessageID.passcodeChanged.metadata, "user": .string(r.user), "action": .string(kind.rawValue),
+                "peer_uid": "\(caller.credentials.uid)",
+            ])
     }
 
     // MARK: Status

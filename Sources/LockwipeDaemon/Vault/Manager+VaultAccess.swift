@@ -17,9 +17,12 @@ extension Manager {
             for v in r.vaults where v.identity == nil {
                 let problems = VaultPath.ancestorProblems(v.path)
                 guard problems.isEmpty, let current = try? VaultDirectory.current(v.path), let identity = current.identity else {
-                    logger.warning("the vault directory \(v.path) of \(r.user) was registered before lockwipe recorded device and inode, and its path does not pass the ancestor rule: it is not acted on until it is unregistered and registered again",
-                                   metadata: ["user": .string(r.user), "path": .string(v.path), "problems": .string(problems.joined(separator: "; ")),
-                                              "message_id": MessageID.vaultUnreachable.metadata])
+                    logger.warning(
+                        "the vault directory \(v.path) of \(r.user) was registered before lockwipe recorded device and inode, and its path does not pass the ancestor rule: it is not acted on until it is unregistered and registered again",
+                        metadata: [
+                            "user": .string(r.user), "path": .string(v.path), "problems": .string(problems.joined(separator: "; ")),
+                            "message_id": MessageID.vaultUnreachable.metadata,
+                        ])
                     continue
                 }
                 let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
@@ -64,8 +67,11 @@ extension Manager {
                 let records = missing.compactMap { try? protection.recordState(of: [$0], user: r.user).first }
                     .filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
-                    try? store.commitLock(r.user, records: records, trigger: trigger,
-                                          event: event(r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried", at: clock.now().wall))
+                    try? store.commitLock(
+                        r.user, records: records, trigger: trigger,
+                        event: event(
+                            r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried",
+                            at: clock.now().wall))
                     if r.state == .lockFailed { try? store.setVaultError(r.user, r.vaultError, lockFailed: true) }
                 }
             }
@@ -77,11 +83,14 @@ extension Manager {
         }
         if r.state == .lockFailed || r.vaultError != nil {
             let now = clock.now().wall
-            try? store.setVaultError(r.user, nil, lockHolds: true,
-                                     event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
+            try? store.setVaultError(
+                r.user, nil, lockHolds: true,
+                event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
             if r.state == .lockFailed {
-                logger.notice("locked \(r.user): the lock that had failed now holds", metadata:
-                    journalFields(r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: "retry of a failed lock", id: .locked))
+                logger.notice(
+                    "locked \(r.user): the lock that had failed now holds",
+                    metadata:
+                        journalFields(r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: "retry of a failed lock", id: .locked))
             }
         }
         return nil
@@ -94,11 +103,13 @@ extension Manager {
         let text = "\(error)"
         let now = clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
-        try? store.setVaultError(r.user, text, lockFailed: true,
-                                 event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
+        try? store.setVaultError(
+            r.user, text, lockFailed: true,
+            event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
         if changed {
-            var meta = journalFields(r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: text,
-                                     id: error is VaultOpenError ? .vaultUnreachable : .lockFailed)
+            var meta = journalFields(
+                r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: text,
+                id: error is VaultOpenError ? .vaultUnreachable : .lockFailed)
             meta["error"] = .string(text)
             logger.warning("the lock of \(r.user) FAILED and is not in force (it is retried): \(text)", metadata: meta)
         }
@@ -117,9 +128,11 @@ extension Manager {
     func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) {
         let text = "\(error)"
         if r.vaultError != text { try? store.setVaultError(r.user, text) }
-        logger.warning("\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)", metadata: [
-            "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(error.path),
-            "error": .string(text), "message_id": MessageID.vaultUnreachable.metadata,
-        ])
+        logger.warning(
+            "\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)",
+            metadata: [
+                "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(error.path),
+                "error": .string(text), "message_id": MessageID.vaultUnreachable.metadata,
+            ])
     }
 }

@@ -59,7 +59,8 @@ public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible 
     public var description: String {
         switch self {
         case .missing(let path, let component):
-            return component == path ? "\(path): the vault directory is missing (removed or renamed)"
+            return component == path
+                ? "\(path): the vault directory is missing (removed or renamed)"
                 : "\(path): the vault directory is missing (\(component) does not exist)"
         case .notADirectory(let path, let component):
             return "\(path): \(component) is a symlink or not a directory; the vault is never reached through a symlink"
@@ -204,8 +205,10 @@ enum VaultPath {
             case .missing(_, let component):
                 problems.append("\(path): \(component) does not exist (registration creates the vault directory, not its parents)")
             case .notADirectory(_, let component):
-                problems.append(component == path ? "\(path): is a symlink or not a directory; register the real directory"
-                                : "\(path): its ancestor \(component) is a symlink or not a directory; register the real path")
+                problems.append(
+                    component == path
+                        ? "\(path): is a symlink or not a directory; register the real directory"
+                        : "\(path): its ancestor \(component) is a symlink or not a directory; register the real path")
             default:
                 problems.append("\(error)")
             }
@@ -222,7 +225,8 @@ enum VaultPath {
         }
         guard st.st_mode & (S_IWGRP | S_IWOTH) != 0 else { return nil }
         guard st.st_mode & S_ISVTX != 0 else {
-            return "\(path): its ancestor \(dir) is writable by group or other (mode \(String(st.st_mode & 0o7777, radix: 8))); a vault must lie in directories only root can change"
+            return
+                "\(path): its ancestor \(dir) is writable by group or other (mode \(String(st.st_mode & 0o7777, radix: 8))); a vault must lie in directories only root can change"
         }
         // Sticky: only the owner of `next` (or root) may rename or unlink it.
         var inner = stat()

@@ -38,9 +38,11 @@ public struct VaultKeyStatus: Sendable, Equatable {
 extension StateStore {
     /// The vault key of `user`, its wrapped form read from its key file.
     public func vaultKey(_ user: String) throws -> StoredVaultKey? {
-        guard var k = try db.read({ db in
-            try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
-        }) else { return nil }
+        guard
+            var k = try db.read({ db in
+                try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
+            })
+        else { return nil }
         guard let name = k.keyFile else {
             throw KeyWrapError.malformed("the database names no key file for the vault of \(user)")
         }
@@ -52,8 +54,9 @@ extension StateStore {
     public func vaultKeyStatus(_ user: String) throws -> VaultKeyStatus? {
         try db.read { db in
             try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
-                VaultKeyStatus(wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
-                               passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
+                VaultKeyStatus(
+                    wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
+                    passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
             }
         }
     }
@@ -189,8 +192,9 @@ extension StateStore {
             try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
             let deleted = db.changesCount > 0
             if deleted {
-                try db.execute(sql: "UPDATE pending_wipes SET key_destroyed_at = ?, key_destroyed_seconds = ? WHERE user = ?",
-                               arguments: [time, secondsSinceRequest, user])
+                try db.execute(
+                    sql: "UPDATE pending_wipes SET key_destroyed_at = ?, key_destroyed_seconds = ? WHERE user = ?",
+                    arguments: [time, secondsSinceRequest, user])
                 try Self.append(event, db)
             }
             return deleted
@@ -203,7 +207,8 @@ extension StateStore {
     public func keyDestroyed(_ user: String) throws -> (at: Int64, seconds: Double?)? {
         try db.read { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT key_destroyed_at, key_destroyed_seconds FROM pending_wipes WHERE user = ?", arguments: [user]),
-                  let at: Int64 = row["key_destroyed_at"] else { return nil }
+                let at: Int64 = row["key_destroyed_at"]
+            else { return nil }
             return (at, row["key_destroyed_seconds"])
         }
     }

@@ -38,12 +38,14 @@ final class VaultKeys: Sendable {
             if !violations.isEmpty { throw RegistrationRefusal("the passcode breaks the passcode policy: " + Self.describe(violations)) }
         } else if !policy.defaultPasswordAllowed {
             throw RegistrationRefusal(
-                "the passcode policy does not allow the default passcode (default_password_allowed = false): give the user's first passcode (lockwipectl register --passcode-stdin)")
+                "the passcode policy does not allow the default passcode (default_password_allowed = false): give the user's first passcode (lockwipectl register --passcode-stdin)"
+            )
         }
         return try await BlockingPool.run { [self] in
             var key = try SecRandom.key(Fscrypt.keySize)
             do {
-                let wrapped = try passcode.map { try KeyWrap.wrap(key, passcode: $0, registration: registration) }
+                let wrapped =
+                    try passcode.map { try KeyWrap.wrap(key, passcode: $0, registration: registration) }
                     ?? KeyWrap.wrap(key, machineKey: try machineKeyNow(), registration: registration)
                 let id = Fscrypt.KeyIdentifier(bytes: try Self.keyIdentifier(key))
                 return NewVault(key: key, stored: StoredVaultKey(identifier: id, wrapped: wrapped, passcodeSetAt: passcode == nil ? nil : now))

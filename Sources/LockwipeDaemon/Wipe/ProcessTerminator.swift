@@ -63,7 +63,8 @@ public struct ProcessTerminator: Sendable {
         // A zombie still answers kill(0); its state in /proc says it is gone for our purpose.
         guard kill(pid, 0) == 0 else { return false }
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return false }
+            let close = stat.lastIndex(of: ")")
+        else { return false }
         let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
         return state != "Z" && state != "X"
     }

@@ -159,9 +159,11 @@ final class WipeRun {
         defer { close(parentFd) }
         var st = stat()
         guard let identity = rootIdentity, fstatat(parentFd, name, &st, AT_SYMLINK_NOFOLLOW) == 0,
-              UInt64(st.st_dev) == identity.dev, UInt64(st.st_ino) == identity.ino
+            UInt64(st.st_dev) == identity.dev, UInt64(st.st_ino) == identity.ino
         else { return skip(root, "was replaced during the wipe; not removed") }
-        if unlinkat(parentFd, name, AT_REMOVEDIR) == 0 { removed() } else if errno != ENOENT {
+        if unlinkat(parentFd, name, AT_REMOVEDIR) == 0 {
+            removed()
+        } else if errno != ENOENT {
             skip(root, "the emptied vault directory cannot be removed: \(Self.reason(errno))")
         }
     }
@@ -213,7 +215,7 @@ final class WipeRun {
                     let fd = openat(child.fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                     var st = stat()
                     guard fd >= 0, fstat(fd, &st) == 0, UInt64(st.st_dev) == stack[parent].dev,
-                          UInt64(st.st_ino) == stack[parent].ino, let dir = fdopendir(fd)
+                        UInt64(st.st_ino) == stack[parent].ino, let dir = fdopendir(fd)
                     else {
                         if fd >= 0 { close(fd) }
                         closedir(child.dir!)
@@ -272,7 +274,7 @@ final class WipeRun {
             if childFd < 0 {
                 let code = errno
                 if code == ELOOP || code == ENOTDIR, fstatat(dirFd, name, &st, AT_SYMLINK_NOFOLLOW) == 0,
-                   (st.st_mode & S_IFMT) != S_IFDIR
+                    (st.st_mode & S_IFMT) != S_IFDIR
                 {
                     // Swapped for a symlink or a file since readdir: remove that instead.
                     removeEntry(dirFd: dirFd, name: name, path: path, st: st)
@@ -283,7 +285,7 @@ final class WipeRun {
             }
             var opened = stat()
             guard fstat(childFd, &opened) == 0, opened.st_dev == st.st_dev, opened.st_ino == st.st_ino,
-                  let childDir = fdopendir(childFd)
+                let childDir = fdopendir(childFd)
             else {
                 skip(path, "changed during the wipe; not entered")
                 close(childFd)
