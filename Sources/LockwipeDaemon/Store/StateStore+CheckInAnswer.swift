@@ -31,12 +31,9 @@ extension StateStore {
     public func commitContact(_ user: String, _ c: ContactCommit) throws {
         let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
         try db.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO server_state (user) VALUES (?)", arguments: [user])
-            try db.execute(
-                sql: """
-                    UPDATE registrations SET blocked = 0, clock_last_contact = ?, clock_accumulated_boot = ?, clock_boot_id = ?,
-                        clock_boot_mark = ?, clock_last_wall = ?, clock_offline_seconds = ? WHERE user = ?
-                    """, arguments: [c.clock.lastContact, c.clock.accumulatedBoot, c.clock.bootID, c.clock.bootMark, c.clock.lastWall, c.clock.offlineSeconds, user])
+            try Self.ensureServerRow(user, db)
+            try Self.save(c.clock, of: user, db)
+            try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
             try db.execute(
                 sql: """
                     UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
