@@ -79,7 +79,7 @@ class DemoServer:
         if user is None:
             return self._request("GET", "/control")
         name = user if isinstance(user, str) else user.name
-        return self._request("GET", f"/control/{name}")["stats"] or {"requests": 0, "answers": {}}
+        return self._request("GET", f"/control/{name}")["stats"] or {"requests": 0, "answers": {}, "held": 0}
 
     def reset_stats(self):
         return self._request("POST", "/control/_stats/reset", {})
