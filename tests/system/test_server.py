@@ -36,9 +36,14 @@ ID_POLICY_REJECTED = "ac7ef98728d24c7580c9b7203d3c8e14"
 
 
 def registered(d, make_user, *extra):
+    """A new registration, once the check-in it makes at once (its settings download) has
+    been answered: a test that then changes what the server says, or counts contacts, is
+    not raced by that first check-in."""
     user = make_user()
     user.vault = d.make_vault(user, f"vault-{user.name}")
     d.ok("register", "--user", user.name, "--dir", user.vault, *extra)
+    wait_until(lambda: d.registration(user).get("last_attempt"), 10,
+               "the check-in a registration makes at once was not answered")
     return user
 
 
