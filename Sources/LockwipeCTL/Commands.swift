@@ -89,7 +89,7 @@ func describe(_ p: WipeProgressInfo) -> String {
     var parts = ["wiping: \(p.entriesRemoved) entries removed"]
     if let total = p.bytesTotal {
         let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
-        parts.append("\(files), \(bytes(p.bytesOverwritten)) of \(bytes(total)) overwritten at \(bytes(Int64(p.bytesPerSecond)))/s")
+        parts.append("\(files), \(TextFormat.bytes(p.bytesOverwritten)) of \(TextFormat.bytes(total)) overwritten at \(TextFormat.bytes(Int64(p.bytesPerSecond)))/s")
     } else {
         parts.append(TextFormat.fixed(p.entriesPerSecond, decimals: 0) + " entries/s")
     }
@@ -99,7 +99,6 @@ func describe(_ p: WipeProgressInfo) -> String {
 }
 
 /// Bytes in binary units, one decimal.
-func bytes(_ n: Int64) -> String { TextFormat.bytes(n) }
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -31,6 +31,13 @@ public struct PasscodePolicy: Sendable, Equatable, Codable {
         public var description: String { "\(rule): \(message)" }
     }
 
+    /// Every rule `passcode` breaks as one sentence ("min_length: ...; digits: ..."); nil
+    /// when it is acceptable.
+    public func problem(with passcode: String) -> String? {
+        let found = violations(of: passcode)
+        return found.isEmpty ? nil : found.map(\.description).joined(separator: "; ")
+    }
+
     /// Every rule `passcode` breaks, in a fixed order; empty when it is acceptable.
     public func violations(of passcode: String) -> [Violation] {
         var found: [Violation] = []

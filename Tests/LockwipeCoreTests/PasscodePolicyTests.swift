@@ -9,6 +9,8 @@ import Testing
         #expect(rules(p, "abcdefgh") == [])
         #expect(rules(p, "abcdefg") == ["min_length"])
         #expect(p.violations(of: "abc").first?.message == "needs at least 8 characters, has 3")
+        #expect(p.problem(with: "abcdefgh") == nil)
+        #expect(p.problem(with: "abc") == "min_length: needs at least 8 characters, has 3")
         #expect(p.defaultPasswordAllowed && p.retryLimit == 0 && p.expirationDays == 0 && p.lockTimeout == 0)
     }
 
@@ -23,6 +25,7 @@ import Testing
         case .special: (p.requiresSpecial, bad, good) = (true, "abcdefgh", "abcdefg!")
         }
         #expect(rules(p, bad) == ["requires_\(c.rawValue)"])
+        #expect(p.problem(with: bad)?.hasPrefix("requires_\(c.rawValue): ") == true)
         #expect(rules(p, good) == [])
     }
 

@@ -35,7 +35,7 @@ public struct ManagerFixture: Sendable {
         let manager = Manager(
             configuration: configuration, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
             eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
-            paths: .init(stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks", configPath: dir + "/c.toml"),
+            paths: .init(configPath: dir + "/c.toml", stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks"),
             fetcher: fetcher, random: { 0.5 }, encryption: encryption ?? FscryptLock(), accounts: accounts)
         do {
             try await body(ManagerFixture(manager: manager, clock: clock, directory: dir))

@@ -373,7 +373,11 @@ def test_crypto_erase_destroys_every_copy_of_the_key_and_nothing_outside(daemon,
         daemon.ok("unregister", "--user", user.name)
 
 
-def test_expired_passcode_must_be_changed_at_unlock(make_daemon, make_user):
+@contextlib.contextmanager
+def vault_with_expiring_passcode(make_daemon, make_user):
+    """A daemon whose passcodes expire after a day (its clock under faketime, so a test
+    can restart it two days later) and a user with an encrypted vault, a passcode and
+    files in it. Yields (daemon, user, vault)."""
     daemon = make_daemon(config=config_text(extra="\n[passcode]\nexpiration_days = 1\n"), faketime="+0")
     user = make_user()
     with encrypted_fs(daemon) as fs:
@@ -382,6 +386,11 @@ def test_expired_passcode_must_be_changed_at_unlock(make_daemon, make_user):
         set_passcode(daemon, user)
         assert daemon.registration(user)["passcode_expires"]
         put_files(user, vault)
+        yield daemon, user, vault
+
+
+def test_expired_passcode_must_be_changed_at_unlock(make_daemon, make_user):
+    with vault_with_expiring_passcode(make_daemon, make_user) as (daemon, user, vault):
         daemon.ok("lock", "--user", user.name, user=user)
         daemon.restart(faketime="+2d")
         r = daemon.ctl("unlock", "--user", user.name, "--passcode-stdin", input=PASS + "\n", user=user)
@@ -796,14 +805,7 @@ def on_a_terminal(daemon, *args, answers, timeout=60):
 def test_on_a_terminal_unlock_asks_for_the_passcode_and_a_new_one_when_it_expired(make_daemon, make_user):
     """lockwipectl prompts because the daemon answers io.lockwipe.Manager.PasscodeRequired
     and PasscodeExpired (by error name, whatever their wording)."""
-    daemon = make_daemon(config=config_text(extra="\n[passcode]\nexpiration_days = 1\n"), faketime="+0")
-    user = make_user()
-    with encrypted_fs(daemon) as fs:
-        vault = fs / "v"
-        register_encrypted(daemon, user, vault)
-        set_passcode(daemon, user)
-        put_files(user, vault)
-
+    with vault_with_expiring_passcode(make_daemon, make_user) as (daemon, user, _):
         daemon.ok("lock", "--user", user.name)
         code, shown = on_a_terminal(daemon, "unlock", "--user", user.name,
                                     answers=[(f"Passcode for {user.name}:", PASS)])

@@ -82,10 +82,7 @@ public enum Daemon {
         let manager = Manager(
             configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),
             observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
-            paths: .init(
-                stateDirectory: paths.stateDirectory, socketPath: paths.socketPath,
-                hooksDirectory: paths.hooksDirectory, configPath: paths.configPath),
-            fetcher: checkInClient)
+            paths: paths, fetcher: checkInClient)
         let control = ControlServer(
             manager: manager, logger: logger,
             limits: .init(

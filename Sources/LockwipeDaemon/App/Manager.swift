@@ -16,19 +16,7 @@ import NIOPosix
 /// - actions on one user are serialized; actions on different users may interleave;
 /// - observers are told before and after, and can never stop an action.
 public actor Manager {
-    public struct Paths: Sendable {
-        public var stateDirectory: String
-        public var socketPath: String
-        public var hooksDirectory: String
-        public var configPath: String
-
-        public init(stateDirectory: String, socketPath: String, hooksDirectory: String, configPath: String) {
-            self.stateDirectory = stateDirectory
-            self.socketPath = socketPath
-            self.hooksDirectory = hooksDirectory
-            self.configPath = configPath
-        }
-    }
+    public typealias Paths = DaemonPaths
 
     var configuration: Configuration
     let store: StateStore

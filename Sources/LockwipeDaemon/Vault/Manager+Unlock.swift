@@ -68,9 +68,8 @@ extension Manager {
             }
             if !policy.defaultPasswordAllowed { notes.append("the passcode policy no longer allows the default passcode: set one (lockwipectl passcode set)") }
         case .withPasscode(let passcode):
-            if let newPasscode {
-                let violations = policy.violations(of: newPasscode)
-                if !violations.isEmpty { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + VaultKeys.describe(violations)) }
+            if let newPasscode, let problem = policy.problem(with: newPasscode) {
+                throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem)
             }
             key = try await openWithPasscode(r, stored, passcode, policy: policy, caller: caller)
             var expired: (setAt: String, expirationDays: Int)?

@@ -110,8 +110,7 @@ extension Manager {
             guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue)") }
             guard let stored = try store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
             let policy = passcodePolicy(for: r).policy
-            let violations = policy.violations(of: new)
-            if !violations.isEmpty { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + VaultKeys.describe(violations)) }
+            if let problem = policy.problem(with: new) { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem) }
             var key: [UInt8]
             if let current {
                 guard stored.wrapped.wrapping == .passcode else {

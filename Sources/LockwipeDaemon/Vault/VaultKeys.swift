@@ -34,8 +34,7 @@ final class VaultKeys: Sendable {
     /// Refusals are `RegistrationRefusal`s, in the registration's words.
     func newKey(passcode: String?, policy: PasscodePolicy, registration: String?, at now: Int64) async throws -> NewVault {
         if let passcode {
-            let violations = policy.violations(of: passcode)
-            if !violations.isEmpty { throw RegistrationRefusal("the passcode breaks the passcode policy: " + Self.describe(violations)) }
+            if let problem = policy.problem(with: passcode) { throw RegistrationRefusal("the passcode breaks the passcode policy: " + problem) }
         } else if !policy.defaultPasswordAllowed {
             throw RegistrationRefusal(
                 "the passcode policy does not allow the default passcode (default_password_allowed = false): give the user's first passcode (lockwipectl register --passcode-stdin)"
@@ -63,10 +62,6 @@ final class VaultKeys: Sendable {
         let info = Array("fscrypt".utf8) + [0, 1]
         let derived = HKDF<SHA512>.deriveKey(inputKeyMaterial: SymmetricKey(data: key), info: info, outputByteCount: 16)
         return derived.withUnsafeBytes { Array($0) }
-    }
-
-    static func describe(_ violations: [PasscodePolicy.Violation]) -> String {
-        violations.map(\.description).joined(separator: "; ")
     }
 
     // MARK: Opening
