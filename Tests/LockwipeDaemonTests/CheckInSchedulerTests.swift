@@ -131,9 +131,15 @@ final class FakeTimer: Sendable {
     @Test func stopCancelsTheTimerAndPlansNothingMore() async {
         let s = scheduler()
         defer { s.stop() }
+        #expect(!s.isPlanning)
+        s.startPlanning()
+        #expect(s.isPlanning)
         s.plan("alice", in: 30)
         await timerWaits(for: timer.now() + .seconds(30))
         s.stop()
+        #expect(!s.isPlanning)
+        s.startPlanning()
+        #expect(!s.isPlanning, "a stopped scheduler never plans again")
         for _ in 0..<2_000 where !timer.waiting.isEmpty { await Task.yield() }
         #expect(timer.waiting.isEmpty, "the timer's task was cancelled")
         s.plan("alice", in: 0)

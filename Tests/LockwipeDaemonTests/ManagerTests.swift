@@ -25,9 +25,9 @@ import Testing
     @Test func theNextActionCountsTimeSinceTheLastCheckpoint() async throws {
         try await withManager(lockDays: 7) { manager, clock, dir in
             _ = try await manager.register(user: "root", directories: [dir + "/data/vault"], by: root)
-            #expect(await manager.statusLine == "1 user; next: lock root in 7d")
+            #expect(await manager.statusLine() == "1 user; next: lock root in 7d")
             clock.advance(seconds: 3 * day)
-            #expect(await manager.statusLine == "1 user; next: lock root in 4d")
+            #expect(await manager.statusLine() == "1 user; next: lock root in 4d")
             let status = try await manager.status(for: root, user: "root")
             #expect(status.registrations.first?.offlineSeconds == 3 * day)
         }

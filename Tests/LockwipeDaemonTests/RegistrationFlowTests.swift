@@ -5,7 +5,7 @@ import Testing
 @Suite struct RegistrationFlowTests {
     struct Boom: Error {}
 
-    @Test func aFailureUndoesEveryCompletedStepInReverse() {
+    @Test func aFailureUndoesEveryCompletedStepInReverse() async {
         var log: [String] = []
         var flow = RegistrationFlow()
         flow.add(
@@ -27,15 +27,15 @@ import Testing
                 return nil
             })
         flow.add("d", run: { log.append("run d") })
-        #expect(throws: RegistrationFlow.Failure.self) { try flow.execute() }
+        await #expect(throws: RegistrationFlow.Failure.self) { try await flow.execute() }
         #expect(log == ["run a", "run b", "undo b", "undo a"])
     }
 
-    @Test func failedUndosAreReportedNotHidden() {
+    @Test func failedUndosAreReportedNotHidden() async {
         var flow = RegistrationFlow()
         flow.add("create", run: {}, undo: { "could not remove /x" })
         flow.add("persist", run: { throw Boom() })
-        do { try flow.execute() } catch {
+        do { try await flow.execute() } catch {
             #expect(error.step == "persist")
             #expect(error.undoProblems == ["could not remove /x"])
         }

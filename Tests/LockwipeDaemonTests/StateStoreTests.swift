@@ -8,10 +8,10 @@ import Testing
 @testable import LockwipeDaemon
 
 @Suite struct StateStoreTests {
-    func withStore(_ body: (StateStore, String) throws -> Void) throws {
+    func withStore(_ body: (StateStore, String) async throws -> Void) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        try body(try StateStore(directory: dir), dir)
+        try await body(try StateStore(directory: dir), dir)
     }
 
     func record(_ user: String) -> RegistrationRecord {
@@ -26,34 +26,50 @@ import Testing
 
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
 
-    @Test func registrationsSurviveReopeningAndTheFileIsPrivate() throws {
-        try withStore { store, dir in
-            try store.insert(record("alice"), event: ev("alice", "register"))
+    @Test func aCheckpointAdvancesAndPersistsEveryClockButThoseOfWipedRegistrations() async throws {
+        try await withStore { store, dir in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            try await store.insert(record("bob"), event: ev("bob", "register"))
+            try await store.transition("bob", to: .wiped, lockTrigger: nil, event: nil)
+            let later = ClockReading(wall: 400, boot: 305, bootID: "x")
+            let checkpoints = try await store.checkpointClocks(at: later)
+            #expect(checkpoints.map(\.registration.user) == ["alice"])
+            #expect(checkpoints.first?.advance.clock.offlineSeconds == 300)
+            // Persisted (read back through a new store, past the cache), and bob's untouched.
             let reopened = try StateStore(directory: dir)
-            #expect(try reopened.registration("alice") == record("alice"))
+            #expect(try await reopened.registration("alice")?.clock.offlineSeconds == 300)
+            #expect(try await reopened.registration("bob")?.clock.offlineSeconds == 0)
+        }
+    }
+
+    @Test func registrationsSurviveReopeningAndTheFileIsPrivate() async throws {
+        try await withStore { store, dir in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            let reopened = try StateStore(directory: dir)
+            await #expect(try reopened.registration("alice") == record("alice"))
             var st = stat()
             #expect(stat(dir + "/" + StateStore.fileName, &st) == 0 && st.st_mode & 0o077 == 0)
         }
     }
 
-    @Test func everyRegistrationGetsItsOwnIDAndAReRegistrationANewOne() throws {
-        try withStore { store, _ in
+    @Test func everyRegistrationGetsItsOwnIDAndAReRegistrationANewOne() async throws {
+        try await withStore { store, _ in
             let first = RegistrationRecord(
                 user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"],
                 lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
             #expect(first.id.count == 32 && first.id.allSatisfy { "0123456789abcdef".contains($0) })
-            try store.insert(first, event: ev("alice", "register"))
-            #expect(try store.registration("alice")?.id == first.id)
-            try store.delete("alice", event: ev("alice", "unregister"))
+            try await store.insert(first, event: ev("alice", "register"))
+            await #expect(try store.registration("alice")?.id == first.id)
+            try await store.delete("alice", event: ev("alice", "unregister"))
             var second = first
             second.id = RegistrationRecord.newID()
-            try store.insert(second, event: ev("alice", "register"))
-            #expect(try store.registration("alice")?.id == second.id)
+            try await store.insert(second, event: ev("alice", "register"))
+            await #expect(try store.registration("alice")?.id == second.id)
             #expect(first.id != second.id)
         }
     }
 
-    @Test func registrationsFromBeforeIDsGetOneEachWhenTheStoreOpens() throws {
+    @Test func registrationsFromBeforeIDsGetOneEachWhenTheStoreOpens() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -62,7 +78,7 @@ import Testing
         do {
             let queue = try DatabaseQueue(path: path)
             try StateStore.migratorForTesting.migrate(queue, upTo: "v3-vault")
-            try queue.write { db in
+            try await queue.write { db in
                 for user in ["alice", "bob"] {
                     try db.execute(
                         sql: """
@@ -73,56 +89,56 @@ import Testing
                 }
             }
         }
-        let ids = try StateStore(directory: dir).registrations().map(\.id)
+        let ids = try await StateStore(directory: dir).registrations().map(\.id)
         #expect(ids.count == 2 && Set(ids).count == 2 && ids.allSatisfy { $0.count == 32 })
     }
 
-    @Test func lockRecordsKeepTheFirstOriginalOwnerOnRelock() throws {
-        try withStore { store, _ in
-            try store.insert(record("alice"), event: ev("alice", "register"))
-            try store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)], trigger: .admin, event: ev("alice", "lock"))
+    @Test func lockRecordsKeepTheFirstOriginalOwnerOnRelock() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            try await store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)], trigger: .admin, event: ev("alice", "lock"))
             // A re-lock after a crash sees root:root 0000; it must not replace the original.
-            try store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 0, gid: 0, mode: 0)], trigger: .offline, event: ev("alice", "lock"))
-            #expect(try store.lockRecords("alice") == [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)])
-            #expect(try store.registration("alice")?.state == .locked)
+            try await store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 0, gid: 0, mode: 0)], trigger: .offline, event: ev("alice", "lock"))
+            await #expect(try store.lockRecords("alice") == [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)])
+            await #expect(try store.registration("alice")?.state == .locked)
         }
     }
 
-    @Test func onlyACompleteWipeEndsThePendingIntent() throws {
-        try withStore { store, _ in
-            try store.insert(record("bob"), event: ev("bob", "register"))
-            try store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
-            #expect(try store.pendingWipes().map(\.user) == ["bob"])
-            try store.beginWipeAttempt("bob", event: nil)
+    @Test func onlyACompleteWipeEndsThePendingIntent() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("bob"), event: ev("bob", "register"))
+            try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            await #expect(try store.pendingWipes().map(\.user) == ["bob"])
+            try await store.beginWipeAttempt("bob", event: nil)
             let incomplete = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [.init(path: "/x", reason: "busy")], elapsedSeconds: 0)
-            try store.finishWipe("bob", summary: incomplete, event: ev("bob", "wipe-incomplete"))
-            #expect(try store.registration("bob")?.state == .wipePending)
-            #expect(try store.pendingWipes().first?.attempts == 1)
+            try await store.finishWipe("bob", summary: incomplete, event: ev("bob", "wipe-incomplete"))
+            await #expect(try store.registration("bob")?.state == .wipePending)
+            await #expect(try store.pendingWipes().first?.attempts == 1)
             let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
-            try store.finishWipe("bob", summary: done, event: ev("bob", "wipe"))
-            #expect(try store.pendingWipes().isEmpty)
-            #expect(try store.registration("bob")?.state == .wiped)
-            #expect(try store.registration("bob")?.lastWipe == done)
-            #expect(try store.events(user: "bob", limit: 10).map(\.kind) == ["register", "wipe-started", "wipe-incomplete", "wipe"])
+            try await store.finishWipe("bob", summary: done, event: ev("bob", "wipe"))
+            await #expect(try store.pendingWipes().isEmpty)
+            await #expect(try store.registration("bob")?.state == .wiped)
+            await #expect(try store.registration("bob")?.lastWipe == done)
+            await #expect(try store.events(user: "bob", limit: 10).map(\.kind) == ["register", "wipe-started", "wipe-incomplete", "wipe"])
         }
     }
 
-    @Test func aDirectoryCannotBelongToTwoRegistrations() throws {
-        try withStore { store, _ in
-            try store.insert(record("alice"), event: ev("alice", "register"))
+    @Test func aDirectoryCannotBelongToTwoRegistrations() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
             var other = record("carol")
             other.directories = ["/srv/alice/a"]
-            #expect(throws: (any Error).self) { try store.insert(other, event: ev("carol", "register")) }
-            #expect(try store.registration("carol") == nil)  // the transaction rolled back whole
-            #expect(try store.events(user: "carol", limit: 10).isEmpty)
+            await #expect(throws: (any Error).self) { try await store.insert(other, event: ev("carol", "register")) }
+            await #expect(try store.registration("carol") == nil)  // the transaction rolled back whole
+            await #expect(try store.events(user: "carol", limit: 10).isEmpty)
         }
     }
 
     // MARK: Damage: never start afresh over a database that was there
 
-    func damage(_ body: () throws -> Void) -> StateStoreDamage? {
+    func damage(_ body: () async throws -> Void) async -> StateStoreDamage? {
         do {
-            try body()
+            try await body()
             return nil
         } catch let d as StateStoreDamage {
             return d
@@ -132,22 +148,22 @@ import Testing
         }
     }
 
-    @Test func aMissingDatabaseIsNotReplacedByAnEmptyOne() throws {
-        try withStore { store, dir in
-            try store.insert(record("alice"), event: ev("alice", "register"))
+    @Test func aMissingDatabaseIsNotReplacedByAnEmptyOne() async throws {
+        try await withStore { store, dir in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
             #expect(FileManager.default.fileExists(atPath: dir + "/" + StateStore.markerName))
             for suffix in ["", "-wal", "-shm"] { unlink(dir + "/" + StateStore.fileName + suffix) }
-            #expect(damage { _ = try StateStore(directory: dir) } == .missing(path: dir + "/" + StateStore.fileName))
+            #expect(await damage { _ = try StateStore(directory: dir) } == .missing(path: dir + "/" + StateStore.fileName))
             #expect(!FileManager.default.fileExists(atPath: dir + "/" + StateStore.fileName), "an empty database was created")
         }
     }
 
-    @Test func aDamagedDatabaseIsRefusedAtOpen() throws {
+    @Test func aDamagedDatabaseIsRefusedAtOpen() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         do {  // closed at the end of this scope: the WAL is checkpointed into the file
             let store = try StateStore(directory: dir)
-            try store.insert(record("alice"), event: ev("alice", "register"))
+            try await store.insert(record("alice"), event: ev("alice", "register"))
         }
         let path = dir + "/" + StateStore.fileName
         let fd = open(path, O_WRONLY)
@@ -155,7 +171,7 @@ import Testing
         let junk = [UInt8](repeating: 0xa5, count: 100)
         #expect(pwrite(fd, junk, junk.count, 0) == 100)
         close(fd)
-        let found = damage { _ = try StateStore(directory: dir) }
+        let found = await damage { _ = try StateStore(directory: dir) }
         guard case .damaged(let p, _) = found else {
             Issue.record("expected .damaged, got \(String(describing: found))")
             return
@@ -163,25 +179,25 @@ import Testing
         #expect(p == path)
     }
 
-    @Test func deletionWhileOpenIsNoticedAtTheNextAccessAndLatched() throws {
-        try withStore { store, dir in
-            try store.insert(record("alice"), event: ev("alice", "register"))
+    @Test func deletionWhileOpenIsNoticedAtTheNextAccessAndLatched() async throws {
+        try await withStore { store, dir in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
             let seen = Mutex<[StateStoreDamage]>([])
             store.onDamage { d in seen.withLock { $0.append(d) } }
             #expect(store.damage == nil)
             let path = dir + "/" + StateStore.fileName
             for suffix in ["", "-wal", "-shm"] { unlink(path + suffix) }
-            #expect(damage { _ = try store.registrations() } == .replaced(path: path))
+            #expect(await damage { _ = try await store.registrations() } == .replaced(path: path))
             // Latched: a database that reappears does not make the store trusted again.
             _ = try StateStore(directory: dir + "-other")
             FileManager.default.createFile(atPath: path, contents: Data())
-            #expect(damage { try store.insert(record("bob"), event: ev("bob", "register")) } == .replaced(path: path))
+            #expect(await damage { try await store.insert(record("bob"), event: ev("bob", "register")) } == .replaced(path: path))
             #expect(seen.withLock { $0 } == [.replaced(path: path)], "the damage was reported more or less than once")
             try? FileManager.default.removeItem(atPath: dir + "-other")
         }
     }
 
-    @Test func aFirstStartWithoutMarkerCreatesIt() throws {
+    @Test func aFirstStartWithoutMarkerCreatesIt() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         _ = try StateStore(directory: dir)

@@ -8,10 +8,10 @@ import Testing
 @testable import LockwipeDaemon
 
 @Suite struct VaultKeyStoreTests {
-    func withStore(_ body: (StateStore, String) throws -> Void) throws {
+    func withStore(_ body: (StateStore, String) async throws -> Void) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwvault-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        try body(try StateStore(directory: dir), dir)
+        try await body(try StateStore(directory: dir), dir)
     }
 
     func record(_ user: String) -> RegistrationRecord {
@@ -37,12 +37,12 @@ import Testing
         }
     }
 
-    @Test func theWrappedKeyIsStoredWithTheRegistrationAndOpensWithThePasscode() throws {
-        try withStore { store, dir in
+    @Test func theWrappedKeyIsStoredWithTheRegistrationAndOpensWithThePasscode() async throws {
+        try await withStore { store, dir in
             let key = (0..<Fscrypt.keySize).map { UInt8($0) }
             let k = try stored(key, passcode: "pass-1234")
-            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            let back = try #require(try StateStore(directory: dir).vaultKey("alice"))
+            try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            let back = try await #require(try StateStore(directory: dir).vaultKey("alice"))
             #expect(back.wrapped == k.wrapped && back.identifier == k.identifier && back.passcodeSetAt == 100)
             #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234", registration: nil) == key)
             // The raw key is never written, and the sealed box only to its own file,
@@ -56,7 +56,7 @@ import Testing
         }
     }
 
-    @Test func keysOfAnOlderDatabaseMoveToFilesAndLeaveNoCopyInIt() throws {
+    @Test func keysOfAnOlderDatabaseMoveToFilesAndLeaveNoCopyInIt() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwvault-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -67,7 +67,7 @@ import Testing
             // The database lockwiped made before v6-key-files, with the key in a row.
             try StateStore.migrate(path: dir + "/" + StateStore.fileName, keyFiles: KeyFiles(stateDirectory: dir), upTo: "v3-vault")
             let queue = try DatabaseQueue(path: dir + "/" + StateStore.fileName)
-            try queue.write { db in
+            try await queue.write { db in
                 try db.execute(
                     sql: """
                         INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at)
@@ -79,48 +79,48 @@ import Testing
             try queue.close()
         }
         let store = try StateStore(directory: dir)
-        let back = try #require(try store.vaultKey("alice"))
+        let back = try await #require(try store.vaultKey("alice"))
         #expect(back.wrapped == w && back.failedAttempts == 3)
         #expect(try KeyWrap.unwrap(back.wrapped, passcode: "legacy-pass", registration: nil) == key)
         #expect(try store.keyFiles.names() == [back.keyFile!])
         #expect(raw(dir).range(of: w.sealed) == nil)
     }
 
-    @Test func keyFilesNoRowNamesAreDestroyedAtStartUp() throws {
-        try withStore { store, dir in
+    @Test func keyFilesNoRowNamesAreDestroyedAtStartUp() async throws {
+        try await withStore { store, dir in
             let k = try stored([UInt8](repeating: 1, count: 64), passcode: "p")
-            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            let kept = try #require(try store.vaultKey("alice")?.keyFile)
+            try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            let kept = try await #require(try store.vaultKey("alice")?.keyFile)
             // What a crash between writing a new key file and committing it leaves.
             let orphan = try store.keyFiles.write(try KeyWrap.wrap([UInt8](repeating: 2, count: 64), passcode: "q", registration: nil, parameters: Self.cheap))
-            #expect(try store.destroyOrphanKeyFiles() == [orphan])
+            await #expect(try store.destroyOrphanKeyFiles() == [orphan])
             #expect(try store.keyFiles.names() == [kept])
-            #expect(try store.vaultKey("alice")?.wrapped == k.wrapped)
+            await #expect(try store.vaultKey("alice")?.wrapped == k.wrapped)
         }
     }
 
-    @Test func failedUnlocksAreCountedDurablyAndResetByARightPasscode() throws {
-        try withStore { store, dir in
-            try store.insert(record("alice"), vaultKey: try stored([UInt8](repeating: 7, count: 64), passcode: "p"), event: ev("alice", "register"))
-            #expect(try store.recordFailedUnlock("alice", at: 150, event: ev("alice", "unlock-failed")) == 1)
-            #expect(try store.recordFailedUnlock("alice", at: 150, event: nil) == 2)
-            #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
-            try store.resetFailedUnlocks("alice")
-            #expect(try store.vaultKey("alice")?.failedAttempts == 0)
-            #expect(try store.events(user: "alice", limit: 10).map(\.kind) == ["register", "unlock-failed"])
+    @Test func failedUnlocksAreCountedDurablyAndResetByARightPasscode() async throws {
+        try await withStore { store, dir in
+            try await store.insert(record("alice"), vaultKey: try stored([UInt8](repeating: 7, count: 64), passcode: "p"), event: ev("alice", "register"))
+            await #expect(try store.recordFailedUnlock("alice", at: 150, event: ev("alice", "unlock-failed")) == 1)
+            await #expect(try store.recordFailedUnlock("alice", at: 150, event: nil) == 2)
+            await #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
+            try await store.resetFailedUnlocks("alice")
+            await #expect(try store.vaultKey("alice")?.failedAttempts == 0)
+            await #expect(try store.events(user: "alice", limit: 10).map(\.kind) == ["register", "unlock-failed"])
         }
     }
 
-    @Test func rewrappingLeavesNoCopyOfTheOldWrappedKeyInTheDatabaseOrItsLog() throws {
-        try withStore { store, dir in
+    @Test func rewrappingLeavesNoCopyOfTheOldWrappedKeyInTheDatabaseOrItsLog() async throws {
+        try await withStore { store, dir in
             let key = [UInt8](repeating: 9, count: 64)
             let old = try stored(key, passcode: "old-passcode")
-            try store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
-            _ = try store.recordFailedUnlock("alice", at: 150, event: nil)
-            let oldFile = try #require(try store.vaultKey("alice")?.keyFile)
+            try await store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
+            _ = try await store.recordFailedUnlock("alice", at: 150, event: nil)
+            let oldFile = try await #require(try store.vaultKey("alice")?.keyFile)
             let new = try KeyWrap.wrap(key, passcode: "new-passcode", registration: nil, parameters: Self.cheap)
-            #expect(try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
-            let back = try #require(try store.vaultKey("alice"))
+            await #expect(try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
+            let back = try await #require(try store.vaultKey("alice"))
             #expect(back.wrapped == new && back.passcodeSetAt == 200 && back.failedAttempts == 0)
             #expect(back.keyFile != oldFile)
             #expect(try store.keyFiles.names() == [back.keyFile!])
@@ -128,26 +128,26 @@ import Testing
         }
     }
 
-    @Test func destroyingTheKeyLeavesNoCopyAndIsRecordedOnce() throws {
-        try withStore { store, dir in
+    @Test func destroyingTheKeyLeavesNoCopyAndIsRecordedOnce() async throws {
+        try await withStore { store, dir in
             let k = try stored([UInt8](repeating: 3, count: 64), passcode: "p")
-            try store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            try store.commitWipeIntent("alice", reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
-            #expect(try store.destroyVaultKey("alice", at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
-            #expect(try store.vaultKey("alice") == nil)
+            try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
+            try await store.commitWipeIntent("alice", reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
+            await #expect(try store.destroyVaultKey("alice", at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
+            await #expect(try store.vaultKey("alice") == nil)
             #expect(try store.keyFiles.names().isEmpty)
             #expect(raw(dir).range(of: k.wrapped.sealed) == nil)
             let wal = FileManager.default.contents(atPath: dir + "/" + StateStore.fileName + "-wal") ?? Data()
             #expect(wal.isEmpty)
             // A resumed wipe finds it gone and keeps the first moment.
-            #expect(try !store.destroyVaultKey("alice", at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
-            #expect(try store.keyDestroyed("alice")?.at == 300)
-            #expect(try store.keyDestroyed("alice")?.seconds == 0.25)
-            #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == "key-destroyed" }.count == 1)
+            await #expect(try !store.destroyVaultKey("alice", at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
+            await #expect(try store.keyDestroyed("alice")?.at == 300)
+            await #expect(try store.keyDestroyed("alice")?.seconds == 0.25)
+            await #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == "key-destroyed" }.count == 1)
         }
     }
 
-    @Test func theMachineKeyIsCreatedOncePrivateAndReadBack() throws {
+    @Test func theMachineKeyIsCreatedOncePrivateAndReadBack() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwmk-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -128,7 +128,7 @@ struct DaemonService: Service {
 
         let activated = SocketActivation.listenFileDescriptors().first
         let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
-        notifier.ready(status: await manager.statusLine)
+        notifier.ready(status: await manager.statusLine())
         logger.notice(
             "lockwiped \(LockwipeVersion.current) ready",
             metadata: [
@@ -202,7 +202,7 @@ struct DaemonService: Service {
                         metadata: ["message_id": MessageID.configInvalid.metadata])
                 }
             }
-            notifier.ready(status: await manager.statusLine)
+            notifier.ready(status: await manager.statusLine())
         }
     }
 }

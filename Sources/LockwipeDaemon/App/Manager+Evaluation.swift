@@ -18,13 +18,13 @@ extension Manager {
     /// a slow or stalling server delays enforcement, and start-up, by that much at most.
     /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
-        for r in (try? store.registrations()) ?? [] where r.state == .lockFailed {
+        for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
             await withUser(r.user) {
-                guard let current = try? self.store.registration(r.user), current.state == .lockFailed else { return }
+                guard let current = try? await self.store.registration(r.user), current.state == .lockFailed else { return }
                 await self.retryLock(current)
             }
         }
-        var due = checkpointClocks()
+        var due = await checkpointClocks()
         if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
             let users = Set(due.map(\.0))
             let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
@@ -33,19 +33,19 @@ extension Manager {
                     group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
                 }
             }
-            due = checkpointClocks()
+            due = await checkpointClocks()
         }
         for (user, action, _) in due {
             await withUser(user) {
                 // Decided again now: a check-in may have answered while this waited its turn.
-                guard let (current, reason) = self.dueNow(user), current == action else { return }
+                guard let (current, reason) = await self.dueNow(user), current == action else { return }
                 switch action {
                 case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
                 case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason)
                 }
             }
         }
-        reschedule()
+        await reschedule()
     }
 
     /// The policy in force for `r`: the server's once it sent a valid one (while a server
@@ -64,8 +64,8 @@ extension Manager {
     }
 
     /// The action due for `user` right now, if any, with its reason.
-    func dueNow(_ user: String) -> (Action, String)? {
-        guard let r = try? store.registration(user), !r.state.isWipeCommitted else { return nil }
+    func dueNow(_ user: String) async -> (Action, String)? {
+        guard let r = try? await store.registration(user), !r.state.isWipeCommitted else { return nil }
         let offline = offlineNow(r, clock.now())
         let (p, source) = policy(for: r)
         guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
@@ -78,21 +78,19 @@ extension Manager {
     }
 
     /// Checkpoints clocks (persisted) and returns the actions now due.
-    func checkpointClocks() -> [(String, Action, String)] {
+    func checkpointClocks() async -> [(String, Action, String)] {
         let reading = clock.now()
-        let registrations: [RegistrationRecord]
+        let checkpoints: [(registration: RegistrationRecord, advance: OfflineClock.Advance)]
         do {
-            registrations = try store.registrations()
+            checkpoints = try await store.checkpointClocks(at: reading)
         } catch {
             logger.critical(
-                "cannot read registrations; nothing is enforced until this is fixed",
+                "cannot read and checkpoint the offline clocks; nothing is enforced until this is fixed",
                 metadata: ["error": .string("\(error)"), "path": .string(store.path)])
             return []
         }
-        var clocks: [(user: String, clock: OfflineClock)] = []
         var due: [(String, Action, String)] = []
-        for r in registrations where !r.state.isWipeCommitted {
-            let advance = r.clock.advanced(to: reading)
+        for (r, advance) in checkpoints {
             if let back = advance.rollbackSeconds {
                 logger.warning(
                     "clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
@@ -100,51 +98,43 @@ extension Manager {
                         "user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
                         "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)",
                     ])
-                try? store.append(event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                try? await store.append(
+                    event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
             }
-            clocks.append((r.user, advance.clock))
             let (p, source) = policy(for: r)
             let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
             if let action = evaluation.due {
                 due.append((r.user, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
             }
         }
-        do {
-            try store.saveClocks(clocks)
-        } catch {
-            logger.error("cannot persist offline clocks", metadata: ["error": .string("\(error)")])
-        }
         return due
     }
 
-    func reschedule() {
+    /// Plans what follows from the state now: the logout locks, systemd's STATUS= line,
+    /// and the one wake-up at the next threshold crossing. Overlapping reschedules apply
+    /// the newest plan only (`WakeAlarm`).
+    func reschedule() async {
+        let plan = alarm.beginPlan()
         if let damage = store.damage {
-            wakeTimer?.schedule(in: nil)
+            alarm.disarm()
             notifier.status("DEGRADED, nothing is enforced: \(damage)")
             return
         }
-        refreshLogoutLocks()
-        let entries = summaryEntries()
+        await refreshLogoutLocks()
+        let entries = await summaryEntries()
+        guard alarm.isNewest(plan), !stopped else { return }
         notifier.status(StatusSummary.line(entries))
-        guard !stopped else { return }
-        if wakeTimer == nil {
-            do {
-                wakeTimer = try WakeTimer { [weak self, timerEvents] reason in
-                    guard let self else { return }
-                    timerEvents.post { await self.woke(reason) }
-                }
-            } catch {
-                logger.critical(
-                    "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
-                    metadata: ["error": .string("\(error)")])
-                return
-            }
-        }
         // Offline time grows at least as fast as real time (suspended time included), so
         // the crossing is at most this far.
         // A lock that failed is retried at least every minute (until it holds).
         let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
-        wakeTimer?.schedule(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry].compactMap { $0 }).min())
+        do {
+            try alarm.arm(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry].compactMap { $0 }).min(), plan: plan)
+        } catch {
+            logger.critical(
+                "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
+                metadata: ["error": .string("\(error)")])
+        }
     }
 
     /// The wake-up timer fired: a threshold is due, or the wall clock was set or the
@@ -154,7 +144,7 @@ extension Manager {
         guard !stopped else { return }
         if reason == .clockChanged {
             logger.info("the wall clock was set or the machine resumed from suspend; re-evaluating every registration")
-            if checkInScheduling { scheduleCheckInsForAll(now: true) }
+            if checkIns.isPlanning { await scheduleCheckInsForAll(now: true) }
         }
         await evaluate()
     }

@@ -27,7 +27,8 @@ public actor Manager {
     let encryption: any VaultProtecting
     /// Vault key material: the machine key, new keys, opening and wrapping again (off the actor).
     let keys: VaultKeys
-    let eraser: any VaultErasing
+    /// The wipes running now (each erase on its own thread; the actor is free).
+    let wipes: WipeCoordinator
     let observers: ObserverHub
     let logger: Logger
     let notifier: SystemdNotifier
@@ -41,18 +42,12 @@ public actor Manager {
     let random: @Sendable () -> Double
     /// When each registration checks in next, the requests in flight, the check-in timer.
     let checkIns: CheckInScheduler
-    /// Check-ins are scheduled from the start-up pass on (before it, and in tests that do not
-    /// run it, only explicit check-ins happen).
-    var checkInScheduling = false
 
-    /// Wipes running now, for `status` (the wipe runs on its own thread; the actor is free).
-    var runningWipes: [String: WipeProgress] = [:]
     private var busyUsers: Set<String> = []
     private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
     /// time counts), which also wakes when the wall clock is set or the machine resumes.
-    /// Created at the first schedule.
-    var wakeTimer: WakeTimer?
+    let alarm: WakeAlarm
     let timerLoop: any EventLoop
     /// What timers and watchers ask for, run as structured tasks by the daemon's service.
     public let timerEvents = TimerEvents()
@@ -71,6 +66,8 @@ public actor Manager {
         let checkIns = CheckInScheduler(sleep: CheckInScheduler.sleeping(on: loop))
         self.timerLoop = loop
         self.checkIns = checkIns
+        let alarm = WakeAlarm()
+        self.alarm = alarm
         self.encryption = encryption
         self.keys = VaultKeys(stateDirectory: paths.stateDirectory)
         self.fetcher = fetcher
@@ -79,7 +76,7 @@ public actor Manager {
         self.store = store
         self.clock = clock
         self.protection = protection
-        self.eraser = eraser
+        self.wipes = WipeCoordinator(eraser: eraser)
         self.observers = observers
         self.logger = logger
         self.notifier = notifier
@@ -93,6 +90,10 @@ public actor Manager {
                 ])
         }
         checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
+        alarm.onWake = { [weak self, timerEvents = self.timerEvents] reason in
+            guard let self else { return }
+            timerEvents.post { await self.woke(reason) }
+        }
     }
 
     public var currentConfiguration: Configuration { configuration }
@@ -112,7 +113,7 @@ public actor Manager {
             // A crash between writing a key file and committing it, or between committing
             // a new one and destroying the old one, leaves an orphan: destroy it now.
             do {
-                let destroyed = try store.destroyOrphanKeyFiles()
+                let destroyed = try await store.destroyOrphanKeyFiles()
                 if !destroyed.isEmpty {
                     logger.notice(
                         "destroyed \(destroyed.count) wrapped key file(s) no registration uses (left by an interrupted passcode change, registration or wipe)",
@@ -125,13 +126,13 @@ public actor Manager {
             }
         }
         do {
-            for pending in try store.pendingWipes() {
+            for pending in try await store.pendingWipes() {
                 await withUser(pending.user) {
                     _ = await self.performWipe(user: pending.user, reason: pending.reason, trigger: pending.trigger, resumed: true)
                 }
             }
             await checkVaults()
-            for r in try store.registrations() where r.state.isLockCommitted {
+            for r in try await store.registrations() where r.state.isLockCommitted {
                 await retryLock(r)
             }
             await reopenEncryptedVaults()
@@ -139,8 +140,8 @@ public actor Manager {
             logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(store.path)])
         }
         await evaluate()
-        checkInScheduling = true
-        scheduleCheckInsForAll(now: false)
+        checkIns.startPlanning()
+        await scheduleCheckInsForAll(now: false)
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
@@ -151,21 +152,18 @@ public actor Manager {
         await evaluate()
         if serverChanged {
             checkIns.clear()
-            scheduleCheckInsForAll(now: true)
+            await scheduleCheckInsForAll(now: true)
         }
     }
 
     public func stop() {
         stopped = true
-        for progress in runningWipes.values { progress.cancel() }
-        wakeTimer?.stop()
-        wakeTimer = nil
+        wipes.cancelAll()
+        alarm.stop()
         checkIns.stop()
         stopLockOnLogout()
         timerEvents.finish()
     }
-
-    deinit { wakeTimer?.stop() }
 
     // MARK: Per-user serialization
 

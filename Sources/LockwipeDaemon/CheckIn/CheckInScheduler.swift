@@ -22,6 +22,9 @@ final class CheckInScheduler {
     private var nextToken: UInt64 = 0
     private var timer: Task<Void, Never>?
     private var stopped = false
+    /// Check-ins are planned from the daemon's start-up pass on (before it, and in tests
+    /// that do not run it, only explicit check-ins happen).
+    private(set) var isPlanning = false
     private let now: @Sendable () -> NIODeadline
     private let sleep: Sleep
     /// Called from the timer's task when the soonest planned check-in is due.
@@ -46,6 +49,9 @@ final class CheckInScheduler {
     }
 
     // MARK: Plans
+
+    /// From now on the Manager plans check-ins (the start-up pass is done).
+    func startPlanning() { isPlanning = !stopped }
 
     /// Plans a check-in of `user` in `seconds` (replacing the one planned).
     func plan(_ user: String, in seconds: Double) {
@@ -75,6 +81,7 @@ final class CheckInScheduler {
     /// Nothing is planned any more, ever (shutdown). Check-ins in flight end by themselves.
     func stop() {
         stopped = true
+        isPlanning = false
         clear()
     }
 

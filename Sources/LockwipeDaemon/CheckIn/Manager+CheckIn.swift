@@ -40,9 +40,9 @@ extension Manager {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
         let result = try await withUser(user) { () throws -> ActionResult in
-            guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
+            guard try await store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
             let now = clock.now().wall
-            try store.setCredentials(
+            try await store.setCredentials(
                 user, credentials,
                 event: event(
                     user, .credentials, .admin,
@@ -71,14 +71,14 @@ extension Manager {
         guard server.isConfigured, let fetcher else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
         }
-        guard let r = try? store.registration(user) else {
+        guard let r = try? await store.registration(user) else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no such registration", failed: true)
         }
         if r.state.isWipeCommitted {
             checkIns.forget(user)
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "not checked in: the registration is \(r.state.rawValue)")
         }
-        let credentials = try? store.credentials(user)
+        let credentials = try? await store.credentials(user)
         // The answer belongs to this registration (this id), not to whoever has the user
         // name when it arrives; unregister cancels the request (`cancelRequests(of:)`).
         let asked = r.id
@@ -95,7 +95,7 @@ extension Manager {
         let result = await withUser(user) {
             await self.apply(outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
         }
-        if !stopped, configuration.server.isConfigured, let after = try? store.registration(user), after.id == asked,
+        if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,
             !after.state.isWipeCommitted
         {
             let failures = after.server.failures
@@ -103,19 +103,19 @@ extension Manager {
                 .delay(afterFailures: failures, random: random())
             scheduleCheckIn(user, in: delay)
         }
-        reschedule()
+        await reschedule()
         return result
     }
 
     // MARK: Scheduling
 
     /// Check-ins are planned only from the start-up pass on, with a server and a client.
-    private var mayPlanCheckIns: Bool { checkInScheduling && configuration.server.isConfigured && fetcher != nil && !stopped }
+    private var mayPlanCheckIns: Bool { checkIns.isPlanning && configuration.server.isConfigured && fetcher != nil && !stopped }
 
     /// Plans a check-in of every registration that has none planned (or of all, `now`).
-    func scheduleCheckInsForAll(now: Bool) {
+    func scheduleCheckInsForAll(now: Bool) async {
         guard mayPlanCheckIns else { return checkIns.clear() }
-        let users = ((try? store.registrations()) ?? []).filter { !$0.state.isWipeCommitted }.map(\.user)
+        let users = ((try? await store.registrations()) ?? []).filter { !$0.state.isWipeCommitted }.map(\.user)
         checkIns.planNow(users, all: now)
     }
 

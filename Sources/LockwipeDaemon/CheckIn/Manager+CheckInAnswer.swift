@@ -12,8 +12,9 @@ extension Manager {
     func apply(
         _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedMS: Int64
     ) async -> ActionResult {
-        guard let r = try? store.registration(user), r.id == asked else {
-            return dropStale(outcome, user: user, asked: asked, now: (try? store.registration(user))?.id, purpose: purpose)
+        guard let r = try? await store.registration(user), r.id == asked else {
+            let current = try? await store.registration(user)
+            return await dropStale(outcome, user: user, asked: asked, now: current?.id, purpose: purpose)
         }
         if r.state.isWipeCommitted {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
@@ -23,7 +24,7 @@ extension Manager {
             "user": .string(user), "uid": "\(r.uid)", "action": "check-in", "purpose": .string(purpose.rawValue),
             "server": .string(configuration.server.url ?? ""), "elapsed_ms": "\(elapsedMS)",
         ]
-        let decision = CheckInDecision.decide(decisionInput(r, outcome), outcome)
+        let decision = CheckInDecision.decide(await decisionInput(r, outcome), outcome)
         for line in decision.before { log(line, meta) }
         var notes = decision.notes
         var events = decision.events.map { event(user, $0, at: reading.wall) }
@@ -54,7 +55,7 @@ extension Manager {
             }
         }
         do {
-            try record(decision.write, of: user, reading: reading, lock: lock, events: events)
+            try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
             logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
@@ -77,7 +78,7 @@ extension Manager {
             state = done.state ?? state
             notes.append("locked by the server")
         }
-        let (p, source) = policy(for: (try? store.registration(user)) ?? r)
+        let (p, source) = policy(for: (try? await store.registration(user)) ?? r)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
         return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
     }
@@ -97,10 +98,10 @@ extension Manager {
     /// What the decision reads of `r`. Whether the vault opens without its user is read only
     /// for an encrypted vault that is locked; a key that cannot be read counts as one the
     /// machine key wraps, so that the unlock meets (and reports) the same error.
-    private func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) -> CheckInDecision.Registration {
+    private func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) async -> CheckInDecision.Registration {
         var opens = true
         if outcome.isContact, r.protection == .encrypted, r.state.isLockCommitted {
-            do { opens = try store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
+            do { opens = try await store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
         }
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
@@ -108,19 +109,19 @@ extension Manager {
     }
 
     /// The decision's one write, in one transaction with its events.
-    private func record(_ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]) throws {
+    private func record(_ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]) async throws {
         switch write {
         case .contact(let policy, let settings, let lastError):
-            try store.commitContact(
+            try await store.commitContact(
                 user,
                 ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
                     policyError: lastError, lock: lock, events: events))
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
-            try? store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+            try? await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
         case .blocked(let code, let failures):
-            try? store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+            try? await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
         }
     }
 
@@ -154,7 +155,7 @@ extension Manager {
     private func dropStale(
         _ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
         purpose: CheckInPurpose
-    ) -> ActionResult {
+    ) async -> ActionResult {
         let answer: String
         switch outcome {
         case .contact: answer = "a contact (settings)"
@@ -165,7 +166,7 @@ extension Manager {
         }
         let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
         let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        try? store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        try? await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
         logger.warning(
             "\(detail)",
             metadata: [

@@ -18,9 +18,9 @@ extension Manager {
             // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
             let registrationID = RegistrationRecord.newID()
             // The vault key is made (scrypt for a passcode) off the actor before anything is
-            // checked, so that the checks and the insert below stay one step on the actor
-            // (two registrations cannot both take a directory). Its refusal is raised at the
-            // flow's step "wrap the vault key", in the same order as ever; an unused key is wiped.
+            // checked and before the registration turn is taken, so that a slow scrypt holds
+            // up no other registration. Its refusal is raised at the flow's step "wrap the
+            // vault key", in the same order as ever; an unused key is wiped.
             var vault: NewVault?
             var keyRefusal: (any Error)?
             do {
@@ -29,149 +29,160 @@ extension Manager {
                 keyRefusal = error
             }
             defer { vault?.key.wipe() }
-            if let existing = try store.registration(user) {
-                throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
-            }
-            var taken = try store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
-            // A vault may neither contain nor lie in what the daemon itself needs.
-            for (what, path) in [
-                ("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
-                ("control socket", paths.socketPath), ("configuration", paths.configPath),
-                ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath)),
-            ] {
-                if let p = DirectoryRules.normalize(path) { taken.append((owner: "lockwiped (its \(what))", path: p)) }
-            }
-            var flow = RegistrationFlow()
-            var account: Account?
-            var normalized: [String] = []
-            flow.add("validate user") {
-                guard let a = self.accounts.account(named: user) else { throw RegistrationRefusal("no Unix user named '\(user)'") }
-                account = a
-            }
-            flow.add("validate directories") {
-                guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
-                var problems: [String] = []
-                for d in directories {
-                    let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
-                    problems += found
-                    guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
-                    problems += VaultPath.ancestorProblems(n)
-                    taken.append((owner: user, path: n))
-                    normalized.append(n)
+            // From the check of which directories are taken to the insert, one registration
+            // at a time: two registrations cannot both take a directory.
+            return try await withUser(Self.registrationTurn) { () async throws -> ActionResult in
+                if let existing = try await store.registration(user) {
+                    throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
                 }
-                if !problems.isEmpty { throw RegistrationRefusal(problems.joined(separator: "; ")) }
-            }
-            // Protection is per registration: encrypted when every directory can be, the
-            // permission lock otherwise (a vault half ciphertext, half chmod would lock
-            // unevenly and report one protection for two).
-            var kind: Protection = .permissions
-            var notEncrypted: [String] = []
-            flow.add("choose the protection") {
-                notEncrypted = normalized.compactMap { FscryptLock.encryptionProblem($0) }
-                if requireEncryption, !notEncrypted.isEmpty {
-                    throw RegistrationRefusal("--require-encryption: " + notEncrypted.joined(separator: "; "))
+                var taken = try await store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
+                // A vault may neither contain nor lie in what the daemon itself needs.
+                for (what, path) in [
+                    ("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
+                    ("control socket", paths.socketPath), ("configuration", paths.configPath),
+                    ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath)),
+                ] {
+                    if let p = DirectoryRules.normalize(path) { taken.append((owner: "lockwiped (its \(what))", path: p)) }
                 }
-                kind = notEncrypted.isEmpty ? .encrypted : .permissions
-                if kind == .permissions, passcode != nil {
-                    throw RegistrationRefusal(
-                        "a passcode protects only an encrypted vault, and these directories get the permission lock: "
-                            + notEncrypted.joined(separator: "; "))
-                }
-            }
-            flow.add("wrap the vault key") {
-                guard kind == .encrypted else {
-                    vault?.key.wipe()
-                    vault = nil
-                    return
-                }
-                if let keyRefusal { throw keyRefusal }
-            }
-            // Each directory is opened (or created with mkdirat on its verified parent and
-            // fchown'ed through its own descriptor) and its device and inode recorded: from
-            // now on the vault is that inode, whatever its path comes to name.
-            var created: [VaultDirectory] = []
-            var vaults: [VaultDirectory] = []
-            flow.add(
-                "create vault directories",
-                run: {
-                    for d in normalized {
-                        let (v, isNew) = try VaultPath.create(d, uid: account!.uid, gid: account!.gid)
-                        vaults.append(v)
-                        if isNew { created.append(v) }
+                var flow = RegistrationFlow()
+                var account: Account?
+                var normalized: [String] = []
+                flow.add("validate user") {
+                    guard let a = try await BlockingPool.run({ [accounts = self.accounts] in accounts.account(named: user) }) else {
+                        throw RegistrationRefusal("no Unix user named '\(user)'")
                     }
-                },
-                undo: {
-                    let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
-                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
-                })
-            flow.add(
-                "encrypt the vault directories",
-                run: {
-                    guard let v = vault else { return }
-                    for d in vaults {
-                        let id = try FscryptLock.encrypt(d, key: v.key)
-                        guard id == v.stored.identifier else { throw FileSystemError("encrypt", d.path + " (the kernel derived another key identifier)", code: EINVAL) }
-                    }
-                },
-                undo: {
-                    guard let v = vault else { return nil }
-                    // One key per filesystem: removing it near one directory removes it for all there.
-                    var seen = Set<UInt64>()
-                    let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
-                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
-                })
-            let reading = clock.now()
-            flow.add("persist") {
-                var record = RegistrationRecord(
-                    user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
-                    lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
-                record.id = registrationID
-                record.identities = vaults.map(\.identity)
-                let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
-                var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
-                if let v = vault {
-                    let by: String = v.stored.wrapped.wrapping == .machine ? "machine key (default passcode)" : "user's passcode"
-                    detail += "; key wrapped by the \(by)"
+                    account = a
                 }
-                if let c = stored { detail += "; credentials: \(c.kind)" }
-                let trigger: Trigger = caller.isAdmin ? .admin : .user
-                try self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, .register, trigger, detail, at: reading.wall))
+                flow.add("validate directories") {
+                    guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
+                    var problems: [String] = []
+                    for d in directories {
+                        let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
+                        problems += found
+                        guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
+                        problems += try await BlockingPool.run { VaultPath.ancestorProblems(n) }
+                        taken.append((owner: user, path: n))
+                        normalized.append(n)
+                    }
+                    if !problems.isEmpty { throw RegistrationRefusal(problems.joined(separator: "; ")) }
+                }
+                // Protection is per registration: encrypted when every directory can be, the
+                // permission lock otherwise (a vault half ciphertext, half chmod would lock
+                // unevenly and report one protection for two).
+                var kind: Protection = .permissions
+                var notEncrypted: [String] = []
+                flow.add("choose the protection") {
+                    notEncrypted = try await BlockingPool.run { [normalized] in normalized.compactMap { FscryptLock.encryptionProblem($0) } }
+                    if requireEncryption, !notEncrypted.isEmpty {
+                        throw RegistrationRefusal("--require-encryption: " + notEncrypted.joined(separator: "; "))
+                    }
+                    kind = notEncrypted.isEmpty ? .encrypted : .permissions
+                    if kind == .permissions, passcode != nil {
+                        throw RegistrationRefusal(
+                            "a passcode protects only an encrypted vault, and these directories get the permission lock: "
+                                + notEncrypted.joined(separator: "; "))
+                    }
+                }
+                flow.add("wrap the vault key") {
+                    guard kind == .encrypted else {
+                        vault?.key.wipe()
+                        vault = nil
+                        return
+                    }
+                    if let keyRefusal { throw keyRefusal }
+                }
+                // Each directory is opened (or created with mkdirat on its verified parent and
+                // fchown'ed through its own descriptor) and its device and inode recorded: from
+                // now on the vault is that inode, whatever its path comes to name.
+                var created: [VaultDirectory] = []
+                var vaults: [VaultDirectory] = []
+                flow.add(
+                    "create vault directories",
+                    run: {
+                        for d in normalized {
+                            let (uid, gid) = (account!.uid, account!.gid)
+                            let (v, isNew) = try await BlockingPool.run { try VaultPath.create(d, uid: uid, gid: gid) }
+                            vaults.append(v)
+                            if isNew { created.append(v) }
+                        }
+                    },
+                    undo: {
+                        let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
+                        return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                    })
+                flow.add(
+                    "encrypt the vault directories",
+                    run: {
+                        guard let v = vault else { return }
+                        for d in vaults {
+                            let key = v.key
+                            let id = try await BlockingPool.run { try FscryptLock.encrypt(d, key: key) }
+                            guard id == v.stored.identifier else { throw FileSystemError("encrypt", d.path + " (the kernel derived another key identifier)", code: EINVAL) }
+                        }
+                    },
+                    undo: {
+                        guard let v = vault else { return nil }
+                        // One key per filesystem: removing it near one directory removes it for all there.
+                        var seen = Set<UInt64>()
+                        let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
+                        return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                    })
+                let reading = clock.now()
+                flow.add("persist") {
+                    var record = RegistrationRecord(
+                        user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
+                        lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
+                    record.id = registrationID
+                    record.identities = vaults.map(\.identity)
+                    let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
+                    var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
+                    if let v = vault {
+                        let by: String = v.stored.wrapped.wrapping == .machine ? "machine key (default passcode)" : "user's passcode"
+                        detail += "; key wrapped by the \(by)"
+                    }
+                    if let c = stored { detail += "; credentials: \(c.kind)" }
+                    let trigger: Trigger = caller.isAdmin ? .admin : .user
+                    try await self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, .register, trigger, detail, at: reading.wall))
+                }
+                do throws(RegistrationFlow.Failure) {
+                    try await flow.execute()
+                } catch {
+                    logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
+                    // A refusal is shown as is; any other failure names the step it happened in.
+                    throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
+                }
+                logger.notice(
+                    "registered \(user) (\(kind.rawValue))",
+                    metadata: [
+                        "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
+                        "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
+                        "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
+                    ])
+                await reschedule()
+                var detail = "registered \(normalized.joined(separator: ", "))"
+                if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
+                if kind == .encrypted {
+                    let machine = vault?.stored.wrapped.wrapping == .machine
+                    detail += "; protection: encrypted (fscrypt v2), key wrapped by "
+                    detail += machine ? "the machine key (default passcode; set one with lockwipectl passcode set)" : "the user's passcode"
+                } else {
+                    detail += "; protection: permissions"
+                    if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
+                }
+                return ActionResult(user: user, action: "register", state: .active, detail: detail)
             }
-            do throws(RegistrationFlow.Failure) {
-                try flow.execute()
-            } catch {
-                logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
-                // A refusal is shown as is; any other failure names the step it happened in.
-                throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
-            }
-            logger.notice(
-                "registered \(user) (\(kind.rawValue))",
-                metadata: [
-                    "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                    "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
-                    "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
-                ])
-            reschedule()
-            var detail = "registered \(normalized.joined(separator: ", "))"
-            if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
-            if kind == .encrypted {
-                let machine = vault?.stored.wrapped.wrapping == .machine
-                detail += "; protection: encrypted (fscrypt v2), key wrapped by "
-                detail += machine ? "the machine key (default passcode; set one with lockwipectl passcode set)" : "the user's passcode"
-            } else {
-                detail += "; protection: permissions"
-                if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
-            }
-            return ActionResult(user: user, action: "register", state: .active, detail: detail)
         }
         // A new registration fetches its settings at once (SAP onboarding: settings download).
         scheduleCheckIn(user, in: 0)
         return result
     }
 
+    /// The turn every registration takes (inside its user's): no user name contains "/".
+    static let registrationTurn = "/registration"
+
     public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
         try await withUser(user) {
-            guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+            guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
             if r.state == .wipePending || r.state == .wiping {
                 throw ManagerError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
             }
@@ -183,11 +194,12 @@ extension Manager {
             var detail = "unregistered; the directories are left as they are"
             if r.state.isLockCommitted {
                 do {
-                    try protection.unlock(try store.lockRecords(user), directories: r.vaults, key: nil)
+                    let (records, vaults, protection) = (try await store.lockRecords(user), r.vaults, self.protection)
+                    try await BlockingPool.run { try protection.unlock(records, directories: vaults, key: nil) }
                     detail = "unregistered; the lock was lifted (owner and mode restored)"
                 } catch let error as VaultOpenError {
                     // Nothing is touched: the path no longer leads to the registered vault.
-                    vaultWarning(r, "unregister", error)
+                    await vaultWarning(r, "unregister", error)
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
                 } catch let error as FileSystemError where error.code == EPERM {
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
@@ -195,7 +207,7 @@ extension Manager {
                     throw failure(user, "unregister", error)
                 }
             }
-            try store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
+            try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
             logger.notice(
@@ -204,7 +216,7 @@ extension Manager {
                     "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,
                     "peer_uid": "\(caller.credentials.uid)",
                 ])
-            reschedule()
+            await reschedule()
             return ActionResult(user: user, action: "unregister", state: nil, detail: detail)
         }
     }

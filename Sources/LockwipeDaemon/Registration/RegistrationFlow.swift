@@ -6,14 +6,15 @@ import Foundation
 struct RegistrationFlow {
     struct Step {
         var name: String
-        var run: () throws -> Void
+        /// Blocking work inside a step runs on `BlockingPool`: the flow runs on the actor.
+        var run: () async throws -> Void
         /// Undoes a completed `run`. Must not throw: a failed undo is reported, not hidden.
         var undo: () -> String?
     }
 
     private(set) var steps: [Step] = []
 
-    mutating func add(_ name: String, run: @escaping () throws -> Void, undo: @escaping () -> String? = { nil }) {
+    mutating func add(_ name: String, run: @escaping () async throws -> Void, undo: @escaping () -> String? = { nil }) {
         steps.append(Step(name: name, run: run, undo: undo))
     }
 
@@ -28,11 +29,12 @@ struct RegistrationFlow {
         }
     }
 
-    func execute() throws(Failure) {
+    /// Runs on the caller's actor (the steps are isolated to it).
+    func execute(isolation: isolated (any Actor)? = #isolation) async throws(Failure) {
         var done: [Step] = []
         for step in steps {
             do {
-                try step.run()
+                try await step.run()
                 done.append(step)
             } catch {
                 let problems = done.reversed().compactMap { $0.undo() }

@@ -72,6 +72,8 @@ struct LogoutLocks {
     var users: [String: Tracked] = [:]
     /// Why logind cannot be watched, for `status` (nil when watching or not tried).
     var unavailable: String?
+    /// Refreshes begun: only the newest one applies what it read.
+    var refreshes: UInt64 = 0
 }
 
 extension Manager {
@@ -80,7 +82,7 @@ extension Manager {
     public func startLockOnLogout(
         watcher: (any SessionWatching)?, unavailableReason: String? = nil,
         timers: (any DeadlineScheduling)? = nil
-    ) {
+    ) async {
         logout.timers = timers ?? EventLoopDeadlines(events: timerEvents)
         guard let watcher else {
             logout.unavailable = unavailableReason ?? "no session watcher"
@@ -106,7 +108,7 @@ extension Manager {
             return
         }
         logout.watcher = watcher
-        refreshLogoutLocks()
+        await refreshLogoutLocks()
     }
 
     func stopLockOnLogout() {
@@ -117,16 +119,21 @@ extension Manager {
     }
 
     /// logind says sessions or users changed.
-    public func sessionsChanged() {
-        refreshLogoutLocks()
+    public func sessionsChanged() async {
+        await refreshLogoutLocks()
     }
 
     /// Brings every registration's pending logout lock in line with its state, its
     /// `lock_timeout` and its user's sessions. Called on every session change and from
     /// ``reschedule()``, i.e. after every change of registrations, policy or configuration.
-    func refreshLogoutLocks() {
-        guard let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
-        let registrations = (try? store.registrations()) ?? []
+    func refreshLogoutLocks() async {
+        guard logout.watcher != nil, !stopped else { return }
+        // The Manager is free while the store is read: a refresh begun later may finish
+        // first, and then this one's registrations are older than what is in force.
+        logout.refreshes += 1
+        let mine = logout.refreshes
+        let registrations = (try? await store.registrations()) ?? []
+        guard mine == logout.refreshes, let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
         let now = timers.now()
         var watched = Set<String>()
         for r in registrations where r.state == .active {
@@ -181,7 +188,7 @@ extension Manager {
         else { return }
         // A session change may be on its way: ask logind itself, not the last notification.
         if watcher.loginSessions(uid: t.uid) > 0 {
-            refreshLogoutLocks()
+            await refreshLogoutLocks()
             return
         }
         let elapsed = timers.now() - since

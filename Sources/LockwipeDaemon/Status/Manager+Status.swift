@@ -7,9 +7,9 @@ import NIOCore
 /// clocks, next actions, key and check-in state, and the warnings an operator must read),
 /// `history`, the policy in force, and the one-line summary for systemd's STATUS=.
 extension Manager {
-    func summaryEntries() -> [StatusSummary.Entry] {
+    func summaryEntries() async -> [StatusSummary.Entry] {
         let reading = clock.now()
-        return ((try? store.registrations()) ?? []).map { r in
+        return ((try? await store.registrations()) ?? []).map { r in
             StatusSummary.Entry(
                 user: r.user, state: r.state,
                 next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
@@ -23,14 +23,14 @@ extension Manager {
         r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
     }
 
-    public var statusLine: String {
+    public func statusLine() async -> String {
         if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
-        return StatusSummary.line(summaryEntries())
+        return StatusSummary.line(await summaryEntries())
     }
 
-    public func status(for caller: Caller, user: String?) throws -> StatusReport {
+    public func status(for caller: Caller, user: String?) async throws -> StatusReport {
         let reading = clock.now()
-        var list = try store.registrations().filter {
+        var list = try await store.registrations().filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
         if let user {
@@ -38,7 +38,8 @@ extension Manager {
             if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
         let server = configuration.server
-        let infos = list.map { r -> RegistrationInfo in
+        var infos: [RegistrationInfo] = []
+        for r in list {
             let offline = offlineNow(r, reading)
             let (p, source) = policy(for: r)
             let next = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).next
@@ -47,7 +48,7 @@ extension Manager {
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
                 nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
                 lockTrigger: r.state.isLockCommitted ? r.lockTrigger : nil, wipe: r.lastWipe,
-                wipeProgress: runningWipes[r.user]?.info())
+                wipeProgress: wipes.progress(of: r.user))
             info.policy = PolicyInfo(policy: p, source: source)
             info.policySource = source
             info.blockedCode = r.blocked ? r.server.blockedCode : nil
@@ -59,51 +60,24 @@ extension Manager {
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
-            vaultStatus(r, into: &info)
-            return info
+            await vaultStatus(r, into: &info)
+            infos.append(info)
         }
-        var warnings: [String] = []
-        if !server.isConfigured {
-            warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
-        }
-        if server.usesInsecureHTTP {
-            warnings.append(
-                "the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://"
-            )
-        }
-        if !caller.adminGroupExists {
-            warnings.append("the admin group '\(configuration.adminGroup)' does not exist: only root is an administrator")
-        }
-        warnings += logoutLockWarnings(list)
-        for r in list where r.state == .lockFailed {
-            warnings.append("the lock of \(r.user) FAILED and is not in force; it is retried: \(r.vaultError ?? "see the journal")")
-        }
-        for r in list where r.state != .lockFailed && r.vaultError != nil {
-            warnings.append("the vault of \(r.user) cannot be reached: \(r.vaultError!)")
-        }
-        for r in list where r.state == .wipePending {
-            warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
-        }
-        for r in list where r.blocked {
-            warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
-        }
-        if server.isConfigured {
-            for r in list where r.server.failures > 0 && !r.state.isWipeCommitted {
-                warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
-            }
-        }
+        let warnings = StatusWarnings.list(
+            list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list))
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(list), registrations: infos, warnings: warnings)
     }
 
-    public func history(for caller: Caller, user: String?, limit: Int) throws -> HistoryReply {
+    public func history(for caller: Caller, user: String?, limit: Int) async throws -> HistoryReply {
         var filter = user
         if !caller.isAdmin {
             guard let name = user ?? caller.userName else { return HistoryReply(events: []) }
+            let registrationUID = try await store.registration(name)?.uid
             guard
                 Ownership.mayReadHistory(
-                    of: name, registrationUID: try store.registration(name)?.uid,
+                    of: name, registrationUID: registrationUID,
                     callerUID: caller.credentials.uid, callerName: caller.userName)
             else {
                 if user == nil { return HistoryReply(events: []) }
@@ -111,7 +85,7 @@ extension Manager {
             }
             filter = name
         }
-        let events = try store.events(user: filter, limit: max(1, min(limit, 10_000)))
+        let events = try await store.events(user: filter, limit: max(1, min(limit, 10_000)))
         return HistoryReply(
             events: events.map {
                 HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
@@ -120,7 +94,7 @@ extension Manager {
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
     /// every registration), else the local one. Each registration shows its own too.
-    public func policyInfo() -> PolicyInfo { policyInfo((try? store.registrations()) ?? []) }
+    public func policyInfo() async -> PolicyInfo { policyInfo((try? await store.registrations()) ?? []) }
 
     private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
         if configuration.server.isConfigured,
@@ -133,14 +107,14 @@ extension Manager {
     }
 
     /// The users an action targets: one by name, or every registration.
-    public func targets(user: String?, all: Bool) throws -> [String] {
-        if all { return try store.registrations().map(\.user) }
+    public func targets(user: String?, all: Bool) async throws -> [String] {
+        if all { return try await store.registrations().map(\.user) }
         guard let user else { throw ManagerError.invalidParameter("user", reason: "give a user or all") }
-        guard try store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
+        guard try await store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
         return [user]
     }
 
-    public func registrationUID(_ user: String) throws -> UInt32? { try store.registration(user)?.uid }
+    public func registrationUID(_ user: String) async throws -> UInt32? { try await store.registration(user)?.uid }
 
-    public func registration(_ user: String) throws -> RegistrationRecord? { try store.registration(user) }
+    public func registration(_ user: String) async throws -> RegistrationRecord? { try await store.registration(user) }
 }

@@ -2,11 +2,17 @@ import GRDB
 import LockwipeCore
 
 extension StateStore {
-    /// Persists checkpoints of offline clocks (they only grow; see `OfflineClock`).
-    public func saveClocks(_ clocks: [(user: String, clock: OfflineClock)]) throws {
-        guard !clocks.isEmpty else { return }
-        try db.write { db in
-            for (user, c) in clocks { try Self.save(c, of: user, db) }
+    /// Moves the offline clock of every registration that is not wipe-committed to
+    /// `reading` and persists it, in one transaction: a contact committed meanwhile (which
+    /// restarts a clock) can never be overwritten by a checkpoint read before it. Returns
+    /// each registration as it was read, with its clock's advance.
+    public func checkpointClocks(at reading: ClockReading) async throws -> [(registration: RegistrationRecord, advance: OfflineClock.Advance)] {
+        try await perform { [self] in
+            try db.write { db in
+                let checkpoints = try Self.fetchRegistrations(db).filter { !$0.state.isWipeCommitted }.map { ($0, $0.clock.advanced(to: reading)) }
+                for (r, advance) in checkpoints { try Self.save(advance.clock, of: r.user, db) }
+                return checkpoints
+            }
         }
     }
 

@@ -1,20 +1,24 @@
 import GRDB
 
 extension StateStore {
-    public func credentials(_ user: String) throws -> ServerCredentials? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
-                ServerCredentials(token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"])
+    public func credentials(_ user: String) async throws -> ServerCredentials? {
+        try await perform { [self] in
+            try db.read { db in
+                try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
+                    ServerCredentials(token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"])
+                }
             }
         }
     }
 
     /// Replaces a registration's credentials (all of them) and records `event` (which must
     /// not contain them).
-    public func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) throws {
-        try db.write { db in
-            try Self.saveCredentials(credentials, of: user, at: event.time, db)
-            try Self.append(event, db)
+    public func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try Self.saveCredentials(credentials, of: user, at: event.time, db)
+                try Self.append(event, db)
+            }
         }
     }
 

@@ -2,10 +2,12 @@ import GRDB
 import LockwipeCore
 
 extension StateStore {
-    public func lockRecords(_ user: String) throws -> [LockRecord] {
-        try db.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
-                LockRecord(path: $0["path"], uid: UInt32($0["uid"] as Int64), gid: UInt32($0["gid"] as Int64), mode: UInt32($0["mode"] as Int64))
+    public func lockRecords(_ user: String) async throws -> [LockRecord] {
+        try await perform { [self] in
+            try db.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
+                    LockRecord(path: $0["path"], uid: UInt32($0["uid"] as Int64), gid: UInt32($0["gid"] as Int64), mode: UInt32($0["mode"] as Int64))
+                }
             }
         }
     }
@@ -13,17 +15,19 @@ extension StateStore {
     /// Commits a lock before the filesystem is touched: the original owner and mode of
     /// every directory (kept if already recorded, so a re-lock after a crash never records
     /// the locked `root:root 0000` as "original"), the new state and the event.
-    public func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) throws {
-        try db.write { db in
-            for r in records {
+    public func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                for r in records {
+                    try db.execute(
+                        sql: "INSERT OR IGNORE INTO lock_records (path, user, uid, gid, mode) VALUES (?, ?, ?, ?, ?)",
+                        arguments: [r.path, user, Int64(r.uid), Int64(r.gid), Int64(r.mode)])
+                }
                 try db.execute(
-                    sql: "INSERT OR IGNORE INTO lock_records (path, user, uid, gid, mode) VALUES (?, ?, ?, ?, ?)",
-                    arguments: [r.path, user, Int64(r.uid), Int64(r.gid), Int64(r.mode)])
+                    sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                    arguments: [RegistrationState.locked.rawValue, trigger.rawValue, user])
+                try Self.append(event, db)
             }
-            try db.execute(
-                sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
-                arguments: [RegistrationState.locked.rawValue, trigger.rawValue, user])
-            try Self.append(event, db)
         }
     }
 
@@ -32,14 +36,16 @@ extension StateStore {
     /// so a crash can never leave an active registration with its old offline time.
     /// A nil `clock` keeps the offline clock (a user's own unlock of an encrypted vault is
     /// not a re-authentication by the server or an administrator).
-    public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) throws {
-        try db.write { db in
-            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-            try db.execute(
-                sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
-                arguments: [RegistrationState.active.rawValue, user])
-            if let clock { try Self.save(clock, of: user, db) }
-            try Self.append(event, db)
+    public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                    arguments: [RegistrationState.active.rawValue, user])
+                if let clock { try Self.save(clock, of: user, db) }
+                try Self.append(event, db)
+            }
         }
     }
 }

@@ -8,21 +8,25 @@ extension StateStore {
     /// Every registration, by user. Served from memory until the next write: `status`,
     /// the scheduler and every request read them, and reading them from SQLite each time
     /// made GetStatus cost a query per registration and table.
-    public func registrations() throws -> [RegistrationRecord] {
+    /// The cached list is returned without leaving the caller's thread (one `stat` of the
+    /// database file checks it is still the one opened); a query runs on the store's queue.
+    public func registrations() async throws -> [RegistrationRecord] {
         let generation = try db.writeGeneration()
         if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
-        let list = try db.read { db in try Self.fetchRegistrations(db) }
-        registrationCache.withLock { $0 = (generation, list) }
-        return list
+        return try await perform { [self] in
+            let list = try db.read { db in try Self.fetchRegistrations(db) }
+            registrationCache.withLock { $0 = (generation, list) }
+            return list
+        }
     }
 
-    public func registration(_ user: String) throws -> RegistrationRecord? {
-        try registrations().first { $0.user == user }
+    public func registration(_ user: String) async throws -> RegistrationRecord? {
+        try await registrations().first { $0.user == user }
     }
 
     /// Every registration with its directories, server state and which credentials it has:
     /// four queries in all, whatever the number of registrations.
-    private static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
+    static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
         var directories: [String: [String]] = [:]
         var identities: [String: [VaultDirectory.Identity?]] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
@@ -79,14 +83,16 @@ extension StateStore {
     /// Persists a new registration (and its credentials) and its `register` event in one transaction.
     /// A vault key's wrapped form is written to its file first; when the transaction
     /// fails the file is destroyed again (after a crash, the next start does it).
-    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) throws {
-        var vaultKey = vaultKey
-        if vaultKey != nil { vaultKey!.keyFile = try keyFiles.write(vaultKey!.wrapped) }
-        do {
-            try insertRows(r, credentials: credentials, vaultKey: vaultKey, event: event)
-        } catch {
-            if let name = vaultKey?.keyFile { try? keyFiles.destroy(name) }
-            throw error
+    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) async throws {
+        try await perform { [self] in
+            var vaultKey = vaultKey
+            if vaultKey != nil { vaultKey!.keyFile = try keyFiles.write(vaultKey!.wrapped) }
+            do {
+                try insertRows(r, credentials: credentials, vaultKey: vaultKey, event: event)
+            } catch {
+                if let name = vaultKey?.keyFile { try? keyFiles.destroy(name) }
+                throw error
+            }
         }
     }
 
@@ -119,62 +125,70 @@ extension StateStore {
 
     /// Removes a registration (its lock records, pending wipe and any wrapped key too) and
     /// records `event`.
-    public func delete(_ user: String, event: StoredEvent) throws {
-        var keyFile: String?
-        defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
-        try db.write { db in
-            try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
-            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-            try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
-            try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
-            try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
-            if let name = try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]) {
-                keyFile = name
+    public func delete(_ user: String, event: StoredEvent) async throws {
+        try await perform { [self] in
+            var keyFile: String?
+            defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
+            try db.write { db in
+                try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
+                if let name = try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]) {
+                    keyFile = name
+                }
+                try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
+                try Self.append(event, db)
             }
-            try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
-            try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
-            try Self.append(event, db)
         }
     }
 
     /// Records the identity of a directory registered before identities were kept
     /// (start-up, once its path passed the ancestor rule).
-    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) throws {
-        try db.write { db in
-            try db.execute(
-                sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
-                arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
-            try Self.append(event, db)
+    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
+                    arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
+                try Self.append(event, db)
+            }
         }
     }
 
     /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
     /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
     /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
-    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) throws {
-        try db.write { db in
-            try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
-            if lockFailed {
-                try db.execute(
-                    sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
-                    arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
+                if lockFailed {
+                    try db.execute(
+                        sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                        arguments: [RegistrationState.lockFailed.rawValue, user, RegistrationState.locked.rawValue])
+                }
+                if lockHolds {
+                    try db.execute(
+                        sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
+                        arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
+                }
+                if let event { try Self.append(event, db) }
             }
-            if lockHolds {
-                try db.execute(
-                    sql: "UPDATE registrations SET state = ? WHERE user = ? AND state = ?",
-                    arguments: [RegistrationState.locked.rawValue, user, RegistrationState.lockFailed.rawValue])
-            }
-            if let event { try Self.append(event, db) }
         }
     }
 
     /// Moves a registration to `state` and records `event`, atomically.
-    public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) throws {
-        try db.write { db in
-            try db.execute(
-                sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
-                arguments: [state.rawValue, lockTrigger?.rawValue, user])
-            if let event { try Self.append(event, db) }
+    public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
+                    arguments: [state.rawValue, lockTrigger?.rawValue, user])
+                if let event { try Self.append(event, db) }
+            }
         }
     }
 }

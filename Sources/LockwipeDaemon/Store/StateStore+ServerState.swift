@@ -8,34 +8,40 @@ extension StateStore {
     }
 
     /// Records an attempt that was not a contact: nothing else changes.
-    public func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) throws {
-        try db.write { db in
-            try Self.ensureServerRow(user, db)
-            try db.execute(
-                sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
-                arguments: [time, error, failures, user])
+    public func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try Self.ensureServerRow(user, db)
+                try db.execute(
+                    sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
+                    arguments: [time, error, failures, user])
+            }
         }
     }
 
     /// Changes why a locked registration is locked (a server contact lifts a server or
     /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
-    public func setLockTrigger(_ user: String, _ trigger: Trigger) throws {
-        try db.write { db in
-            try db.execute(
-                sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+    public func setLockTrigger(_ user: String, _ trigger: Trigger) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                    arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+            }
         }
     }
 
     /// Marks a registration blocked by the server (`code` as sent); not a contact.
-    public func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) throws {
-        try db.write { db in
-            try Self.ensureServerRow(user, db)
-            try db.execute(sql: "UPDATE registrations SET blocked = 1 WHERE user = ?", arguments: [user])
-            try db.execute(
-                sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
-                arguments: [time, "blocked by the server (\(code))", failures, code, user])
-            if let event { try Self.append(event, db) }
+    public func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try Self.ensureServerRow(user, db)
+                try db.execute(sql: "UPDATE registrations SET blocked = 1 WHERE user = ?", arguments: [user])
+                try db.execute(
+                    sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
+                    arguments: [time, "blocked by the server (\(code))", failures, code, user])
+                if let event { try Self.append(event, db) }
+            }
         }
     }
 }

@@ -76,6 +76,17 @@ public final class StateStore: Sendable {
         db = try CheckedQueue(queue, path: path)
     }
 
+    /// The store's own serial queue: every query and key-file access runs here, never on
+    /// the caller's thread (an actor, the cooperative pool). A call cannot be abandoned
+    /// half-way when its task is cancelled: it runs to its end and the caller sees it.
+    private let queue = DispatchQueue(label: "lockwipe.state-store")
+
+    func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result(catching: body)) }
+        }
+    }
+
     /// The damage noticed while running, if any (then every access fails with it).
     public var damage: StateStoreDamage? { db.damage }
 

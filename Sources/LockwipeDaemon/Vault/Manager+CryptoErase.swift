@@ -12,17 +12,18 @@ extension Manager {
     /// the kernel (files held open by processes that were not ended): the wrapped copies
     /// are destroyed anyway, and the wipe then falls back to overwriting, which cannot open
     /// such files and so stays incomplete and pending until they close.
-    func destroyVaultKey(_ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant) -> (at: Int64, seconds: Double?)? {
+    func destroyVaultKey(_ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant) async -> (at: Int64, seconds: Double?)? {
         let user = r.user
         // Decided from the key itself (key status on the recorded vault's filesystem), never
         // from the path: a vault that cannot be opened is not known to be locked.
-        let kernelGone = encryption.isLocked(r.vaults)
+        let (encryption, vaults) = (self.encryption, r.vaults)
+        let kernelGone = (try? await BlockingPool.run { encryption.isLocked(vaults) }) ?? false
         let elapsed = ContinuousClock.now - requested
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let now = clock.now().wall
         do {
             let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
-            if try store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, .keyDestroyed, trigger, detail, at: now)) {
+            if try await store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, .keyDestroyed, trigger, detail, at: now)) {
                 var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
                 meta["key_destroyed_seconds"] = .string(String(format: "%.3f", seconds))
                 meta["key_in_kernel"] = kernelGone ? "absent" : "still in use"
@@ -40,6 +41,6 @@ extension Manager {
                 metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
-        return (try? store.keyDestroyed(user)) ?? (now, seconds)
+        return (try? await store.keyDestroyed(user)) ?? (now, seconds)
     }
 }

@@ -8,7 +8,7 @@ import Logging
 extension Manager {
     public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
-        reschedule()
+        await reschedule()
         return result
     }
 
@@ -21,14 +21,14 @@ extension Manager {
         let result = try await withUser(user) {
             try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
-        reschedule()
+        await reschedule()
         return result
     }
 
     // MARK: Lock
 
     func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
         case .lockFailed:
@@ -44,14 +44,14 @@ extension Manager {
         // retry that reaches it (the lock is committed either way, and fails below).
         let records = recordableState(r)
         let now = clock.now().wall
-        try store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
+        try await store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
             ended = try await applyLock(r)
         } catch {
-            throw lockFailed(r, error)
+            throw await lockFailed(r, error)
         }
-        if r.vaultError != nil { try? store.setVaultError(user, nil) }
+        if r.vaultError != nil { try? await store.setVaultError(user, nil) }
         var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)

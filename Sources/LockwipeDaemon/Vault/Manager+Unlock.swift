@@ -23,14 +23,14 @@ extension Manager {
     /// Returns true when that contact already opened the vault (its key is wrapped by the
     /// machine key): then there is nothing left for the unlock to do.
     func checkInBeforeUserUnlock(user: String, caller: Caller) async throws -> Bool {
-        guard fetcher != nil, let r = try store.registration(user), case .checkInFirst = UnlockRule.access(unlockRequest(r, caller)) else { return false }
+        guard fetcher != nil, let r = try await store.registration(user), case .checkInFirst = UnlockRule.access(unlockRequest(r, caller)) else { return false }
         _ = await checkIn(user: user, purpose: .requested)
-        return try store.registration(user)?.state == .active
+        return try await store.registration(user)?.state == .active
     }
 
     /// The unlock itself, in the user's turn (any check-in it needed was made before).
     func unlockLocked(user: String, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         switch UnlockRule.access(unlockRequest(r, caller)) {
         case .allowed: break
         case .refused(let refusal), .checkInFirst(otherwise: let refusal): throw ManagerError(refusal, user: user)
@@ -38,8 +38,8 @@ extension Manager {
         if r.protection == .encrypted {
             return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
-        try await liftLock(r, protection, records: try store.lockRecords(user), key: nil)
-        try commitUnlock(r, by: caller)
+        try await liftLock(r, protection, records: try await store.lockRecords(user), key: nil)
+        try await commitUnlock(r, by: caller)
         return ActionResult(user: user, action: "unlock", state: .active, detail: "unlocked; offline clock restarted")
     }
 
@@ -49,7 +49,7 @@ extension Manager {
     /// as `UnlockRule.opening` and `afterPasscode` say, and adds it to the kernel.
     private func unlockEncrypted(_ r: RegistrationRecord, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
         let user = r.user
-        guard let stored = try store.vaultKey(user) else {
+        guard let stored = try await store.vaultKey(user) else {
             throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
         }
         let policy = passcodePolicy(for: r).policy
@@ -97,8 +97,8 @@ extension Manager {
         if !rewrapped {
             await bindToRegistration(r, stored, key: key, passcode: passcode, trigger: caller.isAdmin ? .admin : .user)
         }
-        try await liftLock(r, encryption, records: try store.lockRecords(user), key: key)
-        try commitUnlock(r, by: caller, metadata: ["protection": "encrypted"])
+        try await liftLock(r, encryption, records: try await store.lockRecords(user), key: key)
+        try await commitUnlock(r, by: caller, metadata: ["protection": "encrypted"])
         var detail = caller.isAdmin ? "unlocked (encryption key added); offline clock restarted" : "unlocked (encryption key added)"
         if !notes.isEmpty { detail += "; " + notes.joined(separator: "; ") }
         return ActionResult(user: user, action: "unlock", state: .active, detail: detail)
@@ -111,21 +111,21 @@ extension Manager {
         do {
             try await BlockingPool.run { try lock.unlock(records, directories: vaults, key: key) }
         } catch {
-            throw vaultFailure(r, "unlock", error)
+            throw await vaultFailure(r, "unlock", error)
         }
     }
 
     /// Records an unlock the filesystem has seen through: the state, the history event and
     /// the journal. An administrator's unlock is a re-authentication and restarts the
     /// offline clock; a user's own unlock of a user or logout lock is not.
-    private func commitUnlock(_ r: RegistrationRecord, by caller: Caller, metadata extra: Logger.Metadata = [:]) throws {
+    private func commitUnlock(_ r: RegistrationRecord, by caller: Caller, metadata extra: Logger.Metadata = [:]) async throws {
         let reading = clock.now()
         let trigger: Trigger = caller.isAdmin ? .admin : .user
         let reason =
             caller.isAdmin
             ? "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
             : "unlocked by the user with their passcode"
-        try store.commitUnlock(r.user, clock: caller.isAdmin ? .started(at: reading) : nil, event: event(r.user, .unlock, trigger, reason, at: reading.wall))
+        try await store.commitUnlock(r.user, clock: caller.isAdmin ? .started(at: reading) : nil, event: event(r.user, .unlock, trigger, reason, at: reading.wall))
         var meta = journalFields(r, action: "unlock", trigger: trigger, reason: reason, id: .unlocked)
         meta["peer_uid"] = "\(caller.credentials.uid)"
         meta["peer_pid"] = "\(caller.credentials.pid)"
@@ -139,10 +139,10 @@ extension Manager {
     /// is lifted, the vault stays locked until its user unlocks it (trigger becomes `user`).
     func unlockAfterContact(_ r: RegistrationRecord) async throws -> Bool {
         guard r.protection == .encrypted else {
-            try await liftLock(r, protection, records: try store.lockRecords(r.user), key: nil)
+            try await liftLock(r, protection, records: try await store.lockRecords(r.user), key: nil)
             return true
         }
-        guard let stored = try store.vaultKey(r.user), stored.wrapped.wrapping == .machine else { return false }
+        guard let stored = try await store.vaultKey(r.user), stored.wrapped.wrapping == .machine else { return false }
         let key = try await keys.openWithMachineKey(stored.wrapped, binding: keyBinding(r))
         await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
         let dirs = r.vaults
@@ -162,7 +162,7 @@ extension Manager {
     /// nobody); one a passcode wraps is recorded as locked (trigger `resume`) so that
     /// `status` tells the truth and its user can unlock it with the passcode.
     func reopenEncryptedVaults() async {
-        for r in (try? store.registrations()) ?? [] where r.protection == .encrypted && r.state == .active {
+        for r in (try? await store.registrations()) ?? [] where r.protection == .encrypted && r.state == .active {
             // A vault that cannot be opened (missing, replaced) is not "locked": it is
             // reported by `checkVaults`, and nothing here touches it.
             guard r.vaults.allSatisfy({ (try? VaultPath.open($0))?.close() != nil }), encryption.isLocked(r.vaults) else { continue }
@@ -172,7 +172,7 @@ extension Manager {
                     continue
                 }
                 let reason = "the vault key was not in the kernel at start-up (reboot): unlock with the passcode"
-                try store.commitLock(r.user, records: [], trigger: .resume, event: event(r.user, .lock, .resume, reason, at: clock.now().wall))
+                try await store.commitLock(r.user, records: [], trigger: .resume, event: event(r.user, .lock, .resume, reason, at: clock.now().wall))
                 logger.notice("\(r.user) is locked: \(reason)", metadata: journalFields(r, action: "lock", trigger: .resume, reason: reason, id: .locked))
             } catch {
                 logger.error(

@@ -33,19 +33,19 @@ extension Manager {
                 "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
                     + "this attempt was not tried and does not count")
         }
-        let count = try store.recordFailedUnlock(user, at: now, event: nil)
+        let count = try await store.recordFailedUnlock(user, at: now, event: nil)
         let wrapped = stored.wrapped
         let binding = keyBinding(r)
         do {
             let key = try await keys.open(wrapped, passcode: passcode, binding: binding)
-            try store.resetFailedUnlocks(user)
+            try await store.resetFailedUnlocks(user)
             return key
         } catch KeyWrapError.wrongPasscode {
             let limit = policy.retryLimit
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
             // The back-off counts from the answer, not from the start of the scrypt run.
-            try? store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
+            try? await store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
             logger.warning(
                 "wrong passcode for the vault of \(user)",
                 metadata: [
@@ -84,7 +84,7 @@ extension Manager {
             }
             let now = clock.now().wall
             let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
-            let leftover = try store.rewrapVaultKey(
+            let leftover = try await store.rewrapVaultKey(
                 r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
                 event: event(r.user, .keyRewrapped, trigger, detail, at: now))
             logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
@@ -103,12 +103,12 @@ extension Manager {
     /// Works locked or unlocked: only the wrapped key changes.
     public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> ActionResult {
         try await withUser(user) {
-            guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+            guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
             guard r.protection == .encrypted else {
                 throw ManagerError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
             }
             guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue)") }
-            guard let stored = try store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
+            guard let stored = try await store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
             let policy = passcodePolicy(for: r).policy
             if let problem = policy.problem(with: new) { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem) }
             var key: [UInt8]
@@ -149,7 +149,7 @@ extension Manager {
             throw failure(r.user, kind.rawValue, error)
         }
         let now = clock.now().wall
-        let leftover = try store.rewrapVaultKey(
+        let leftover = try await store.rewrapVaultKey(
             r.user, wrapped, passcodeSetAt: now,
             event: event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
         if let leftover {
@@ -166,8 +166,8 @@ extension Manager {
     // MARK: Status
 
     /// The key fields of `status` for an encrypted registration.
-    func vaultStatus(_ r: RegistrationRecord, into info: inout RegistrationInfo) {
-        guard r.protection == .encrypted, let stored = try? store.vaultKeyStatus(r.user) else { return }
+    func vaultStatus(_ r: RegistrationRecord, into info: inout RegistrationInfo) async {
+        guard r.protection == .encrypted, let stored = try? await store.vaultKeyStatus(r.user) else { return }
         let policy = passcodePolicy(for: r).policy
         info.keyWrapping = stored.wrapping.rawValue
         if stored.wrapping == .passcode, policy.expirationDays > 0, let setAt = stored.passcodeSetAt {

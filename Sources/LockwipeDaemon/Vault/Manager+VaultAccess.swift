@@ -13,7 +13,7 @@ extension Manager {
     /// kept (only when the path passes the ancestor rule now), then checks that every vault
     /// of a registration that is not wiped can be reached, and shows those that cannot.
     func checkVaults() async {
-        for r in (try? store.registrations()) ?? [] where r.state != .wiped {
+        for r in (try? await store.registrations()) ?? [] where r.state != .wiped {
             for v in r.vaults where v.identity == nil {
                 let problems = VaultPath.ancestorProblems(v.path)
                 guard problems.isEmpty, let current = try? VaultDirectory.current(v.path), let identity = current.identity else {
@@ -26,11 +26,11 @@ extension Manager {
                     continue
                 }
                 let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
-                try? store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, .vaultIdentity, .resume, detail, at: clock.now().wall))
+                try? await store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, .vaultIdentity, .resume, detail, at: clock.now().wall))
                 logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
             }
         }
-        for r in (try? store.registrations()) ?? [] where r.state != .wiped {
+        for r in (try? await store.registrations()) ?? [] where r.state != .wiped {
             let errors = r.vaults.compactMap { v -> VaultOpenError? in
                 do throws(VaultOpenError) {
                     try VaultPath.open(v).close()
@@ -40,9 +40,9 @@ extension Manager {
                 }
             }
             if let first = errors.first {
-                vaultWarning(r, "start-up check", first)
+                await vaultWarning(r, "start-up check", first)
             } else if r.vaultError != nil, r.state != .lockFailed {
-                try? store.setVaultError(r.user, nil)
+                try? await store.setVaultError(r.user, nil)
             }
         }
     }
@@ -61,29 +61,30 @@ extension Manager {
     @discardableResult
     func retryLock(_ r: RegistrationRecord) async -> ManagerError? {
         if r.protection == .permissions {
-            let known = Set(((try? store.lockRecords(r.user)) ?? []).map(\.path))
+            let known = Set(((try? await store.lockRecords(r.user)) ?? []).map(\.path))
             let missing = r.vaults.filter { !known.contains($0.path) }
             if !missing.isEmpty {
-                let records = missing.compactMap { try? protection.recordState(of: [$0], user: r.user).first }
-                    .filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
+                let (protection, user) = (self.protection, r.user)
+                let found = (try? await BlockingPool.run { missing.compactMap { try? protection.recordState(of: [$0], user: user).first } }) ?? []
+                let records = found.filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
-                    try? store.commitLock(
+                    try? await store.commitLock(
                         r.user, records: records, trigger: trigger,
                         event: event(
                             r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried",
                             at: clock.now().wall))
-                    if r.state == .lockFailed { try? store.setVaultError(r.user, r.vaultError, lockFailed: true) }
+                    if r.state == .lockFailed { try? await store.setVaultError(r.user, r.vaultError, lockFailed: true) }
                 }
             }
         }
         do {
             _ = try await applyLock(r)
         } catch {
-            return lockFailed(r, error)
+            return await lockFailed(r, error)
         }
         if r.state == .lockFailed || r.vaultError != nil {
             let now = clock.now().wall
-            try? store.setVaultError(
+            try? await store.setVaultError(
                 r.user, nil, lockHolds: true,
                 event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
             if r.state == .lockFailed {
@@ -99,11 +100,11 @@ extension Manager {
     /// A lock that could not be applied or verified: the registration becomes
     /// `lock-failed` (never reported locked), the reason is kept for `status`, the journal
     /// gets a warning; the lock is retried.
-    func lockFailed(_ r: RegistrationRecord, _ error: any Error) -> ManagerError {
+    func lockFailed(_ r: RegistrationRecord, _ error: any Error) async -> ManagerError {
         let text = "\(error)"
         let now = clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
-        try? store.setVaultError(
+        try? await store.setVaultError(
             r.user, text, lockFailed: true,
             event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
         if changed {
@@ -118,16 +119,16 @@ extension Manager {
 
     /// An unlock (or other action) that could not reach the vault: the warning, the reason
     /// in `status`, and the caller's `ActionFailed`. Other errors are plain failures.
-    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) -> ManagerError {
+    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) async -> ManagerError {
         guard let vaultError = error as? VaultOpenError else { return failure(r.user, action, error) }
-        vaultWarning(r, action, vaultError)
+        await vaultWarning(r, action, vaultError)
         return ManagerError.actionFailed("\(action) of \(r.user) failed, nothing was touched: \(vaultError)")
     }
 
     /// The journal warning (MESSAGE_ID `vaultUnreachable`) and the `vault_error` of `r`.
-    func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) {
+    func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) async {
         let text = "\(error)"
-        if r.vaultError != text { try? store.setVaultError(r.user, text) }
+        if r.vaultError != text { try? await store.setVaultError(r.user, text) }
         logger.warning(
             "\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)",
             metadata: [

@@ -37,26 +37,30 @@ public struct VaultKeyStatus: Sendable, Equatable {
 /// (since `v6-key-files`), so none can survive in its free pages or WAL frames.
 extension StateStore {
     /// The vault key of `user`, its wrapped form read from its key file.
-    public func vaultKey(_ user: String) throws -> StoredVaultKey? {
-        guard
-            var k = try db.read({ db in
-                try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
-            })
-        else { return nil }
-        guard let name = k.keyFile else {
-            throw KeyWrapError.malformed("the database names no key file for the vault of \(user)")
+    public func vaultKey(_ user: String) async throws -> StoredVaultKey? {
+        try await perform { [self] in
+            guard
+                var k = try db.read({ db in
+                    try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
+                })
+            else { return nil }
+            guard let name = k.keyFile else {
+                throw KeyWrapError.malformed("the database names no key file for the vault of \(user)")
+            }
+            k.wrapped = try keyFiles.read(name)
+            return k
         }
-        k.wrapped = try keyFiles.read(name)
-        return k
     }
 
     /// The vault key fields `status` shows, without reading the key file.
-    public func vaultKeyStatus(_ user: String) throws -> VaultKeyStatus? {
-        try db.read { db in
-            try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
-                VaultKeyStatus(
-                    wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
-                    passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
+    public func vaultKeyStatus(_ user: String) async throws -> VaultKeyStatus? {
+        try await perform { [self] in
+            try db.read { db in
+                try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
+                    VaultKeyStatus(
+                        wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
+                        passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
+                }
             }
         }
     }
@@ -113,69 +117,79 @@ extension StateStore {
     /// destroying the old file, if anything (it is then an orphan the next start destroys);
     /// the new passcode is in force either way.
     @discardableResult
-    public func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) throws -> String? {
-        let newFile = try keyFiles.write(wrapped)
-        let oldFile: String?
-        do {
-            oldFile = try db.write { db -> String? in
-                guard var k = try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:)) else {
-                    throw DatabaseError(message: "no vault key stored for \(user)")
+    public func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) async throws -> String? {
+        try await perform { [self] in
+            let newFile = try keyFiles.write(wrapped)
+            let oldFile: String?
+            do {
+                oldFile = try db.write { db -> String? in
+                    guard var k = try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:)) else {
+                        throw DatabaseError(message: "no vault key stored for \(user)")
+                    }
+                    let old = k.keyFile
+                    k.wrapped = wrapped
+                    k.keyFile = newFile
+                    k.passcodeSetAt = passcodeSetAt
+                    k.failedAttempts = 0
+                    try Self.saveVaultKey(k, of: user, db)
+                    try Self.append(event, db)
+                    return old
                 }
-                let old = k.keyFile
-                k.wrapped = wrapped
-                k.keyFile = newFile
-                k.passcodeSetAt = passcodeSetAt
-                k.failedAttempts = 0
-                try Self.saveVaultKey(k, of: user, db)
-                try Self.append(event, db)
-                return old
+            } catch {
+                try? keyFiles.destroy(newFile)
+                throw error
             }
-        } catch {
-            try? keyFiles.destroy(newFile)
-            throw error
-        }
-        guard let oldFile, oldFile != newFile else { return nil }
-        do {
-            try keyFiles.destroy(oldFile)
-            return nil
-        } catch {
-            return "the old wrapped key \(keyFiles.path)/\(oldFile) could not be destroyed (\(error)); the next start destroys it"
+            guard let oldFile, oldFile != newFile else { return nil }
+            do {
+                try keyFiles.destroy(oldFile)
+                return nil
+            } catch {
+                return "the old wrapped key \(keyFiles.path)/\(oldFile) could not be destroyed (\(error)); the next start destroys it"
+            }
         }
     }
 
     /// Destroys every key file no vault key row names: what a crash between writing a key
     /// file and committing (or between committing a new one and destroying the old one)
     /// leaves. Run at start-up, before any request. Returns the names destroyed.
-    public func destroyOrphanKeyFiles() throws -> [String] {
-        let named = try db.read { db in
-            Set(try String.fetchAll(db, sql: "SELECT key_file FROM vault_keys WHERE key_file IS NOT NULL"))
+    public func destroyOrphanKeyFiles() async throws -> [String] {
+        try await perform { [self] in
+            let named = try db.read { db in
+                Set(try String.fetchAll(db, sql: "SELECT key_file FROM vault_keys WHERE key_file IS NOT NULL"))
+            }
+            return try keyFiles.destroyAll(except: named)
         }
-        return try keyFiles.destroyAll(except: named)
     }
 
     /// Counts one unlock attempt as failed, durably, and returns the new count. Called
     /// before the passcode is even tried (a right one resets it): no crash, kill or
     /// dropped connection between a wrong guess and its answer can lose the count.
-    public func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) throws -> Int {
-        try db.write { db in
-            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1, failed_at = ? WHERE user = ?", arguments: [time, user])
-            if let event { try Self.append(event, db) }
-            return try Int.fetchOne(db, sql: "SELECT failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]) ?? 0
+    public func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) async throws -> Int {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1, failed_at = ? WHERE user = ?", arguments: [time, user])
+                if let event { try Self.append(event, db) }
+                return try Int.fetchOne(db, sql: "SELECT failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]) ?? 0
+            }
         }
     }
 
     /// Records the event of a wrong passcode and moves the time of the last failure to
     /// when it was found wrong (the back-off counts from there).
-    public func append(_ event: StoredEvent, failedUnlockAt time: Int64) throws {
-        try db.write { db in
-            try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, event.user])
-            try Self.append(event, db)
+    public func append(_ event: StoredEvent, failedUnlockAt time: Int64) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, event.user])
+                try Self.append(event, db)
+            }
         }
     }
 
-    public func resetFailedUnlocks(_ user: String) throws {
-        try db.write { db in
-            try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0, failed_at = NULL WHERE user = ? AND failed_attempts <> 0", arguments: [user])
+    public func resetFailedUnlocks(_ user: String) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0, failed_at = NULL WHERE user = ? AND failed_attempts <> 0", arguments: [user])
+            }
         }
     }
 
@@ -183,38 +197,43 @@ extension StateStore {
     /// overwritten in place, `fsync`ed and unlinked, then the row is deleted. Records when,
     /// in the pending wipe. Returns false when there was no key left (a resumed wipe).
     @discardableResult
-    public func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) throws -> Bool {
-        let keyFile = try db.read { db in
-            try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user])
-        }
-        if let keyFile { try keyFiles.destroy(keyFile) }
-        let existed = try db.write { db -> Bool in
-            try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
-            let deleted = db.changesCount > 0
-            if deleted {
-                try db.execute(
-                    sql: "UPDATE pending_wipes SET key_destroyed_at = ?, key_destroyed_seconds = ? WHERE user = ?",
-                    arguments: [time, secondsSinceRequest, user])
-                try Self.append(event, db)
+    public func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) async throws -> Bool {
+        try await perform { [self] in
+            let keyFile = try db.read { db in
+                try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user])
             }
-            return deleted
+            if let keyFile { try keyFiles.destroy(keyFile) }
+            let existed = try db.write { db -> Bool in
+                try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
+                let deleted = db.changesCount > 0
+                if deleted {
+                    try db.execute(
+                        sql: "UPDATE pending_wipes SET key_destroyed_at = ?, key_destroyed_seconds = ? WHERE user = ?",
+                        arguments: [time, secondsSinceRequest, user])
+                    try Self.append(event, db)
+                }
+                return deleted
+            }
+            try checkpointTruncate()
+            return existed
         }
-        try checkpointTruncate()
-        return existed
     }
 
     /// When the key of a pending wipe was destroyed, and how long after the wipe request.
-    public func keyDestroyed(_ user: String) throws -> (at: Int64, seconds: Double?)? {
-        try db.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT key_destroyed_at, key_destroyed_seconds FROM pending_wipes WHERE user = ?", arguments: [user]),
-                let at: Int64 = row["key_destroyed_at"]
-            else { return nil }
-            return (at, row["key_destroyed_seconds"])
+    public func keyDestroyed(_ user: String) async throws -> (at: Int64, seconds: Double?)? {
+        try await perform { [self] in
+            try db.read { db in
+                guard let row = try Row.fetchOne(db, sql: "SELECT key_destroyed_at, key_destroyed_seconds FROM pending_wipes WHERE user = ?", arguments: [user]),
+                    let at: Int64 = row["key_destroyed_at"]
+                else { return nil }
+                return (at, row["key_destroyed_seconds"])
+            }
         }
     }
 
-    /// Copies the WAL into the database file and truncates it to zero bytes.
-    public func checkpointTruncate() throws {
+    /// Copies the WAL into the database file and truncates it to zero bytes (on the
+    /// store's queue).
+    func checkpointTruncate() throws {
         try db.writeWithoutTransaction { db in
             _ = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
         }

@@ -10,19 +10,19 @@ extension Manager {
     public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         let requested = ContinuousClock.now
         let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason, requested: requested) }
-        reschedule()
+        await reschedule()
         return result
     }
 
     // MARK: Wipe
 
     func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
-        guard let r = try store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
         }
         let now = clock.now().wall
-        try store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
+        try await store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
@@ -34,7 +34,7 @@ extension Manager {
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
     func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
-        guard let r = try? store.registration(user) else { return nil }
+        guard let r = try? await store.registration(user) else { return nil }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
             logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
@@ -44,13 +44,13 @@ extension Manager {
             _ = try await applyLock(r)
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
-            vaultWarning(r, "wipe", error)
+            await vaultWarning(r, "wipe", error)
         } catch {
             logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
         let now = clock.now().wall
         do {
-            try store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
+            try await store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
         } catch {
             logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
             return nil
@@ -60,27 +60,26 @@ extension Manager {
         if r.protection == .encrypted {
             // Crypto-erase: once the key is gone from the kernel and from the store, what is
             // left is ciphertext; the files are then only unlinked.
-            destroyed = destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
+            destroyed = await destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
             if destroyed != nil { options.passes = 0 }
         }
-        let progress = WipeProgress()
-        runningWipes[user] = progress
         // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
         // long one half-way (it would only resume again), and say how far it is.
-        let ticker = resumed ? startupTicker(user: user, progress: progress) : nil
         // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
         // and stays pending, instead of holding the stop until it is done.
-        var summary = await withTaskCancellationHandler {
-            await eraser.erase(directories: r.vaults, options: options, progress: progress)
-        } onCancel: {
-            progress.cancel()
+        let erased = await wipes.erase(user: user, directories: r.vaults, options: options) { progress in
+            guard resumed else { return nil }
+            let ticker = startupTicker(user: user, progress: progress)
+            return { ticker.cancel() }
+        }
+        guard var summary = erased else {
+            logger.error("a wipe of \(user) is already running; this one is not started", metadata: ["user": .string(user)])
+            return nil
         }
         if let destroyed {
             summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
             summary.keyDestroyedSeconds = destroyed.seconds
         }
-        ticker?.cancel()
-        runningWipes[user] = nil
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
         meta["bytes"] = "\(summary.bytesOverwritten)"
@@ -96,7 +95,7 @@ extension Manager {
         }
         let detail = summary.recordText(resumed: resumed)
         do {
-            try store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
+            try await store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {
             logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
@@ -111,7 +110,7 @@ extension Manager {
 
     /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
     /// timeout and put the progress in STATUS=. An event-loop timer.
-    private func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
+    private nonisolated func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {
         let notifier = self.notifier
         return timerLoop.scheduleRepeatedTask(initialDelay: .seconds(10), delay: .seconds(10)) { _ in
             let p = progress.info()

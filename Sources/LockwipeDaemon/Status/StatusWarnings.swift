@@ -1,0 +1,39 @@
+/// The warnings `status` shows an operator, decided from what it reports (no I/O), in a
+/// fixed order: the daemon's configuration first, then registration by registration.
+enum StatusWarnings {
+    /// `adminGroup`: the configured admin group when it does not exist (nil when it does);
+    /// `logout`: the lock-on-logout warnings (`Manager.logoutLockWarnings`).
+    static func list(_ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String]) -> [String] {
+        var warnings: [String] = []
+        if !server.isConfigured {
+            warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
+        }
+        if server.usesInsecureHTTP {
+            warnings.append(
+                "the policy server is reached over plain http:// (allow_insecure_http = true): any local user who binds that port first receives every token and can order locks and wipes; use https://"
+            )
+        }
+        if let missingAdminGroup {
+            warnings.append("the admin group '\(missingAdminGroup)' does not exist: only root is an administrator")
+        }
+        warnings += logout
+        for r in registrations where r.state == .lockFailed {
+            warnings.append("the lock of \(r.user) FAILED and is not in force; it is retried: \(r.vaultError ?? "see the journal")")
+        }
+        for r in registrations where r.state != .lockFailed {
+            if let error = r.vaultError { warnings.append("the vault of \(r.user) cannot be reached: \(error)") }
+        }
+        for r in registrations where r.state == .wipePending {
+            warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
+        }
+        for r in registrations where r.blocked {
+            warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
+        }
+        if server.isConfigured {
+            for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted {
+                warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
+            }
+        }
+        return warnings
+    }
+}

@@ -1,0 +1,65 @@
+/// What the wake-up alarm needs of a timer: `WakeTimer` in the daemon, a fake in tests.
+protocol WakeScheduling: AnyObject, Sendable {
+    /// Wakes once, `seconds` from now; nil disarms. Replaces what was scheduled before.
+    func schedule(in seconds: Int64?)
+    /// Nothing wakes after this returns.
+    func stop()
+}
+
+extension WakeTimer: WakeScheduling {}
+
+/// The Manager's one wake-up at the next threshold crossing, and which plan may set it.
+///
+/// A reschedule reads the store before it knows when to wake, and the Manager is free
+/// while it reads: two reschedules can overlap, and the one that read older state can
+/// finish last. So each takes a plan number before it reads, and only the newest plan is
+/// applied; an older one finds out with `isNewest` and does nothing. The timer is created
+/// at the first plan that arms it; after `stop` nothing is armed again.
+final class WakeAlarm {
+    typealias MakeTimer = (@escaping @Sendable (WakeTimer.Reason) -> Void) throws -> any WakeScheduling
+
+    private var timer: (any WakeScheduling)?
+    private var issued: UInt64 = 0
+    private var stopped = false
+    private let make: MakeTimer
+    /// What a wake-up does; set before the first plan.
+    var onWake: @Sendable (WakeTimer.Reason) -> Void = { _ in }
+
+    init(make: @escaping MakeTimer = { try WakeTimer(onWake: $0) }) {
+        self.make = make
+    }
+
+    /// A new plan number, taken before reading what to plan.
+    func beginPlan() -> UInt64 {
+        issued += 1
+        return issued
+    }
+
+    /// No plan was begun after `plan`.
+    func isNewest(_ plan: UInt64) -> Bool { plan == issued }
+
+    /// Wakes `seconds` from now (nil: not at all) if `plan` is the newest; returns whether
+    /// it was applied. Throws when the timer cannot be created.
+    @discardableResult
+    func arm(in seconds: Int64?, plan: UInt64) throws -> Bool {
+        guard isNewest(plan), !stopped else { return false }
+        if timer == nil {
+            guard seconds != nil else { return true }
+            timer = try make(onWake)
+        }
+        timer?.schedule(in: seconds)
+        return true
+    }
+
+    /// Disarms whatever was planned (a damaged store: nothing can be enforced).
+    func disarm() { timer?.schedule(in: nil) }
+
+    func stop() {
+        stopped = true
+        timer?.stop()
+        timer = nil
+    }
+
+    /// The timer's thread holds the timer, not the alarm: the owner going away stops it.
+    deinit { timer?.stop() }
+}

@@ -1,0 +1,51 @@
+import LockwipeCore
+import LockwipeProtocol
+import Synchronization
+
+/// The wipes running now. Each erase runs on its own thread (`VaultErasing`), its progress
+/// is visible to `status` while it runs, and `cancelAll` (shutdown) stops every one at its
+/// next entry: the wipe stays pending and resumes at the next start. One erase per user at
+/// a time (the Manager's per-user turn ensures it; a second is refused here too).
+final class WipeCoordinator: Sendable {
+    private let eraser: any VaultErasing
+    private let running = Mutex<[String: WipeProgress]>([:])
+    private let cancelled = Atomic(false)
+
+    init(eraser: any VaultErasing) { self.eraser = eraser }
+
+    /// Erases `directories` of `user`. `whileRunning` is called with the progress before the
+    /// erase starts; what it returns is called when the erase has ended (a ticker's stop).
+    /// Cancelling the calling task stops the erase at its next entry, as `cancelAll` does.
+    /// nil when an erase of `user` is already running.
+    func erase(
+        user: String, directories: [VaultDirectory], options: WipeOptions,
+        whileRunning: @Sendable (WipeProgress) -> (@Sendable () -> Void)? = { _ in nil }
+    ) async -> WipeSummary? {
+        let progress = WipeProgress()
+        let started = running.withLock { running -> Bool in
+            guard running[user] == nil else { return false }
+            running[user] = progress
+            return true
+        }
+        guard started else { return nil }
+        defer { _ = running.withLock { $0.removeValue(forKey: user) } }
+        // Shutdown may have begun between the caller's decision and now.
+        if cancelled.load(ordering: .acquiring) { progress.cancel() }
+        let stop = whileRunning(progress)
+        defer { stop?() }
+        return await withTaskCancellationHandler {
+            await eraser.erase(directories: directories, options: options, progress: progress)
+        } onCancel: {
+            progress.cancel()
+        }
+    }
+
+    /// How far the running wipe of `user` is; nil when none runs.
+    func progress(of user: String) -> WipeProgressInfo? { running.withLock { $0[user] }?.info() }
+
+    /// Stops every running wipe at its next entry, and every later one before it starts.
+    func cancelAll() {
+        cancelled.store(true, ordering: .releasing)
+        for progress in running.withLock({ Array($0.values) }) { progress.cancel() }
+    }
+}

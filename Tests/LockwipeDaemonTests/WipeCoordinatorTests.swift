@@ -1,0 +1,81 @@
+import LockwipeCore
+import Synchronization
+import Testing
+
+@testable import LockwipeDaemon
+
+@Suite struct WipeCoordinatorTests {
+    /// An erase that removes one entry, then waits until it is released or cancelled (as
+    /// the real one stops at its next entry); it reports `skipped` when cancelled.
+    final class HeldEraser: VaultErasing {
+        let released = Flag()
+        let started = Mutex(0)
+        func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
+            started.withLock { $0 += 1 }
+            progress.update { $0.entriesRemoved = 1 }
+            while !released.isSet && !progress.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+            let skipped = progress.isCancelled ? [WipeSummary.Skipped(path: "/v", reason: "stopped")] : []
+            return WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: skipped, elapsedSeconds: 0)
+        }
+    }
+
+    final class Flag: Sendable {
+        private let value = Atomic(false)
+        var isSet: Bool { value.load(ordering: .relaxed) }
+        func set() { value.store(true, ordering: .relaxed) }
+    }
+
+    func waitUntil(_ condition: () -> Bool) async {
+        for _ in 0..<2000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test func progressIsVisibleWhileItRunsAndTheTickerStopsWhenItEnds() async throws {
+        let eraser = HeldEraser()
+        let wipes = WipeCoordinator(eraser: eraser)
+        let tickerStopped = Flag()
+        let run = Task {
+            await wipes.erase(user: "alice", directories: [], options: WipeOptions()) { _ in
+                { tickerStopped.set() }
+            }
+        }
+        await waitUntil { wipes.progress(of: "alice")?.entriesRemoved == 1 }
+        #expect(wipes.progress(of: "alice")?.entriesRemoved == 1)
+        #expect(wipes.progress(of: "bob") == nil)
+        #expect(!tickerStopped.isSet)
+        eraser.released.set()
+        let summary = try #require(await run.value)
+        #expect(summary.complete)
+        #expect(wipes.progress(of: "alice") == nil)
+        #expect(tickerStopped.isSet)
+    }
+
+    @Test func aSecondEraseOfTheSameUserIsNotStarted() async throws {
+        let eraser = HeldEraser()
+        let wipes = WipeCoordinator(eraser: eraser)
+        let first = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
+        await waitUntil { wipes.progress(of: "alice") != nil }
+        #expect(await wipes.erase(user: "alice", directories: [], options: WipeOptions()) == nil)
+        #expect(eraser.started.withLock { $0 } == 1)
+        eraser.released.set()
+        #expect(try #require(await first.value).complete)
+    }
+
+    @Test func cancelAllStopsTheRunningWipesAndEveryLaterOne() async throws {
+        let wipes = WipeCoordinator(eraser: HeldEraser())
+        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
+        await waitUntil { wipes.progress(of: "alice") != nil }
+        wipes.cancelAll()
+        #expect(try #require(await running.value).complete == false)
+        // Begun after the shutdown: stopped before its first entry is waited on.
+        #expect(try #require(await wipes.erase(user: "bob", directories: [], options: WipeOptions())).complete == false)
+    }
+
+    @Test func cancellingTheCallingTaskStopsTheErase() async throws {
+        let wipes = WipeCoordinator(eraser: HeldEraser())
+        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
+        await waitUntil { wipes.progress(of: "alice") != nil }
+        running.cancel()
+        #expect(try #require(await running.value).complete == false)
+        #expect(wipes.progress(of: "alice") == nil)
+    }
+}
