@@ -18,15 +18,6 @@ extension Manager {
         ]
     }
 
-    /// Runs a filesystem step; a failure is logged and becomes the caller's `ActionFailed`.
-    func orFail<T>(_ user: String, _ action: String, _ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch {
-            throw failure(user, action, error)
-        }
-    }
-
     /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
     func failure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
         logger.error(
