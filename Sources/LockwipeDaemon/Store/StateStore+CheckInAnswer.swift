@@ -28,7 +28,7 @@ extension StateStore {
     /// Records a successful contact (`ContactCommit`) in one transaction: the offline clock
     /// restarts, the block is lifted, failures reset, the server policy (when valid) replaces
     /// the stored one, the lock is lifted or handed back, and the events are appended.
-    public func commitContact(_ user: String, _ c: ContactCommit) async throws {
+    public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws {
         try await perform { [self] in
             let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
             try db.write { db in

@@ -6,7 +6,7 @@ extension StateStore {
     /// `reading` and persists it, in one transaction: a contact committed meanwhile (which
     /// restarts a clock) can never be overwritten by a checkpoint read before it. Returns
     /// each registration as it was read, with its clock's advance.
-    public func checkpointClocks(at reading: ClockReading) async throws -> [(registration: RegistrationRecord, advance: OfflineClock.Advance)] {
+    public nonisolated(nonsending) func checkpointClocks(at reading: ClockReading) async throws -> [(registration: RegistrationRecord, advance: OfflineClock.Advance)] {
         try await perform { [self] in
             try db.write { db in
                 let checkpoints = try Self.fetchRegistrations(db).filter { !$0.state.isWipeCommitted }.map { ($0, $0.clock.advanced(to: reading)) }

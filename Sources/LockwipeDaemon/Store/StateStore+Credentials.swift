@@ -1,7 +1,7 @@
 import GRDB
 
 extension StateStore {
-    public func credentials(_ user: String) async throws -> ServerCredentials? {
+    public nonisolated(nonsending) func credentials(_ user: String) async throws -> ServerCredentials? {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
@@ -13,7 +13,7 @@ extension StateStore {
 
     /// Replaces a registration's credentials (all of them) and records `event` (which must
     /// not contain them).
-    public func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in
                 try Self.saveCredentials(credentials, of: user, at: event.time, db)

@@ -2,7 +2,7 @@ import GRDB
 import LockwipeCore
 
 extension StateStore {
-    public func append(_ event: StoredEvent) async throws {
+    public nonisolated(nonsending) func append(_ event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in try Self.append(event, db) }
         }
@@ -15,7 +15,7 @@ extension StateStore {
     }
 
     /// The newest `limit` events (of `user`, when given), oldest first.
-    public func events(user: String?, limit: Int) async throws -> [StoredEvent] {
+    public nonisolated(nonsending) func events(user: String?, limit: Int) async throws -> [StoredEvent] {
         try await perform { [self] in
             try db.read { db in
                 let rows =

@@ -2,7 +2,7 @@ import GRDB
 import LockwipeCore
 
 extension StateStore {
-    public func lockRecords(_ user: String) async throws -> [LockRecord] {
+    public nonisolated(nonsending) func lockRecords(_ user: String) async throws -> [LockRecord] {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
@@ -15,7 +15,7 @@ extension StateStore {
     /// Commits a lock before the filesystem is touched: the original owner and mode of
     /// every directory (kept if already recorded, so a re-lock after a crash never records
     /// the locked `root:root 0000` as "original"), the new state and the event.
-    public func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in
                 for r in records {
@@ -36,7 +36,7 @@ extension StateStore {
     /// so a crash can never leave an active registration with its old offline time.
     /// A nil `clock` keeps the offline clock (a user's own unlock of an encrypted vault is
     /// not a re-authentication by the server or an administrator).
-    public func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])

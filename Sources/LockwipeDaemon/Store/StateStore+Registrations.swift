@@ -10,7 +10,7 @@ extension StateStore {
     /// made GetStatus cost a query per registration and table.
     /// The cached list is returned without leaving the caller's thread (one `stat` of the
     /// database file checks it is still the one opened); a query runs on the store's queue.
-    public func registrations() async throws -> [RegistrationRecord] {
+    public nonisolated(nonsending) func registrations() async throws -> [RegistrationRecord] {
         let generation = try db.writeGeneration()
         if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
         return try await perform { [self] in
@@ -20,7 +20,7 @@ extension StateStore {
         }
     }
 
-    public func registration(_ user: String) async throws -> RegistrationRecord? {
+    public nonisolated(nonsending) func registration(_ user: String) async throws -> RegistrationRecord? {
         try await registrations().first { $0.user == user }
     }
 
@@ -83,7 +83,7 @@ extension StateStore {
     /// Persists a new registration (and its credentials) and its `register` event in one transaction.
     /// A vault key's wrapped form is written to its file first; when the transaction
     /// fails the file is destroyed again (after a crash, the next start does it).
-    public func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func insert(_ r: RegistrationRecord, credentials: ServerCredentials? = nil, vaultKey: StoredVaultKey? = nil, event: StoredEvent) async throws {
         try await perform { [self] in
             var vaultKey = vaultKey
             if vaultKey != nil { vaultKey!.keyFile = try keyFiles.write(vaultKey!.wrapped) }
@@ -125,7 +125,7 @@ extension StateStore {
 
     /// Removes a registration (its lock records, pending wipe and any wrapped key too) and
     /// records `event`.
-    public func delete(_ user: String, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func delete(_ user: String, event: StoredEvent) async throws {
         try await perform { [self] in
             var keyFile: String?
             defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
@@ -147,7 +147,7 @@ extension StateStore {
 
     /// Records the identity of a directory registered before identities were kept
     /// (start-up, once its path passed the ancestor rule).
-    public func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -161,7 +161,7 @@ extension StateStore {
     /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
     /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
     /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
-    public func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) async throws {
+    public nonisolated(nonsending) func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
@@ -181,7 +181,7 @@ extension StateStore {
     }
 
     /// Moves a registration to `state` and records `event`, atomically.
-    public func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) async throws {
+    public nonisolated(nonsending) func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

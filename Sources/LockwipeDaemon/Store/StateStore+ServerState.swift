@@ -8,7 +8,7 @@ extension StateStore {
     }
 
     /// Records an attempt that was not a contact: nothing else changes.
-    public func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws {
+    public nonisolated(nonsending) func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws {
         try await perform { [self] in
             try db.write { db in
                 try Self.ensureServerRow(user, db)
@@ -21,7 +21,7 @@ extension StateStore {
 
     /// Changes why a locked registration is locked (a server contact lifts a server or
     /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
-    public func setLockTrigger(_ user: String, _ trigger: Trigger) async throws {
+    public nonisolated(nonsending) func setLockTrigger(_ user: String, _ trigger: Trigger) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -32,7 +32,7 @@ extension StateStore {
     }
 
     /// Marks a registration blocked by the server (`code` as sent); not a contact.
-    public func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) async throws {
+    public nonisolated(nonsending) func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) async throws {
         try await perform { [self] in
             try db.write { db in
                 try Self.ensureServerRow(user, db)

@@ -13,7 +13,7 @@ extension StateStore {
     }
 
     /// Makes the intent to wipe durable before the first byte is touched.
-    public func commitWipeIntent(_ user: String, reason: String, trigger: Trigger, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func commitWipeIntent(_ user: String, reason: String, trigger: Trigger, event: StoredEvent) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -25,7 +25,7 @@ extension StateStore {
         }
     }
 
-    public func pendingWipes() async throws -> [PendingWipe] {
+    public nonisolated(nonsending) func pendingWipes() async throws -> [PendingWipe] {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map {
@@ -38,7 +38,7 @@ extension StateStore {
     }
 
     /// Marks the start of an attempt (state `wiping`), so a crash shows up as a resumed attempt.
-    public func beginWipeAttempt(_ user: String, event: StoredEvent?) async throws {
+    public nonisolated(nonsending) func beginWipeAttempt(_ user: String, event: StoredEvent?) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "UPDATE pending_wipes SET attempts = attempts + 1 WHERE user = ?", arguments: [user])
@@ -50,7 +50,7 @@ extension StateStore {
 
     /// Records the wipe's report. Only a complete wipe ends the pending intent and makes the
     /// registration `wiped`; an incomplete one stays pending and is retried.
-    public func finishWipe(_ user: String, summary: WipeSummary, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func finishWipe(_ user: String, summary: WipeSummary, event: StoredEvent) async throws {
         try await perform { [self] in
             let json = String(decoding: try JSONEncoder().encode(summary), as: UTF8.self)
             try db.write { db in

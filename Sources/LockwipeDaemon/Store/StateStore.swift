@@ -79,9 +79,12 @@ public final class StateStore: Sendable {
     /// The store's own serial queue: every query and key-file access runs here, never on
     /// the caller's thread (an actor, the cooperative pool). A call cannot be abandoned
     /// half-way when its task is cancelled: it runs to its end and the caller sees it.
+    /// The store's methods are `nonisolated(nonsending)`: they run on the caller's executor
+    /// up to the hand-over to this queue, and resume there (no hop to the global executor
+    /// and back), which is also what lets the cached `registrations()` answer without one.
     private let queue = DispatchQueue(label: "lockwipe.state-store")
 
-    func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    nonisolated(nonsending) func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result(catching: body)) }
         }

@@ -37,7 +37,7 @@ public struct VaultKeyStatus: Sendable, Equatable {
 /// (since `v6-key-files`), so none can survive in its free pages or WAL frames.
 extension StateStore {
     /// The vault key of `user`, its wrapped form read from its key file.
-    public func vaultKey(_ user: String) async throws -> StoredVaultKey? {
+    public nonisolated(nonsending) func vaultKey(_ user: String) async throws -> StoredVaultKey? {
         try await perform { [self] in
             guard
                 var k = try db.read({ db in
@@ -53,7 +53,7 @@ extension StateStore {
     }
 
     /// The vault key fields `status` shows, without reading the key file.
-    public func vaultKeyStatus(_ user: String) async throws -> VaultKeyStatus? {
+    public nonisolated(nonsending) func vaultKeyStatus(_ user: String) async throws -> VaultKeyStatus? {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
@@ -117,7 +117,7 @@ extension StateStore {
     /// destroying the old file, if anything (it is then an orphan the next start destroys);
     /// the new passcode is in force either way.
     @discardableResult
-    public func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) async throws -> String? {
+    public nonisolated(nonsending) func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) async throws -> String? {
         try await perform { [self] in
             let newFile = try keyFiles.write(wrapped)
             let oldFile: String?
@@ -152,7 +152,7 @@ extension StateStore {
     /// Destroys every key file no vault key row names: what a crash between writing a key
     /// file and committing (or between committing a new one and destroying the old one)
     /// leaves. Run at start-up, before any request. Returns the names destroyed.
-    public func destroyOrphanKeyFiles() async throws -> [String] {
+    public nonisolated(nonsending) func destroyOrphanKeyFiles() async throws -> [String] {
         try await perform { [self] in
             let named = try db.read { db in
                 Set(try String.fetchAll(db, sql: "SELECT key_file FROM vault_keys WHERE key_file IS NOT NULL"))
@@ -164,7 +164,7 @@ extension StateStore {
     /// Counts one unlock attempt as failed, durably, and returns the new count. Called
     /// before the passcode is even tried (a right one resets it): no crash, kill or
     /// dropped connection between a wrong guess and its answer can lose the count.
-    public func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) async throws -> Int {
+    public nonisolated(nonsending) func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) async throws -> Int {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1, failed_at = ? WHERE user = ?", arguments: [time, user])
@@ -176,7 +176,7 @@ extension StateStore {
 
     /// Records the event of a wrong passcode and moves the time of the last failure to
     /// when it was found wrong (the back-off counts from there).
-    public func append(_ event: StoredEvent, failedUnlockAt time: Int64) async throws {
+    public nonisolated(nonsending) func append(_ event: StoredEvent, failedUnlockAt time: Int64) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, event.user])
@@ -185,7 +185,7 @@ extension StateStore {
         }
     }
 
-    public func resetFailedUnlocks(_ user: String) async throws {
+    public nonisolated(nonsending) func resetFailedUnlocks(_ user: String) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0, failed_at = NULL WHERE user = ? AND failed_attempts <> 0", arguments: [user])
@@ -197,7 +197,7 @@ extension StateStore {
     /// overwritten in place, `fsync`ed and unlinked, then the row is deleted. Records when,
     /// in the pending wipe. Returns false when there was no key left (a resumed wipe).
     @discardableResult
-    public func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             let keyFile = try db.read { db in
                 try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user])
@@ -220,7 +220,7 @@ extension StateStore {
     }
 
     /// When the key of a pending wipe was destroyed, and how long after the wipe request.
-    public func keyDestroyed(_ user: String) async throws -> (at: Int64, seconds: Double?)? {
+    public nonisolated(nonsending) func keyDestroyed(_ user: String) async throws -> (at: Int64, seconds: Double?)? {
         try await perform { [self] in
             try db.read { db in
                 guard let row = try Row.fetchOne(db, sql: "SELECT key_destroyed_at, key_destroyed_seconds FROM pending_wipes WHERE user = ?", arguments: [user]),
