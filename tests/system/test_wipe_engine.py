@@ -341,7 +341,10 @@ def test_kill9_during_wipe_resumes_after_restart(make_daemon, make_user, procs, 
     wipe.wait(timeout=10)
     assert os.path.isdir(vault), "the vault root vanished"
 
-    daemon.start()  # resumes before it serves the socket
+    # It resumes the wipe (three passes) before it serves the socket: on a loaded machine
+    # that takes longer than an ordinary start.
+    daemon.start(wait=False)
+    daemon.wait_ready(timeout=120)
     reg = daemon.registration(user)
     assert reg["state"] == "wiped", f"after restart: {reg} (killed at {progress})\n{daemon.log_tail()}"
     assert vault_is_empty(vault), os.listdir(vault)
