@@ -284,3 +284,18 @@ def test_check_config_names_file_line_and_key_of_every_oauth_problem(make_daemon
     for prefix in expected:
         assert [l for l in lines if l.startswith(prefix)], f"no line starting {prefix!r} in:\n{r.stderr}"
     assert not [l for l in lines if "server.oauth.token_url: missing" in l], r.stderr
+
+
+def test_a_refresh_token_that_cannot_be_sent_is_refused_and_never_echoed(make_daemon, make_server, make_user):
+    srv = make_server()
+    srv.oauth(enabled=True, lifetime=300, client_id=CLIENT_ID)
+    d = oauth_daemon(make_daemon, srv)
+    user = make_user()
+    user.vault = d.make_vault(user, f"vault-{user.name}")
+    bad = d.ctl("register", "--user", user.name, "--dir", user.vault,
+                "--refresh-token-file", write_secret(d, "rt-bad", "two words"))
+    assert bad.code != 0 and "refresh token is not visible ASCII" in bad.text and "two words" not in bad.text, bad.describe()
+    assert d.registration(user) is None
+    empty = d.ctl("register", "--user", user.name, "--dir", user.vault, "--refresh-token-file", write_secret(d, "rt-empty", " "))
+    assert empty.code != 0 and "is empty" in empty.text, empty.describe()
+    assert token_requests(srv) == []

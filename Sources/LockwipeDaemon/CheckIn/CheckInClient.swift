@@ -249,7 +249,7 @@ public final class CheckInClient: SettingsFetching {
     public static func credentialProblems(_ c: ServerCredentials) -> [String] {
         var problems: [String] = []
         if let refresh = c.refreshToken, let problem = TokenResponse.tokenProblem(refresh) {
-            problems.append("the refresh token is \(problem == "not visible ASCII" ? "not visible ASCII (no spaces, control characters or non-ASCII)" : problem)")
+            problems.append("the refresh token is \(problem) (it must be 1 to \(TokenResponse.maxTokenBytes) visible ASCII characters)")
         }
         if let token = c.token {
             if token.isEmpty { problems.append("the token is empty") }
