@@ -126,8 +126,11 @@ def test_the_token_request_is_exactly_rfc_6749_section_6_with_basic_client_auth(
     # The access token, not the refresh token, reaches the settings endpoint.
     auth = srv.stats(user)["last_authorization"]
     assert auth.startswith("Bearer at-"), auth
+    secrets_seen = [rt, secret, auth[len("Bearer "):], *valid_refresh_tokens(srv, user)]
+    assert len(secrets_seen) == 4, secrets_seen
     for text in (d.ok("status").out, d.ok("status", "--json").out, d.ok("history", "--json").out, d.full_log()):
-        assert rt not in text and secret not in text and auth[7:] not in text, "a secret shows up in output or the log"
+        for s in secrets_seen:
+            assert s not in text, "a secret (refresh token, client secret or access token) shows up in output or the log"
 
 
 def test_a_public_client_sends_its_client_id_in_the_body(make_daemon, make_server, make_user):
