@@ -302,3 +302,30 @@ def test_a_refresh_token_that_cannot_be_sent_is_refused_and_never_echoed(make_da
     empty = d.ctl("register", "--user", user.name, "--dir", user.vault, "--refresh-token-file", write_secret(d, "rt-empty", " "))
     assert empty.code != 0 and "is empty" in empty.text, empty.describe()
     assert token_requests(srv) == []
+
+
+def test_sighup_rereads_the_client_secret_file(make_daemon, make_server, make_user):
+    """A rotated client secret takes effect at reload; the next refresh authenticates with it."""
+    srv = make_server()
+    srv.oauth(enabled=True, lifetime=300, client_id=CLIENT_ID, client_secret="first")
+    d = make_daemon(start=False)
+    secret_file = write_secret(d, "client-secret", "first")
+    d.write_config(config_text(extra=server_config(srv.url, 3600, 3)
+                               + f'\n[server.oauth]\ntoken_url = "{srv.token_url}"\nclient_id = "{CLIENT_ID}"\n'
+                               + f'client_secret_file = "{secret_file}"\n'))
+    d.start()
+    user = enrolled(d, srv, make_user)
+    assert d.registration(user)["last_error"] is None, d.registration(user)
+
+    srv.oauth(client_secret="second", revoke_access=True)
+    secret_file.write_text("second\n")
+    mark = len(d.log().splitlines())
+    d.hup()
+    wait_until(lambda: d.log_lines("reload", since=mark) or d.log_lines("MESSAGE_ID=cc457583ad0543b481bf8014c14f738e", since=mark),
+               10, "SIGHUP was not acted on", details=d.log_tail)
+    r = d.ok("check-in", "--user", user.name)
+    assert "contact ok" in r.out, r.describe()
+    last = token_requests(srv)[-1]
+    pair = urllib.parse.quote_plus(CLIENT_ID) + ":second"
+    assert last["authorization"] == "Basic " + base64.b64encode(pair.encode()).decode(), last
+    assert last["answered"] == "ok", last
