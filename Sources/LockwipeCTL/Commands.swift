@@ -206,6 +206,12 @@ struct CredentialOptions: ParsableArguments {
             "File holding the bearer token for the policy server ('-' reads standard input); surrounding whitespace is ignored.",
             valueName: "path"))
     var tokenFile: String?
+    @Option(
+        name: .customLong("refresh-token-file"),
+        help: ArgumentHelp(
+            "File holding an OAuth 2.0 refresh token ('-' reads standard input); lockwiped trades it for access tokens at [server.oauth] token_url.",
+            valueName: "path"))
+    var refreshTokenFile: String?
     @Option(name: .customLong("client-cert"), help: ArgumentHelp("PEM client certificate (chain) for TLS client authentication.", valueName: "path"))
     var clientCertificateFile: String?
     @Option(name: .customLong("client-key"), help: ArgumentHelp("PEM private key of --client-cert (unencrypted).", valueName: "path"))
@@ -213,17 +219,25 @@ struct CredentialOptions: ParsableArguments {
 
     func validate() throws {
         if (clientCertificateFile == nil) != (clientKeyFile == nil) { throw ValidationError("--client-cert and --client-key go together") }
+        if tokenFile == "-" && refreshTokenFile == "-" { throw ValidationError("--token-file - and --refresh-token-file - cannot both read standard input") }
     }
 
-    var isEmpty: Bool { tokenFile == nil && clientCertificateFile == nil && clientKeyFile == nil }
+    var isEmpty: Bool { tokenFile == nil && refreshTokenFile == nil && clientCertificateFile == nil && clientKeyFile == nil }
+
+    /// Reads standard input (a passcode cannot come from there too).
+    var readsStandardInput: Bool { tokenFile == "-" || refreshTokenFile == "-" }
 
     /// The token and PEM texts, read here so that only their contents reach the daemon.
-    func read() throws -> (token: String?, certificate: String?, key: String?) {
+    func read() throws -> (token: String?, certificate: String?, key: String?, refreshToken: String?) {
         let token = try tokenFile.map { try readSecret($0, what: "token").trimmingWhitespace() }
         if let token, token.isEmpty { throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty") }
+        let refreshToken = try refreshTokenFile.map { try readSecret($0, what: "refresh token").trimmingWhitespace() }
+        if let refreshToken, refreshToken.isEmpty {
+            throw CommandFailure(code: ExitStatus.usage, message: "the refresh token file \(refreshTokenFile!) is empty")
+        }
         return (
             token, try clientCertificateFile.map { try readSecret($0, what: "client certificate") },
-            try clientKeyFile.map { try readSecret($0, what: "client key") }
+            try clientKeyFile.map { try readSecret($0, what: "client key") }, refreshToken
         )
     }
 
@@ -252,8 +266,10 @@ struct Register: ParsableCommand {
             key wrapped by the default passcode, or by --passcode-stdin's); otherwise all of \
             them get the permission lock, unless --require-encryption refuses. With a policy server, the registration checks in at once; \
             --token-file (and --client-cert/--client-key) give the credentials it uses, stored \
-            root-only in the state directory and never shown. Change them later with \
-            `lockwipectl credentials`.
+            root-only in the state directory and never shown; with [server.oauth], \
+            --refresh-token-file gives an OAuth 2.0 refresh token instead, which lockwiped \
+            trades for access tokens (and stores again whenever the server rotates it). \
+            Change them later with `lockwipectl credentials`.
             """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The Unix user.") var user: String
@@ -267,7 +283,9 @@ struct Register: ParsableCommand {
 
     func validate() throws {
         if directories.isEmpty { throw ValidationError("give at least one --dir") }
-        if passcodeStdin && credentials.tokenFile == "-" { throw ValidationError("--passcode-stdin and --token-file - cannot both read standard input") }
+        if passcodeStdin && credentials.readsStandardInput {
+            throw ValidationError("--passcode-stdin and --token-file - (or --refresh-token-file -) cannot both read standard input")
+        }
     }
 
     func run() throws {
@@ -278,7 +296,7 @@ struct Register: ParsableCommand {
                 .register,
                 RegisterRequest(
                     user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key,
-                    requireEncryption: requireEncryption ? true : nil, passcode: passcode), ActionReply.self))
+                    requireEncryption: requireEncryption ? true : nil, passcode: passcode, refreshToken: c.refreshToken), ActionReply.self))
     }
 }
 
@@ -287,7 +305,9 @@ struct Credentials: ParsableCommand {
         abstract: "Replace the policy-server credentials of a registration (administrators), e.g. to rotate its token.",
         discussion: """
             Replaces all stored credentials: what is not given is removed (--clear removes \
-            everything). The registration then checks in with the new ones. The values are \
+            everything). The registration then checks in with the new ones. Re-enrol a \
+            registration whose OAuth refresh token the token endpoint refused (invalid_grant) \
+            with a new --refresh-token-file. The values are \
             never printed, logged or shown by status, which only says which kinds are stored.
             """)
     @OptionGroup var global: GlobalOptions
@@ -296,7 +316,7 @@ struct Credentials: ParsableCommand {
     @Flag(help: "Remove all credentials.") var clear = false
 
     func validate() throws {
-        if clear == !credentials.isEmpty { throw ValidationError("give --token-file and/or --client-cert/--client-key, or --clear") }
+        if clear == !credentials.isEmpty { throw ValidationError("give --token-file, --refresh-token-file and/or --client-cert/--client-key, or --clear") }
     }
 
     func run() throws {
@@ -305,7 +325,8 @@ struct Credentials: ParsableCommand {
             try global.call(
                 .setCredentials,
                 CredentialsRequest(
-                    user: user, token: c.token, clientCertificate: c.certificate, clientKey: c.key), ActionReply.self))
+                    user: user, token: c.token, clientCertificate: c.certificate, clientKey: c.key, refreshToken: c.refreshToken),
+                ActionReply.self))
     }
 }
 

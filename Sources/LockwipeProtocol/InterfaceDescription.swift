@@ -83,7 +83,8 @@ public enum InterfaceDescription {
         # Irreversible. Exactly one of user or all.
         method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
 
-        # The credentials are stored root-only and never shown or logged.
+        # The credentials (token, client key, OAuth refresh token) are stored root-only and
+        # never shown or logged.
         method Register(
           user: string,
           directories: []string,
@@ -91,7 +92,8 @@ public enum InterfaceDescription {
           client_certificate: ?string,
           client_key: ?string,
           require_encryption: ?bool,
-          passcode: ?string
+          passcode: ?string,
+          refresh_token: ?string
         ) -> (results: []ActionResult)
 
         # Replaces all credentials of a registration (absent fields are removed).
@@ -99,7 +101,8 @@ public enum InterfaceDescription {
           user: string,
           token: ?string,
           client_certificate: ?string,
-          client_key: ?string
+          client_key: ?string,
+          refresh_token: ?string
         ) -> (results: []ActionResult)
 
         method Unregister(user: string) -> (results: []ActionResult)

@@ -66,11 +66,14 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
     /// The first passcode of an encrypted vault (needed where the passcode policy does
     /// not allow the default passcode).
     public var passcode: String?
+    /// OAuth 2.0 refresh token (`[server.oauth]`).
+    public var refreshToken: String?
 
     public init(
         user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
-        requireEncryption: Bool? = nil, passcode: String? = nil
+        requireEncryption: Bool? = nil, passcode: String? = nil, refreshToken: String? = nil
     ) {
+        self.refreshToken = refreshToken
         self.user = user
         self.directories = directories
         self.token = token
@@ -88,8 +91,11 @@ public struct CredentialsRequest: Codable, Sendable, Equatable {
     public var token: String?
     public var clientCertificate: String?
     public var clientKey: String?
+    /// OAuth 2.0 refresh token (`[server.oauth]`).
+    public var refreshToken: String?
 
-    public init(user: String, token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+    public init(user: String, token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil, refreshToken: String? = nil) {
+        self.refreshToken = refreshToken
         self.user = user
         self.token = token
         self.clientCertificate = clientCertificate

@@ -102,7 +102,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var lastError: String?
     /// ISO 8601, UTC: when the next check-in is planned (null without a server).
     public var nextCheckIn: String?
-    /// Which credentials are stored: "none", "token", "certificate", "token+certificate".
+    /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
     public var credentials: String?
     /// The server's passcode policy (stored and shown; enforced by the passcode feature).
     public var passcodePolicy: PasscodeSettings?

@@ -83,3 +83,25 @@ class DemoServer:
 
     def reset_stats(self):
         return self._request("POST", "/control/_stats/reset", {})
+
+    # ---- OAuth 2.0 (the stand-in's token endpoint, POST /oauth/token)
+
+    @property
+    def token_url(self):
+        return self.url + "/oauth/token"
+
+    def oauth(self, **config):
+        """Configure the token endpoint (enabled, lifetime, client_id, client_secret,
+        rotate, answer, delay; revoke_access=True, reset_requests=True)."""
+        return self._request("POST", "/control/_oauth", config)
+
+    def issue_refresh_token(self, user):
+        """A new refresh token for `user` (a User or a name), as an enrolment gives one."""
+        name = user if isinstance(user, str) else user.name
+        return self._request("POST", "/control/_oauth", {"issue": name})["refresh_token"]
+
+    def oauth_report(self):
+        """{"config", "requests": [{method, path, content_type, accept, authorization, form,
+        body, answered}], "valid": {refresh token: user}, "consumed": {...}, "access": {...}}"""
+        return self._request("GET", "/control/_oauth")
+

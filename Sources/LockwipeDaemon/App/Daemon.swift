@@ -77,7 +77,7 @@ public enum Daemon {
 
         let config = loaded.configuration
         let notifier = SystemdNotifier()
-        let checkInClient = CheckInClient()
+        let checkInClient = CheckInClient(store: store, logger: logger)
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(
             configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),

@@ -58,5 +58,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// that no longer exists; it was applied to nobody.
     case checkInDropped = "1c9fd3f6e6b74c34a039741d2e9b232f"
 
+    /// The OAuth token endpoint refused a registration's refresh token (`invalid_grant`):
+    /// its check-ins fail until an administrator re-enrols it with a new one.
+    case oauthRefreshRefused = "0a8e9bb359af4c8e85451865e72e0d63"
+
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

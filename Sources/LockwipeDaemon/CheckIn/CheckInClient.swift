@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -37,13 +38,26 @@ public final class CheckInClient: SettingsFetching {
 
     private let client: HTTPClient
     private let limiter = AsyncLimiter(limit: CheckInClient.maxConcurrent)
+    /// Access tokens of registrations with a refresh token (`[server.oauth]`); nil without
+    /// a store to keep rotated refresh tokens in.
+    let tokens: OAuthTokens?
 
-    public init() {
+    /// `store`: where refresh tokens are read and rotated ones committed (OAuth).
+    public init(store: StateStore? = nil, logger: Logger = Logger(label: "lockwiped.oauth")) {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: Self.maxConcurrent))
         configuration.httpVersion = .http1Only
-        client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton), configuration: configuration)
+        let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton), configuration: configuration)
+        self.client = client
+        tokens = store.map { store in
+            OAuthTokens(
+                storage: .init(
+                    load: { try await store.refreshToken($0) },
+                    rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: Int64(Date().timeIntervalSince1970)) }),
+                transport: { url, headers, body, deadline in await CheckInClient.postForm(client, url: url, headers: headers, body: body, deadline: deadline) },
+                logger: logger)
+        }
     }
 
     public func shutdown() async {
@@ -62,9 +76,74 @@ public final class CheckInClient: SettingsFetching {
         }
         let ownDeadline = NIODeadline.now() + .seconds(Int64(server.timeoutSeconds))
         let end = deadline.map { min($0, ownDeadline) } ?? ownDeadline
-        let outcome = await attempt(base: base, user: user, credentials: credentials, server: server, deadline: end)
+        let outcome: CheckInOutcome
+        if credentials?.refreshToken != nil {
+            outcome = await withOAuth(user: user, server: server, deadline: end) { authorization in
+                await self.attempt(base: base, user: user, credentials: credentials, authorization: authorization, server: server, deadline: end)
+            }
+        } else {
+            let authorization = credentials?.token.map { "Bearer \($0)" }
+            outcome = await attempt(base: base, user: user, credentials: credentials, authorization: authorization, server: server, deadline: end)
+        }
         await limiter.release()
         return Task.isCancelled ? .failure(Self.cancelledReason) : outcome
+    }
+
+    /// A request with an OAuth access token (RFC 6750): from the cache or a refresh; on a
+    /// 401 the token is dropped, refreshed once and the request sent once more. A token
+    /// that cannot be had is a failed check-in saying why (`last_error`).
+    private func withOAuth(
+        user: String, server: ServerConfiguration, deadline: NIODeadline, _ request: (String) async -> CheckInOutcome
+    ) async -> CheckInOutcome {
+        guard let oauth = server.oauth else {
+            return .failure("a refresh token is stored but [server.oauth] is not configured: there is no token endpoint to use it with")
+        }
+        guard let tokens else { return .failure("OAuth is not available (no state store)") }
+        var retried = false
+        while true {
+            let token: String
+            switch await tokens.accessToken(user: user, oauth: oauth, deadline: deadline) {
+            case .success(let t): token = t
+            case .failure(let f): return .failure(f.message)
+            }
+            let outcome = await request("Bearer \(token)")
+            guard TokenResponse.isUnauthorized(outcome), !retried, !Task.isCancelled else { return outcome }
+            await tokens.invalidate(user: user, accessToken: token)
+            retried = true
+        }
+    }
+
+    /// POSTs a form to a token endpoint: no redirects, the body bounded by
+    /// `TokenResponse.maxBodyBytes`, everything by `deadline`. Its certificate is checked
+    /// against the system trust store (`[server] ca_file` is for the policy server).
+    static func postForm(_ client: HTTPClient, url: String, headers: [(String, String)], body: String, deadline: NIODeadline) async -> OAuthTokens.Reply {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.headers.add(name: "User-Agent", value: "lockwiped/\(LockwipeVersion.current)")
+        request.body = .bytes(ByteBuffer(string: body))
+        let timeout = max(1, Int((deadline - .now()).nanoseconds / 1_000_000_000))
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, deadline: deadline)
+        } catch {
+            return .failure(describe(error, timeout: timeout))
+        }
+        let status = Int(response.status.code)
+        let contentType = response.headers.first(name: "Content-Type")
+        if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init), declared > TokenResponse.maxBodyBytes {
+            return .answer(status: status, contentType: contentType, body: nil)
+        }
+        return await bounded(by: deadline, timedOut: .failure("timed out after \(timeout) s"), cancelled: .failure(Self.cancelledReason)) {
+            do {
+                let bytes = try await response.body.collect(upTo: TokenResponse.maxBodyBytes)
+                return .answer(status: status, contentType: contentType, body: Data(bytes.readableBytesView))
+            } catch is NIOTooManyBytesError {
+                return .answer(status: status, contentType: contentType, body: nil)
+            } catch {
+                return .failure(describe(error, timeout: timeout))
+            }
+        }
     }
 
     /// `operation`'s outcome, or a timeout failure once `deadline` passes; in that case
@@ -73,7 +152,16 @@ public final class CheckInClient: SettingsFetching {
     static func bounded(
         by deadline: NIODeadline, timeoutSeconds: Int, _ operation: @escaping @Sendable () async -> CheckInOutcome
     ) async -> CheckInOutcome {
-        await withTaskGroup(of: CheckInOutcome?.self) { group in
+        await bounded(
+            by: deadline, timedOut: .failure("timed out after \(timeoutSeconds) s"), cancelled: .failure(Self.cancelledReason), operation)
+    }
+
+    /// `operation`'s value, or `timedOut` once `deadline` passes (`cancelled` when the
+    /// calling task is cancelled); `operation` is then cancelled and awaited.
+    static func bounded<T: Sendable>(
+        by deadline: NIODeadline, timedOut: T, cancelled: T, _ operation: @escaping @Sendable () async -> T
+    ) async -> T {
+        await withTaskGroup(of: T?.self) { group in
             group.addTask { await operation() }
             group.addTask {
                 // An event-loop timer, as everywhere in the daemon: Task.sleep's Dispatch
@@ -84,28 +172,29 @@ public final class CheckInClient: SettingsFetching {
                 } onCancel: {
                     timer.cancel()
                 }
-                return Task.isCancelled ? nil : .failure("timed out after \(timeoutSeconds) s")
+                return Task.isCancelled ? nil : timedOut
             }
-            var outcome: CheckInOutcome = .failure(Self.cancelledReason)
+            var outcome = cancelled
             while let next = await group.next() {
                 guard let next else { continue }  // the timer, cancelled
                 outcome = next
                 break
             }
             group.cancelAll()
-            if Task.isCancelled { return .failure(Self.cancelledReason) }
+            if Task.isCancelled { return cancelled }
             return outcome
         }
     }
 
+    /// `authorization`: the `Authorization` header value, if any.
     private func attempt(
-        base: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline
+        base: String, user: String, credentials: ServerCredentials?, authorization: String?, server: ServerConfiguration, deadline: NIODeadline
     ) async -> CheckInOutcome {
         var request = HTTPClientRequest(url: ServerURL.settings(base: base, user: user))
         request.method = .GET
         request.headers.add(name: "Accept", value: "application/json")
         request.headers.add(name: "User-Agent", value: "lockwiped/\(LockwipeVersion.current)")
-        if let token = credentials?.token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let authorization { request.headers.add(name: "Authorization", value: authorization) }
         do {
             request.tlsConfiguration = try Self.tlsConfiguration(server: server, credentials: credentials)
         } catch {
@@ -159,6 +248,9 @@ public final class CheckInClient: SettingsFetching {
     /// Why credentials cannot be used, one line each; empty when they can.
     public static func credentialProblems(_ c: ServerCredentials) -> [String] {
         var problems: [String] = []
+        if let refresh = c.refreshToken, let problem = TokenResponse.tokenProblem(refresh) {
+            problems.append("the refresh token is \(problem) (it must be 1 to \(TokenResponse.maxTokenBytes) visible ASCII characters)")
+        }
         if let token = c.token {
             if token.isEmpty { problems.append("the token is empty") }
             if token.utf8.count > 8192 { problems.append("the token is longer than 8192 bytes") }

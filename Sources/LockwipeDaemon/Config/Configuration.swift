@@ -44,6 +44,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Plain http:// (to a loopback host) is accepted only when this is set: any local user
     /// who binds that port first receives every registration's token and can order wipes.
     public var allowInsecureHTTP = false
+    /// `[server.oauth]`: access tokens from a registration's refresh token (nil: none).
+    public var oauth: OAuthConfiguration?
 
     public var isConfigured: Bool { url != nil }
     /// The server is reached over plain http:// (allowed by `allowInsecureHTTP`).
@@ -180,9 +182,13 @@ public enum ConfigurationLoader {
         var configuration = Configuration()
         var problems: [ConfigurationProblem] = []
         var lastSetIn: [String: (file: String, line: Int?)] = [:]
+        var oauth: OAuthDraft?
         for file in files {
-            problems += apply(file: file, to: &configuration, lastSetIn: &lastSetIn)
+            problems += apply(file: file, to: &configuration, lastSetIn: &lastSetIn, oauth: &oauth)
         }
+        let (oauthConfiguration, oauthFound) = oauthProblems(oauth, server: configuration.server, lastSetIn: lastSetIn, fallbackFile: files.last ?? path)
+        configuration.server.oauth = oauthConfiguration
+        problems += oauthFound
         for (key, message) in configuration.policy.problems {
             let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)
             problems.append(ConfigurationProblem(file: place.file, line: place.line, key: "policy." + key, message: message))
@@ -201,7 +207,7 @@ public enum ConfigurationLoader {
     }
 
     private static func apply(
-        file: String, to configuration: inout Configuration, lastSetIn: inout [String: (file: String, line: Int?)]
+        file: String, to configuration: inout Configuration, lastSetIn: inout [String: (file: String, line: Int?)], oauth: inout OAuthDraft?
     ) -> [ConfigurationProblem] {
         let text: String
         do {
@@ -238,6 +244,10 @@ public enum ConfigurationLoader {
             for (name, value) in table {
                 let fullKey = "\(tableName).\(name)"
                 let line = lineOf(table: tableName, key: name, in: text)
+                if fullKey == "server.oauth" {
+                    problems += applyOAuth(value.tomlValue, file: file, text: text, to: &oauth, lastSetIn: &lastSetIn)
+                    continue
+                }
                 guard let key = keys.first(where: { $0.table == tableName && $0.name == name }) else {
                     let known = keys.filter { $0.table == tableName }.map(\.name).joined(separator: ", ")
                     problems.append(ConfigurationProblem(file: file, line: line, key: fullKey, message: "unknown key; [\(tableName)] knows \(known)"))

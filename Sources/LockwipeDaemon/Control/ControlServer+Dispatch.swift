@@ -85,17 +85,19 @@ extension ControlServer {
         case .register:
             let p = try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data)
             try requireAdmin(caller, "register users")
-            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            let credentials = ServerCredentials(
+                token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
             return try VarlinkMessage.encodeReply(
                 ActionReply(results: [
                     try await manager.register(
-                        user: p.user, directories: p.directories, credentials: p.token == nil && p.clientCertificate == nil && p.clientKey == nil ? nil : credentials,
+                        user: p.user, directories: p.directories, credentials: credentials.kind == "none" && p.clientKey == nil ? nil : credentials,
                         requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)
                 ]))
         case .setCredentials:
             let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
             try requireAdmin(caller, "set credentials")
-            let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey)
+            let credentials = ServerCredentials(
+                token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
             return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.setCredentials(user: p.user, credentials, by: caller)]))
         case .unregister:
             let p = try VarlinkMessage.decodeParameters(UserParameter.self, from: data)

@@ -5,7 +5,8 @@ extension StateStore {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
-                    ServerCredentials(token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"])
+                    ServerCredentials(
+                        token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"], refreshToken: $0["refresh_token"])
                 }
             }
         }
@@ -25,10 +26,10 @@ extension StateStore {
     static func saveCredentials(_ c: ServerCredentials, of user: String, at time: Int64, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT INTO credentials (user, token, client_certificate, client_key, updated_at) VALUES (?, ?, ?, ?, ?)
+                INSERT INTO credentials (user, token, client_certificate, client_key, refresh_token, updated_at) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT(user) DO UPDATE SET token = excluded.token, client_certificate = excluded.client_certificate,
-                    client_key = excluded.client_key, updated_at = excluded.updated_at
+                    client_key = excluded.client_key, refresh_token = excluded.refresh_token, updated_at = excluded.updated_at
                 """,
-            arguments: [user, c.token, c.clientCertificate, c.clientKey, time])
+            arguments: [user, c.token, c.clientCertificate, c.clientKey, c.refreshToken, time])
     }
 }

@@ -143,6 +143,11 @@ extension StateStore {
                     arguments: [name, user])
             }
         }
+        // OAuth 2.0 (`[server.oauth]`): a registration's refresh token, secret like the
+        // token beside it, replaced in place when the server rotates it.
+        m.registerMigration("v7-oauth-refresh-token") { db in
+            try db.execute(sql: "ALTER TABLE credentials ADD COLUMN refresh_token TEXT")
+        }
         return m
     }
 

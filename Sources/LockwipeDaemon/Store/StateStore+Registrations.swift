@@ -50,8 +50,13 @@ extension StateStore {
             servers[s["user"]] = server
         }
         var credentials: [String: String] = [:]
-        for c in try Row.fetchAll(db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c FROM credentials") {
-            credentials[c["user"]] = ServerCredentials(token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil).kind
+        for c in try Row.fetchAll(
+            db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c, refresh_token IS NOT NULL AS r FROM credentials")
+        {
+            credentials[c["user"]] =
+                ServerCredentials(
+                    token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil, refreshToken: (c["r"] as Bool) ? "" : nil
+                ).kind
         }
         return try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user").map { row in
             let name: String = row["user"]

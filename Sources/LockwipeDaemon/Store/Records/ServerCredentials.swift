@@ -6,20 +6,22 @@ public struct ServerCredentials: Sendable, Equatable, CustomStringConvertible, C
     /// PEM certificate chain and PEM private key for TLS client authentication.
     public var clientCertificate: String?
     public var clientKey: String?
+    /// OAuth 2.0 refresh token (`[server.oauth]`): lockwiped trades it for access tokens
+    /// and stores the new one when the server rotates it (`StateStore.rotateRefreshToken`).
+    public var refreshToken: String?
 
-    public init(token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+    public init(token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil, refreshToken: String? = nil) {
         self.token = token
         self.clientCertificate = clientCertificate
         self.clientKey = clientKey
+        self.refreshToken = refreshToken
     }
 
+    /// What is stored: "none", or the kinds present joined by "+" ("token",
+    /// "refresh-token", "certificate", e.g. "refresh-token+certificate").
     public var kind: String {
-        switch (token != nil, clientCertificate != nil) {
-        case (false, false): return "none"
-        case (true, false): return "token"
-        case (false, true): return "certificate"
-        case (true, true): return "token+certificate"
-        }
+        let kinds = [(token, "token"), (refreshToken, "refresh-token"), (clientCertificate, "certificate")].compactMap { $0.0 == nil ? nil : $0.1 }
+        return kinds.isEmpty ? "none" : kinds.joined(separator: "+")
     }
 
     public var description: String { "ServerCredentials(\(kind))" }

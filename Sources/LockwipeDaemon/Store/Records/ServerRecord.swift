@@ -15,7 +15,7 @@ public struct ServerRecord: Sendable, Equatable {
     public var failures = 0
     /// The x-message-code that blocked the registration, while it is blocked.
     public var blockedCode: String?
-    /// Which credentials are stored: "none", "token", "certificate", "token+certificate".
+    /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
     public var credentials = "none"
 
     public init() {}
