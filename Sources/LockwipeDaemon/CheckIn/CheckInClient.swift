@@ -13,8 +13,25 @@ public protocol SettingsFetching: Sendable {
     /// One bounded attempt; never throws: anything that is not an answer is `.failure`.
     /// Over by `deadline` (waiting for a free request slot included), or, when it is nil,
     /// `[server] timeout` after a slot is free. Cancelling the calling task ends it at once.
-    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome
+    /// `connection`: the registration's SAP application connection id, when known.
+    func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome
+    /// SAP Mobile Services: creates the registration's application connection, bounded
+    /// like `fetch`.
+    func createConnection(credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer
+    /// SAP Mobile Services: deletes an application connection; nil when done, else why not.
+    func deleteConnection(_ id: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String?
     func shutdown() async
+}
+
+extension SettingsFetching {
+    public func createConnection(credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
+        .refused(.failure("application connections are not supported by this client"))
+    }
+    public func deleteConnection(_ id: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
+        "application connections are not supported by this client"
+    }
 }
 
 /// The check-in client on AsyncHTTPClient: one `HTTPClient` for the daemon's life, at most
@@ -54,17 +71,71 @@ public final class CheckInClient: SettingsFetching {
     /// the daemon is stopping).
     public static let cancelledReason = "cancelled before the server answered"
 
-    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
-        guard let base = server.url else { return .failure("no server configured") }
+    public func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome {
+        guard let requests = Self.requests(server) else { return .failure("no server configured") }
+        let request = requests.checkIn(user: user, connection: connection)
+        return await exchange(request, credentials: credentials, server: server, deadline: deadline, failure: { .failure($0) }) {
+            CheckInResponse.classify(status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body)
+        }
+    }
+
+    public func createConnection(credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
+        guard let requests = Self.requests(server), server.sapIdentity != nil else {
+            return .refused(.failure("application connection: no SAP Mobile Services server configured"))
+        }
+        let request = requests.createConnection(deviceModel: Self.deviceModel)
+        return await exchange(request, credentials: credentials, server: server, deadline: deadline, failure: { .refused(.failure("application connection: \($0)")) }) {
+            SAPConnectionAnswer.classify(
+                status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body,
+                appcidHeader: $0.header("X-SMP-APPCID"), setCookies: $0.headers["Set-Cookie"])
+        }
+    }
+
+    public func deleteConnection(_ id: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
+        guard let requests = Self.requests(server), server.sapIdentity != nil else { return "no SAP Mobile Services server configured" }
+        return await exchange(requests.deleteConnection(id), credentials: credentials, server: server, deadline: nil, failure: { Optional($0) }) {
+            (200..<300).contains($0.status) || $0.status == 404 ? nil : "HTTP \($0.status)"
+        }
+    }
+
+    /// The request builder for `server` (nil without a URL).
+    static func requests(_ server: ServerConfiguration) -> ServerRequests? {
+        guard let base = server.url else { return nil }
+        return ServerRequests(base: base, serverProtocol: server.serverProtocol, sap: server.sapIdentity, version: LockwipeVersion.current)
+    }
+
+    /// `DeviceModel` of the Connections request: the DMI product name, or "Linux".
+    static let deviceModel: String = {
+        let raw = (try? String(contentsOfFile: "/sys/class/dmi/id/product_name", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        let clean = String(raw.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(100).map(Character.init))
+        return clean.isEmpty ? "Linux" : clean
+    }()
+
+    /// What the server answered: status, headers, and the body (nil when it was larger
+    /// than `ServerSettings.maxBodyBytes` and was not read).
+    struct Answer: Sendable {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data?
+        func header(_ name: String) -> String? { headers.first(name: name) }
+    }
+
+    /// One request in a request slot, bounded by `deadline` (or `[server] timeout`).
+    private func exchange<T: Sendable>(
+        _ request: ServerRequest, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?,
+        failure: @escaping @Sendable (String) -> T, classify: @escaping @Sendable (Answer) -> T
+    ) async -> T {
         guard await limiter.acquire(until: deadline) else {
-            if Task.isCancelled { return .failure(Self.cancelledReason) }
-            return .failure("timed out after \(server.timeoutSeconds) s waiting for one of the \(Self.maxConcurrent) check-in connections")
+            if Task.isCancelled { return failure(Self.cancelledReason) }
+            return failure("timed out after \(server.timeoutSeconds) s waiting for one of the \(Self.maxConcurrent) check-in connections")
         }
         let ownDeadline = NIODeadline.now() + .seconds(Int64(server.timeoutSeconds))
         let end = deadline.map { min($0, ownDeadline) } ?? ownDeadline
-        let outcome = await attempt(base: base, user: user, credentials: credentials, server: server, deadline: end)
+        let result = await attempt(request, credentials: credentials, server: server, deadline: end, failure: failure, classify: classify)
         await limiter.release()
-        return Task.isCancelled ? .failure(Self.cancelledReason) : outcome
+        return Task.isCancelled ? failure(Self.cancelledReason) : result
     }
 
     /// `operation`'s outcome, or a timeout failure once `deadline` passes; in that case
@@ -73,7 +144,13 @@ public final class CheckInClient: SettingsFetching {
     static func bounded(
         by deadline: NIODeadline, timeoutSeconds: Int, _ operation: @escaping @Sendable () async -> CheckInOutcome
     ) async -> CheckInOutcome {
-        await withTaskGroup(of: CheckInOutcome?.self) { group in
+        await bounded(by: deadline, timeoutSeconds: timeoutSeconds, failure: { .failure($0) }, operation)
+    }
+
+    static func bounded<T: Sendable>(
+        by deadline: NIODeadline, timeoutSeconds: Int, failure: @escaping @Sendable (String) -> T, _ operation: @escaping @Sendable () async -> T
+    ) async -> T {
+        await withTaskGroup(of: T?.self) { group in
             group.addTask { await operation() }
             group.addTask {
                 // An event-loop timer, as everywhere in the daemon: Task.sleep's Dispatch
@@ -84,32 +161,33 @@ public final class CheckInClient: SettingsFetching {
                 } onCancel: {
                     timer.cancel()
                 }
-                return Task.isCancelled ? nil : .failure("timed out after \(timeoutSeconds) s")
+                return Task.isCancelled ? nil : failure("timed out after \(timeoutSeconds) s")
             }
-            var outcome: CheckInOutcome = .failure(Self.cancelledReason)
+            var outcome: T = failure(Self.cancelledReason)
             while let next = await group.next() {
                 guard let next else { continue }  // the timer, cancelled
                 outcome = next
                 break
             }
             group.cancelAll()
-            if Task.isCancelled { return .failure(Self.cancelledReason) }
+            if Task.isCancelled { return failure(Self.cancelledReason) }
             return outcome
         }
     }
 
-    private func attempt(
-        base: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline
-    ) async -> CheckInOutcome {
-        var request = HTTPClientRequest(url: ServerURL.settings(base: base, user: user))
-        request.method = .GET
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: "User-Agent", value: "lockwiped/\(LockwipeVersion.current)")
-        if let token = credentials?.token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+    private func attempt<T: Sendable>(
+        _ built: ServerRequest, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline,
+        failure: @escaping @Sendable (String) -> T, classify: @escaping @Sendable (Answer) -> T
+    ) async -> T {
+        var request = HTTPClientRequest(url: built.url)
+        request.method = HTTPMethod(rawValue: built.method.rawValue)
+        for h in built.headers { request.headers.add(name: h.name, value: h.value) }
+        Self.authorize(&request, credentials: credentials)
+        if let body = built.body { request.body = .bytes(ByteBuffer(bytes: body)) }
         do {
             request.tlsConfiguration = try Self.tlsConfiguration(server: server, credentials: credentials)
         } catch {
-            return .failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))")
+            return failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))")
         }
         let response: HTTPClientResponse
         do {
@@ -117,29 +195,32 @@ public final class CheckInClient: SettingsFetching {
             // connection could not be made (refused, TLS) when that is what ran out the time.
             response = try await client.execute(request, deadline: deadline)
         } catch {
-            return .failure(Self.describe(error, timeout: server.timeoutSeconds))
+            return failure(Self.describe(error, timeout: server.timeoutSeconds))
         }
-        let contentType = response.headers.first(name: "Content-Type")
-        let messageCode = response.headers.first(name: "x-message-code")
-        let status = Int(response.status.code)
+        let head = Answer(status: Int(response.status.code), headers: response.headers, body: nil)
         let declared = response.headers.first(name: "Content-Length").flatMap(Int.init)
         if let declared, declared > ServerSettings.maxBodyBytes {
             // Not read: the connection is dropped with the response.
-            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil)
+            return classify(head)
         }
         // The body: the same deadline, on a timer of our own (see the type's comment).
         let timeout = server.timeoutSeconds
-        return await Self.bounded(by: deadline, timeoutSeconds: timeout) {
-            var body: Data?
+        return await Self.bounded(by: deadline, timeoutSeconds: timeout, failure: failure) {
+            var answer = head
             do {
-                body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
+                answer.body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
             } catch is NIOTooManyBytesError {
-                body = nil
+                answer.body = nil
             } catch {
-                return .failure(Self.describe(error, timeout: timeout))
+                return failure(Self.describe(error, timeout: timeout))
             }
-            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body)
+            return classify(answer)
         }
+    }
+
+    /// The registration's credentials on a request: the one place `Authorization` is set.
+    static func authorize(_ request: inout HTTPClientRequest, credentials: ServerCredentials?) {
+        if let token = credentials?.token { request.headers.replaceOrAdd(name: "Authorization", value: "Bearer \(token)") }
     }
 
     /// nil (the client's default: the system trust store) unless a CA file or a client

@@ -195,9 +195,12 @@ extension Manager {
                     throw failure(user, "unregister", error)
                 }
             }
+            let connection = try? store.sapConnection(registration: r.id)
+            let credentials = try? store.credentials(user)
             try store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
+            releaseConnection(user: user, connection: connection, credentials: credentials)
             logger.notice(
                 "unregistered \(user)",
                 metadata: [

@@ -55,6 +55,10 @@ extension Manager {
             info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
             info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
             info.credentials = r.server.credentials
+            if server.sapIdentity != nil, let c = try? store.sapConnection(registration: r.id) {
+                info.sapConnection = c.id
+                info.sapConnectionProblem = c.problem
+            }
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
@@ -86,6 +90,9 @@ extension Manager {
         }
         for r in list where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
+        }
+        for info in infos {
+            if let problem = info.sapConnectionProblem { warnings.append("\(info.user) has no SAP application connection yet: \(problem)") }
         }
         if server.isConfigured {
             for r in list where r.server.failures > 0 && !r.state.isWipeCommitted {

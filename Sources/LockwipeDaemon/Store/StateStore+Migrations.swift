@@ -143,6 +143,20 @@ extension StateStore {
                     arguments: [name, user])
             }
         }
+        // SAP Mobile Services: each registration's application connection (its id once
+        // the server gave one, or why it did not), kept by registration id.
+        m.registerMigration("v7-sap-connections") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE sap_connections (
+                        registration_id TEXT PRIMARY KEY NOT NULL,
+                        user TEXT NOT NULL,
+                        connection_id TEXT,
+                        problem TEXT,
+                        updated_at INTEGER NOT NULL
+                    );
+                    """)
+        }
         return m
     }
 
