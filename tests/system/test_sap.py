@@ -102,11 +102,16 @@ def test_registration_creates_the_connection_whose_id_every_later_request_sends(
     assert reg["sap_connection"] == cid and reg["last_error"] is None, reg
     assert [e for e in d.history(user) if e["kind"] == "connection"], d.history(user)
 
-    # The id is kept: a restart makes no new connection and sends the same one.
+    # The id is kept: a restart (of both ends) makes no new connection and sends the
+    # same one, which the stand-in (refusing unknown ids) still knows.
+    port = srv.port
+    srv.stop()
+    srv.start(port=port)
     d.restart()
     d.ok("check-in", "--user", user.name)
     stats = srv.stats(user)
-    assert stats["connections"] == [cid] and stats["last_headers"]["X-SMP-APPCID"] == cid, stats
+    assert stats["connections"] == [] and stats["last_headers"]["X-SMP-APPCID"] == cid, stats
+    assert d.registration(user)["last_error"] is None, d.registration(user)
 
     # Unregister deletes the connection on the server (without waiting for it).
     d.ok("unregister", "--user", user.name)
