@@ -5,6 +5,8 @@ public enum EventKind: String, Sendable, CaseIterable {
     case blocked
     case checkInDropped = "check-in-dropped"
     case clockRollback = "clock-rollback"
+    /// SAP Mobile Services: the application connection was created (or answered without an id).
+    case connection
     case credentials
     case keyDestroyed = "key-destroyed"
     case keyRewrapped = "key-rewrapped"

@@ -45,6 +45,8 @@ public enum InterfaceDescription {
           last_attempt: ?string,
           last_error: ?string,
           next_check_in: ?string,
+          sap_connection: ?string,
+          sap_connection_problem: ?string,
           credentials: ?string,
           key_wrapping: ?string,
           passcode_expires: ?string,

@@ -100,6 +100,10 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// ISO 8601, UTC: the last check-in attempt and why it was not a contact (null when it was).
     public var lastAttempt: String?
     public var lastError: String?
+    /// SAP Mobile Services: the registration's application connection id (`X-SMP-APPCID`),
+    /// and why there is none yet (retried at the next check-in).
+    public var sapConnection: String?
+    public var sapConnectionProblem: String?
     /// ISO 8601, UTC: when the next check-in is planned (null without a server).
     public var nextCheckIn: String?
     /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
@@ -166,6 +170,8 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
             try c.encode(lastError, forKey: .lastError)
             try c.encode(nextCheckIn, forKey: .nextCheckIn)
         }
+        try c.encodeIfPresent(sapConnection, forKey: .sapConnection)
+        try c.encodeIfPresent(sapConnectionProblem, forKey: .sapConnectionProblem)
         try c.encodeIfPresent(credentials, forKey: .credentials)
         try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
         try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)

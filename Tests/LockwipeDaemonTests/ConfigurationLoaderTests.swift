@@ -38,6 +38,44 @@ import Testing
         }
     }
 
+    /// `[server] protocol`: lockwipe by default; SAP needs application_id and derives the
+    /// device id from the machine id unless device_id is set.
+    @Test func serverProtocolAndSAPIdentity() throws {
+        let base = "[server]\nurl = \"https://tenant.example.com\"\n"
+        try withFiles(["lockwiped.toml": base, "machine-id": "3d1219c7c4c5404aaa1f6d2a48adfda4\n"]) { path in
+            let machineID = (path as NSString).deletingLastPathComponent + "/machine-id"
+            #expect(try ConfigurationLoader.load(path: path, machineIDPath: machineID).configuration.server.serverProtocol == .lockwipe)
+            #expect(try ConfigurationLoader.load(path: path, machineIDPath: machineID).configuration.server.sapIdentity == nil)
+            try (base + "protocol = \"sap-mobile-services\"\napplication_id = \"com.example.app\"\n").write(toFile: path, atomically: true, encoding: .utf8)
+            let sap = try ConfigurationLoader.load(path: path, machineIDPath: machineID).configuration.server
+            #expect(sap.sapIdentity == SAPIdentity(applicationID: "com.example.app", deviceID: "00a6c677e7b941f7815d67575a4d941a"))
+            try (base + "protocol = \"sap-mobile-services\"\napplication_id = \"a\"\ndevice_id = \"dev-1\"\n").write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(try ConfigurationLoader.load(path: path, machineIDPath: "/nonexistent").configuration.server.deviceID == "dev-1")
+        }
+        let table: [(String, Int, String, String)] = [
+            ("protocol = \"sap\"\n", 3, "server.protocol", "must be \"lockwipe\" or \"sap-mobile-services\", not \"sap\""),
+            ("protocol = \"sap-mobile-services\"\n", 3, "server.application_id", "needs application_id"),
+            ("protocol = \"sap-mobile-services\"\napplication_id = \"has space\"\n", 4, "server.application_id", "visible ASCII"),
+            ("application_id = \"\"\n", 3, "server.application_id", "must not be empty"),
+            ("device_id = 7\n", 3, "server.device_id", "must be a string"),
+        ]
+        for (extra, line, key, phrase) in table {
+            try withFiles(["lockwiped.toml": base + extra]) { path in
+                let found = problems(path)
+                #expect(found.count == 1 && found[0].line == line && found[0].key == key && found[0].message.contains(phrase), "\(found)")
+            }
+        }
+        // Without device_id and without a machine id: named, not guessed.
+        try withFiles(["lockwiped.toml": base + "protocol = \"sap-mobile-services\"\napplication_id = \"a\"\n"]) { path in
+            do throws(ConfigurationError) {
+                _ = try ConfigurationLoader.load(path: path, machineIDPath: "/nonexistent/machine-id")
+                Issue.record("loaded without a device id")
+            } catch {
+                #expect(error.problems.map(\.key) == ["server.device_id"] && error.problems[0].line == 3)
+            }
+        }
+    }
+
     @Test func missingFileMeansDefaultsWithANotice() throws {
         let loaded = try ConfigurationLoader.load(path: "/nonexistent/lockwiped.toml")
         #expect(loaded.configuration == Configuration())

@@ -49,6 +49,60 @@ import Testing
         }
     }
 
+    func withSAPManager(_ body: (Manager, ManualClock, ScriptedFetcher, String) async throws -> Void) async throws {
+        var config = Configuration()
+        config.policy = Policy(offlineDaysBeforeLock: 2, offlineDaysBeforeWipe: 0)
+        config.server = ServerConfiguration(
+            url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1, serverProtocol: .sapMobileServices,
+            applicationID: "com.example.app", deviceID: "dev")
+        let fetcher = ScriptedFetcher()
+        try await ManagerFixture.run(config, fetcher: fetcher) { f in try await body(f.manager, f.clock, fetcher, f.directory) }
+    }
+
+    /// SAP: the connection is made once, its id sent from then on, and its creation is a
+    /// contact even when the settings request then fails; unregister deletes it.
+    @Test func sapConnectionIsMadeOnceAndSentAfterwards() async throws {
+        try await withSAPManager { m, clock, fetcher, dir in
+            fetcher.answerConnection(.created("c-1"))
+            fetcher.answer(.failure("HTTP 500"))
+            _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)
+            clock.advance(seconds: day)
+            _ = try await m.checkIn(users: ["root"])
+            var info = try await reg(m)
+            #expect(info.sapConnection == "c-1" && info.sapConnectionProblem == nil)
+            #expect(info.offlineSeconds == 0, "a successful Connections answer is a contact")
+            #expect(info.lastError == "HTTP 500")
+            fetcher.answer(.contact(ServerSettings()))
+            _ = try await m.checkIn(users: ["root"])
+            #expect(fetcher.connectionRequests == 1)
+            #expect(fetcher.connectionsSent.last == "c-1")
+            info = try await reg(m)
+            // SAP: no blockWipingPolicy in the answer: offline lock and wipe are off.
+            #expect(info.policySource == "server" && info.policy?.policy == .never)
+            _ = try await m.unregister(user: "root", by: root)
+            for _ in 0..<200 where fetcher.deleted.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(fetcher.deleted == ["c-1"])
+        }
+    }
+
+    @Test func sapConnectionWithoutAnIDIsRetriedAndARefusalActsAsACheckIn() async throws {
+        try await withSAPManager { m, _, fetcher, dir in
+            fetcher.answerConnection(.createdWithoutID("HTTP 201 without a connection id"))
+            fetcher.answer(.failure("HTTP 403 without x-message-code"))
+            _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)
+            _ = try await m.checkIn(users: ["root"])
+            var info = try await reg(m)
+            #expect(info.sapConnection == nil && info.sapConnectionProblem?.contains("retried at the next check-in") == true)
+            #expect(fetcher.connectionsSent.last == .some(nil))
+            let before = fetcher.connectionRequests
+            fetcher.answerConnection(.refused(.lock))
+            _ = try await m.checkIn(users: ["root"])
+            #expect(fetcher.connectionRequests == before + 1)
+            info = try await reg(m)
+            #expect(info.state == .locked && info.lockTrigger == .server)
+        }
+    }
+
     @Test func failuresChangeNothingButTheAttempt() async throws {
         try await withManager { m, clock, fetcher, dir in
             _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)

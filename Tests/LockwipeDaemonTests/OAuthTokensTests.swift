@@ -64,6 +64,23 @@ import Testing
         #expect(f.log.withLock { $0 } == ["post r1", "post r1"])
     }
 
+    /// Unregister deletes the SAP connection after the credentials are gone: the cached
+    /// access token while its time is not up, else one refresh with the token it had, and
+    /// nothing is stored (there is no registration to store it for).
+    @Test func aRemovedRegistrationUsesItsCachedTokenOrOneRefreshAndStoresNothing() async throws {
+        let f = Fake()
+        f.stored.withLock { $0["alice"] = "r1" }
+        f.answers.withLock { $0 = [f.grant("a1", expiresIn: 100), f.grant("a2", expiresIn: 100, rotate: "r9")] }
+        let t = f.tokens()
+        #expect(try await t.accessToken(user: "alice", oauth: oauth, deadline: deadline).get() == "a1")
+        f.stored.withLock { $0["alice"] = nil }  // unregistered
+        #expect(try await t.accessToken(removing: "alice", refreshToken: "r1", oauth: oauth, deadline: deadline).get() == "a1")
+        // The cache entry went with it: the next one refreshes, and the rotation is not stored.
+        #expect(try await t.accessToken(removing: "alice", refreshToken: "r1", oauth: oauth, deadline: deadline).get() == "a2")
+        #expect(f.log.withLock { $0 } == ["post r1", "post r1"])
+        #expect(f.stored.withLock { $0["alice"] } == nil)
+    }
+
     @Test func aRotatedRefreshTokenIsStoredBeforeItsAccessTokenIsHandedOut() async throws {
         let f = Fake()
         f.stored.withLock { $0["alice"] = "r1" }

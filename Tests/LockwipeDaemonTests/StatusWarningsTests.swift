@@ -60,6 +60,12 @@ import Testing
         #expect(StatusWarnings.list([r], server: Self.https, adminGroup: nil, logout: []) == (expected.map { [$0] } ?? []))
     }
 
+    @Test func aRegistrationWithoutSAPConnectionIsNamed() {
+        let warnings = StatusWarnings.list(
+            [record("u", .active)], server: Self.https, adminGroup: nil, logout: [], connectionProblems: [("u", "the answer had no id")])
+        #expect(warnings == ["u has no SAP application connection yet: the answer had no id"])
+    }
+
     @Test func failedCheckInsAreNotWarnedAboutWithoutAServer() {
         let r = record("u", .active) { $0.server.failures = 2 }
         #expect(StatusWarnings.list([r], server: ServerConfiguration(), adminGroup: nil, logout: []).count == 1)

@@ -110,15 +110,6 @@ import Testing
         #expect(!TokenResponse.isUsable(cachedFrom: "r1", useUntil: until, storedRefreshToken: nil, now: 0), "credentials removed")
     }
 
-    @Test func onlyA401MeansRefreshAndRetry() {
-        #expect(TokenResponse.isUnauthorized(CheckInResponse.classify(status: 401, messageCode: nil, contentType: nil, body: Data())))
-        #expect(TokenResponse.isUnauthorized(CheckInResponse.classify(status: 401, messageCode: "X", contentType: nil, body: Data())))
-        for status in [400, 403, 404, 4010, 500] {
-            #expect(!TokenResponse.isUnauthorized(CheckInResponse.classify(status: status, messageCode: nil, contentType: nil, body: Data())), "\(status)")
-        }
-        #expect(!TokenResponse.isUnauthorized(.failure("timed out after 10 s")))
-    }
-
     @Test func formEncodingFollowsAppendixB() {
         #expect(TokenResponse.formEncoded("a Z-._~*") == "a+Z-._~*")
         #expect(TokenResponse.formEncoded("&=+/%\n") == "%26%3D%2B%2F%25%0A")

@@ -19,17 +19,45 @@ public final class ManualClock: ClockSource, Sendable {
 
 /// A policy server that answers what the test says, and counts what it was asked.
 public final class ScriptedFetcher: SettingsFetching {
-    private let state = Mutex<(answer: CheckInOutcome, calls: [String], tokens: [String?])>((.failure("unset"), [], []))
+    private struct State {
+        var answer: CheckInOutcome = .failure("unset")
+        var calls: [String] = []
+        var tokens: [String?] = []
+        var connectionsSent: [String?] = []
+        var connectionAnswer: SAPConnectionAnswer = .refused(.failure("unset"))
+        var connectionRequests = 0
+        var deleted: [String] = []
+    }
+    private let state = Mutex<State>(State())
     public init() {}
     public func answer(_ outcome: CheckInOutcome) { state.withLock { $0.answer = outcome } }
+    /// What the SAP Connections request answers.
+    public func answerConnection(_ answer: SAPConnectionAnswer) { state.withLock { $0.connectionAnswer = answer } }
     public var calls: [String] { state.withLock { $0.calls } }
     public var tokens: [String?] { state.withLock { $0.tokens } }
-    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
+    /// The `X-SMP-APPCID` each check-in was made with.
+    public var connectionsSent: [String?] { state.withLock { $0.connectionsSent } }
+    public var connectionRequests: Int { state.withLock { $0.connectionRequests } }
+    public var deleted: [String] { state.withLock { $0.deleted } }
+    public func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome {
         state.withLock {
             $0.calls.append(user)
             $0.tokens.append(credentials?.token)
+            $0.connectionsSent.append(connection)
             return $0.answer
         }
+    }
+    public func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
+        state.withLock {
+            $0.connectionRequests += 1
+            return $0.connectionAnswer
+        }
+    }
+    public func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
+        state.withLock { $0.deleted.append(id) }
+        return nil
     }
     public func shutdown() async {}
 }
@@ -41,7 +69,9 @@ public final class HeldFetcher: SettingsFetching {
         (.failure("unset"), 0, false, []))
     public init(answer: CheckInOutcome) { state.withLock { $0.answer = answer } }
     public var calls: Int { state.withLock { $0.calls } }
-    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
+    public func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let go = state.withLock { s -> Bool in
                 s.calls += 1

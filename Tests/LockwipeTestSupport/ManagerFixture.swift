@@ -37,12 +37,16 @@ public struct ManagerFixture: Sendable {
             eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
             paths: .init(configPath: dir + "/c.toml", stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks"),
             fetcher: fetcher, random: { 0.5 }, encryption: encryption ?? FscryptLock(), accounts: accounts)
+        // What timers and background requests post runs as it does in the daemon's service.
+        let events = Task { await manager.timerEvents.run() }
         do {
             try await body(ManagerFixture(manager: manager, clock: clock, directory: dir))
         } catch {
             await manager.stop()
+            await events.value
             throw error
         }
         await manager.stop()
+        await events.value
     }
 }

@@ -14,8 +14,25 @@ public protocol SettingsFetching: Sendable {
     /// One bounded attempt; never throws: anything that is not an answer is `.failure`.
     /// Over by `deadline` (waiting for a free request slot included), or, when it is nil,
     /// `[server] timeout` after a slot is free. Cancelling the calling task ends it at once.
-    func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome
+    /// `connection`: the registration's SAP application connection id, when known.
+    func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome
+    /// SAP Mobile Services: creates the registration's application connection, bounded
+    /// like `fetch`.
+    func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer
+    /// SAP Mobile Services: deletes an application connection; nil when done, else why not.
+    func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String?
     func shutdown() async
+}
+
+extension SettingsFetching {
+    public func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
+        .refused(.failure("application connections are not supported by this client"))
+    }
+    public func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
+        "application connections are not supported by this client"
+    }
 }
 
 /// The check-in client on AsyncHTTPClient: one `HTTPClient` for the daemon's life, at most
@@ -68,46 +85,114 @@ public final class CheckInClient: SettingsFetching {
     /// the daemon is stopping).
     public static let cancelledReason = "cancelled before the server answered"
 
-    public func fetch(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> CheckInOutcome {
-        guard let base = server.url else { return .failure("no server configured") }
+    public func fetch(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> CheckInOutcome {
+        guard let requests = Self.requests(server) else { return .failure("no server configured") }
+        let request = requests.checkIn(user: user, connection: connection)
+        return await exchange(request, user: user, credentials: credentials, server: server, deadline: deadline, failure: { .failure($0) }) {
+            CheckInResponse.classify(status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body)
+        }
+    }
+
+    public func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
+        guard let requests = Self.requests(server), server.sapIdentity != nil else {
+            return .refused(.failure("application connection: no SAP Mobile Services server configured"))
+        }
+        let request = requests.createConnection(deviceModel: Self.deviceModel)
+        return await exchange(
+            request, user: user, credentials: credentials, server: server, deadline: deadline, failure: { .refused(.failure("application connection: \($0)")) }
+        ) {
+            SAPConnectionAnswer.classify(
+                status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body,
+                appcidHeader: $0.header("X-SMP-APPCID"), setCookies: $0.headers["Set-Cookie"])
+        }
+    }
+
+    public func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
+        guard let requests = Self.requests(server), server.sapIdentity != nil else { return "no SAP Mobile Services server configured" }
+        return await exchange(requests.deleteConnection(id), user: user, removing: true, credentials: credentials, server: server, deadline: nil, failure: { Optional($0) }) {
+            (200..<300).contains($0.status) || $0.status == 404 ? nil : "HTTP \($0.status)"
+        }
+    }
+
+    /// The request builder for `server` (nil without a URL).
+    static func requests(_ server: ServerConfiguration) -> ServerRequests? {
+        guard let base = server.url else { return nil }
+        return ServerRequests(base: base, serverProtocol: server.serverProtocol, sap: server.sapIdentity, version: LockwipeVersion.current)
+    }
+
+    /// `DeviceModel` of the Connections request: the DMI product name, or "Linux".
+    static let deviceModel: String = {
+        let raw = (try? String(contentsOfFile: "/sys/class/dmi/id/product_name", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        let clean = String(raw.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(100).map(Character.init))
+        return clean.isEmpty ? "Linux" : clean
+    }()
+
+    /// What the server answered: status, headers, and the body (nil when it was larger
+    /// than `ServerSettings.maxBodyBytes` and was not read).
+    struct Answer: Sendable {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data?
+        func header(_ name: String) -> String? { headers.first(name: name) }
+    }
+
+    /// One request in a request slot, bounded by `deadline` (or `[server] timeout`), with
+    /// the registration's credentials: its token, or an OAuth access token from its refresh
+    /// token (`withOAuth`).
+    private func exchange<T: Sendable>(
+        _ request: ServerRequest, user: String, removing: Bool = false, credentials: ServerCredentials?, server: ServerConfiguration,
+        deadline: NIODeadline?,
+        failure: @escaping @Sendable (String) -> T, classify: @escaping @Sendable (Answer) -> T
+    ) async -> T {
         guard await limiter.acquire(until: deadline) else {
-            if Task.isCancelled { return .failure(Self.cancelledReason) }
-            return .failure("timed out after \(server.timeoutSeconds) s waiting for one of the \(Self.maxConcurrent) check-in connections")
+            if Task.isCancelled { return failure(Self.cancelledReason) }
+            return failure("timed out after \(server.timeoutSeconds) s waiting for one of the \(Self.maxConcurrent) check-in connections")
         }
         let ownDeadline = NIODeadline.now() + .seconds(Int64(server.timeoutSeconds))
         let end = deadline.map { min($0, ownDeadline) } ?? ownDeadline
-        let outcome: CheckInOutcome
-        if credentials?.refreshToken != nil {
-            outcome = await withOAuth(user: user, server: server, deadline: end) { authorization in
-                await self.attempt(base: base, user: user, credentials: credentials, authorization: authorization, server: server, deadline: end)
+        let result: T
+        if let refreshToken = credentials?.refreshToken {
+            result = await withOAuth(user: user, removing: removing ? refreshToken : nil, server: server, deadline: end, failure: failure) { authorization in
+                await self.attempt(request, credentials: credentials, authorization: authorization, server: server, deadline: end, failure: failure, classify: classify)
             }
         } else {
             let authorization = credentials?.token.map { "Bearer \($0)" }
-            outcome = await attempt(base: base, user: user, credentials: credentials, authorization: authorization, server: server, deadline: end)
+            result = await attempt(request, credentials: credentials, authorization: authorization, server: server, deadline: end, failure: failure, classify: classify)
+                .value
         }
         await limiter.release()
-        return Task.isCancelled ? .failure(Self.cancelledReason) : outcome
+        return Task.isCancelled ? failure(Self.cancelledReason) : result
     }
 
     /// A request with an OAuth access token (RFC 6750): from the cache or a refresh; on a
     /// 401 the token is dropped, refreshed once and the request sent once more. A token
-    /// that cannot be had is a failed check-in saying why (`last_error`).
-    private func withOAuth(
-        user: String, server: ServerConfiguration, deadline: NIODeadline, _ request: (String) async -> CheckInOutcome
-    ) async -> CheckInOutcome {
+    /// that cannot be had is a failed request saying why (`last_error`). `removing`: the
+    /// refresh token of a registration already removed (`OAuthTokens.accessToken(removing:)`).
+    private func withOAuth<T: Sendable>(
+        user: String, removing: String? = nil, server: ServerConfiguration, deadline: NIODeadline, failure: (String) -> T,
+        _ request: (String) async -> (value: T, unauthorized: Bool)
+    ) async -> T {
         guard let oauth = server.oauth else {
-            return .failure("a refresh token is stored but [server.oauth] is not configured: there is no token endpoint to use it with")
+            return failure("a refresh token is stored but [server.oauth] is not configured: there is no token endpoint to use it with")
         }
-        guard let tokens else { return .failure("OAuth is not available (no state store)") }
+        guard let tokens else { return failure("OAuth is not available (no state store)") }
         var retried = false
         while true {
             let token: String
-            switch await tokens.accessToken(user: user, oauth: oauth, deadline: deadline) {
+            let got =
+                if let removing {
+                    await tokens.accessToken(removing: user, refreshToken: removing, oauth: oauth, deadline: deadline)
+                } else {
+                    await tokens.accessToken(user: user, oauth: oauth, deadline: deadline)
+                }
+            switch got {
             case .success(let t): token = t
-            case .failure(let f): return .failure(f.message)
+            case .failure(let f): return failure(f.message)
             }
-            let outcome = await request("Bearer \(token)")
-            guard TokenResponse.isUnauthorized(outcome), !retried, !Task.isCancelled else { return outcome }
+            let (value, unauthorized) = await request("Bearer \(token)")
+            guard unauthorized, !retried, !Task.isCancelled else { return value }
             await tokens.invalidate(user: user, accessToken: token)
             retried = true
         }
@@ -134,7 +219,7 @@ public final class CheckInClient: SettingsFetching {
         if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init), declared > TokenResponse.maxBodyBytes {
             return .answer(status: status, contentType: contentType, body: nil)
         }
-        return await bounded(by: deadline, timedOut: .failure("timed out after \(timeout) s"), cancelled: .failure(Self.cancelledReason)) {
+        return await bounded(by: deadline, timeoutSeconds: timeout, failure: { .failure($0) }) {
             do {
                 let bytes = try await response.body.collect(upTo: TokenResponse.maxBodyBytes)
                 return .answer(status: status, contentType: contentType, body: Data(bytes.readableBytesView))
@@ -152,14 +237,11 @@ public final class CheckInClient: SettingsFetching {
     static func bounded(
         by deadline: NIODeadline, timeoutSeconds: Int, _ operation: @escaping @Sendable () async -> CheckInOutcome
     ) async -> CheckInOutcome {
-        await bounded(
-            by: deadline, timedOut: .failure("timed out after \(timeoutSeconds) s"), cancelled: .failure(Self.cancelledReason), operation)
+        await bounded(by: deadline, timeoutSeconds: timeoutSeconds, failure: { .failure($0) }, operation)
     }
 
-    /// `operation`'s value, or `timedOut` once `deadline` passes (`cancelled` when the
-    /// calling task is cancelled); `operation` is then cancelled and awaited.
     static func bounded<T: Sendable>(
-        by deadline: NIODeadline, timedOut: T, cancelled: T, _ operation: @escaping @Sendable () async -> T
+        by deadline: NIODeadline, timeoutSeconds: Int, failure: @escaping @Sendable (String) -> T, _ operation: @escaping @Sendable () async -> T
     ) async -> T {
         await withTaskGroup(of: T?.self) { group in
             group.addTask { await operation() }
@@ -172,33 +254,35 @@ public final class CheckInClient: SettingsFetching {
                 } onCancel: {
                     timer.cancel()
                 }
-                return Task.isCancelled ? nil : timedOut
+                return Task.isCancelled ? nil : failure("timed out after \(timeoutSeconds) s")
             }
-            var outcome = cancelled
+            var outcome: T = failure(Self.cancelledReason)
             while let next = await group.next() {
                 guard let next else { continue }  // the timer, cancelled
                 outcome = next
                 break
             }
             group.cancelAll()
-            if Task.isCancelled { return cancelled }
+            if Task.isCancelled { return failure(Self.cancelledReason) }
             return outcome
         }
     }
 
-    /// `authorization`: the `Authorization` header value, if any.
-    private func attempt(
-        base: String, user: String, credentials: ServerCredentials?, authorization: String?, server: ServerConfiguration, deadline: NIODeadline
-    ) async -> CheckInOutcome {
-        var request = HTTPClientRequest(url: ServerURL.settings(base: base, user: user))
-        request.method = .GET
-        request.headers.add(name: "Accept", value: "application/json")
-        request.headers.add(name: "User-Agent", value: "lockwiped/\(LockwipeVersion.current)")
-        if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+    /// One request; `unauthorized`: the server answered 401 (an OAuth access token it no
+    /// longer accepts).
+    private func attempt<T: Sendable>(
+        _ built: ServerRequest, credentials: ServerCredentials?, authorization: String?, server: ServerConfiguration, deadline: NIODeadline,
+        failure: @escaping @Sendable (String) -> T, classify: @escaping @Sendable (Answer) -> T
+    ) async -> (value: T, unauthorized: Bool) {
+        var request = HTTPClientRequest(url: built.url)
+        request.method = HTTPMethod(rawValue: built.method.rawValue)
+        for h in built.headers { request.headers.add(name: h.name, value: h.value) }
+        Self.authorize(&request, authorization)
+        if let body = built.body { request.body = .bytes(ByteBuffer(bytes: body)) }
         do {
             request.tlsConfiguration = try Self.tlsConfiguration(server: server, credentials: credentials)
         } catch {
-            return .failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))")
+            return (failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))"), false)
         }
         let response: HTTPClientResponse
         do {
@@ -206,29 +290,35 @@ public final class CheckInClient: SettingsFetching {
             // connection could not be made (refused, TLS) when that is what ran out the time.
             response = try await client.execute(request, deadline: deadline)
         } catch {
-            return .failure(Self.describe(error, timeout: server.timeoutSeconds))
+            return (failure(Self.describe(error, timeout: server.timeoutSeconds)), false)
         }
-        let contentType = response.headers.first(name: "Content-Type")
-        let messageCode = response.headers.first(name: "x-message-code")
-        let status = Int(response.status.code)
+        let unauthorized = response.status.code == 401
+        let head = Answer(status: Int(response.status.code), headers: response.headers, body: nil)
         let declared = response.headers.first(name: "Content-Length").flatMap(Int.init)
         if let declared, declared > ServerSettings.maxBodyBytes {
             // Not read: the connection is dropped with the response.
-            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil)
+            return (classify(head), unauthorized)
         }
         // The body: the same deadline, on a timer of our own (see the type's comment).
         let timeout = server.timeoutSeconds
-        return await Self.bounded(by: deadline, timeoutSeconds: timeout) {
-            var body: Data?
+        let value = await Self.bounded(by: deadline, timeoutSeconds: timeout, failure: failure) {
+            var answer = head
             do {
-                body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
+                answer.body = Data((try await response.body.collect(upTo: ServerSettings.maxBodyBytes)).readableBytesView)
             } catch is NIOTooManyBytesError {
-                body = nil
+                answer.body = nil
             } catch {
-                return .failure(Self.describe(error, timeout: timeout))
+                return failure(Self.describe(error, timeout: timeout))
             }
-            return CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body)
+            return classify(answer)
         }
+        return (value, unauthorized)
+    }
+
+    /// The registration's credentials on a request (its token, or an OAuth access token):
+    /// the one place `Authorization` is set.
+    static func authorize(_ request: inout HTTPClientRequest, _ authorization: String?) {
+        if let authorization { request.headers.replaceOrAdd(name: "Authorization", value: authorization) }
     }
 
     /// nil (the client's default: the system trust store) unless a CA file or a client

@@ -16,7 +16,7 @@ final class CheckInScheduler {
     /// Check-ins of each user name now waiting for the server.
     private var inFlight: [String: Int] = [:]
     /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
-    private var requests: [String: [UInt64: Task<CheckInOutcome, Never>]] = [:]
+    private var requests: [String: [UInt64: @Sendable () -> Void]] = [:]
     /// Scheduled check-ins started by the timer and not yet ended.
     private var runs: [UInt64: Task<Void, Never>] = [:]
     private var nextToken: UInt64 = 0
@@ -124,11 +124,11 @@ final class CheckInScheduler {
 
     /// A request of registration `id` (user `user`) started: it is no longer planned, and
     /// unregister can cancel it until `end`.
-    func begin(_ user: String, registration id: String, _ request: Task<CheckInOutcome, Never>) -> Ticket {
+    func begin<T: Sendable>(_ user: String, registration id: String, _ request: Task<T, Never>) -> Ticket {
         next[user] = nil
         inFlight[user, default: 0] += 1
         let token = takeToken()
-        requests[id, default: [:]][token] = request
+        requests[id, default: [:]][token] = { request.cancel() }
         return Ticket(user: user, registration: id, token: token)
     }
 
@@ -142,7 +142,7 @@ final class CheckInScheduler {
     /// Cancels every request of registration `id` still waiting for its answer (unregister):
     /// whatever the server says to it later is never read.
     func cancelRequests(of id: String) {
-        for request in (requests.removeValue(forKey: id) ?? [:]).values { request.cancel() }
+        for cancel in (requests.removeValue(forKey: id) ?? [:]).values { cancel() }
     }
 
     var requestsInFlight: Int { requests.values.reduce(0) { $0 + $1.count } }

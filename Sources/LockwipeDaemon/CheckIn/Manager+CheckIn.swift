@@ -83,9 +83,12 @@ extension Manager {
         // name when it arrives; unregister cancels the request (`cancelRequests(of:)`).
         let asked = r.id
         let started = NIODeadline.now()
-        let request = Task { await fetcher.fetch(user: user, credentials: credentials, server: server, deadline: deadline) }
+        let known = server.sapIdentity == nil ? nil : try? await store.sapConnection(registration: asked)
+        let request = Task {
+            await Self.exchange(fetcher, user: user, credentials: credentials, known: known, server: server, deadline: deadline)
+        }
         let ticket = checkIns.begin(user, registration: asked, request)
-        let outcome = await withTaskCancellationHandler {
+        let exchanged = await withTaskCancellationHandler {
             await request.value
         } onCancel: {
             request.cancel()
@@ -93,7 +96,8 @@ extension Manager {
         checkIns.end(ticket)
         let elapsedMS = (NIODeadline.now() - started).nanoseconds / 1_000_000
         let result = await withUser(user) {
-            await self.apply(outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
+            if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
+            return await self.apply(exchanged.outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
         }
         if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,
             !after.state.isWipeCommitted

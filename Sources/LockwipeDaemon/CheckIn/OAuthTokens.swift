@@ -110,6 +110,27 @@ public actor OAuthTokens {
         return await task.value
     }
 
+    /// An access token for a registration that is being removed (the DELETE of its SAP
+    /// application connection, sent after its credentials are gone from the store): the
+    /// cached one while its time is not up, else one refresh with `refreshToken`, the token
+    /// it had. Nothing is stored: a refresh token the server rotates now is of no use to a
+    /// registration that no longer exists. The cache entry is dropped afterwards.
+    public func accessToken(removing user: String, refreshToken: String, oauth: OAuthConfiguration, deadline: NIODeadline) async -> Result<String, Failure> {
+        defer { cache[user] = nil }
+        if let c = cache[user], now() < c.useUntil { return .success(c.accessToken) }
+        refreshes += 1
+        let request = TokenResponse.refreshRequest(refreshToken: refreshToken, clientID: oauth.clientID, clientSecret: oauth.clientSecret)
+        switch await transport(oauth.tokenURL, request.headers, request.body, deadline) {
+        case .failure(let why): return .failure(.failed("token endpoint: \(why)"))
+        case .answer(let status, let contentType, let body):
+            switch TokenResponse.classify(status: status, contentType: contentType, body: body) {
+            case .granted(let grant): return .success(grant.accessToken)
+            case .invalidGrant(let description): return .failure(.invalidGrant(TokenResponse.invalidGrantMessage(user: user, description: description)))
+            case .failed(let why, _): return .failure(.failed(why))
+            }
+        }
+    }
+
     /// The server refused `accessToken` (401): it is not used again; the next
     /// `accessToken` refreshes (unless another caller already did).
     public func invalidate(user: String, accessToken: String) {

@@ -187,13 +187,6 @@ public enum TokenResponse {
         cachedFrom == storedRefreshToken && now < useUntil
     }
 
-    /// A check-in answer that means "your access token is not (or no longer) valid"
-    /// (RFC 6750 section 3.1): refresh it once and try once more.
-    public static func isUnauthorized(_ outcome: CheckInOutcome) -> Bool {
-        guard case .failure(let why) = outcome else { return false }
-        return why == "HTTP 401" || why.hasPrefix("HTTP 401 ")
-    }
-
     // MARK: Helpers
 
     private static func describeNonJSON(contentType: String?, body: Data) -> String {

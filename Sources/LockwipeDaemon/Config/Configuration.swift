@@ -46,6 +46,19 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var allowInsecureHTTP = false
     /// `[server.oauth]`: access tokens from a registration's refresh token (nil: none).
     public var oauth: OAuthConfiguration?
+    /// The wire protocol (`protocol`): lockwipe's own or SAP Mobile Services'.
+    public var serverProtocol: ServerProtocol = .lockwipe
+    /// SAP Mobile Services: the application id (`X-SMP-APPID`); required with that protocol.
+    public var applicationID: String?
+    /// SAP Mobile Services: this machine's device id (`X-SMP-DEVICEID`). With that protocol
+    /// the loader fills it in when the file does not set it (`DeviceID.fromMachineID`).
+    public var deviceID: String?
+
+    /// The SAP identity (nil with the lockwipe protocol).
+    public var sapIdentity: SAPIdentity? {
+        guard serverProtocol == .sapMobileServices, let applicationID, let deviceID else { return nil }
+        return SAPIdentity(applicationID: applicationID, deviceID: deviceID)
+    }
 
     public var isConfigured: Bool { url != nil }
     /// The server is reached over plain http:// (allowed by `allowInsecureHTTP`).
@@ -53,13 +66,16 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     public init(
         url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil,
-        allowInsecureHTTP: Bool = false
+        allowInsecureHTTP: Bool = false, serverProtocol: ServerProtocol = .lockwipe, applicationID: String? = nil, deviceID: String? = nil
     ) {
         self.url = url
         self.intervalSeconds = intervalSeconds
         self.timeoutSeconds = timeoutSeconds
         self.caFile = caFile
         self.allowInsecureHTTP = allowInsecureHTTP
+        self.serverProtocol = serverProtocol
+        self.applicationID = applicationID
+        self.deviceID = deviceID
     }
 }
 
@@ -120,7 +136,9 @@ public enum ConfigurationLoader {
         public var notices: [String]
     }
 
-    private enum Kind { case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances }
+    private enum Kind {
+        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue
+    }
 
     private struct Key {
         var table: String
@@ -147,6 +165,9 @@ public enum ConfigurationLoader {
         Key(table: "server", name: "timeout", kind: .positiveInt) { $0.server.timeoutSeconds = $1.int! },
         Key(table: "server", name: "ca_file", kind: .readableFile) { $0.server.caFile = $1.string! },
         Key(table: "server", name: "allow_insecure_http", kind: .bool) { $0.server.allowInsecureHTTP = $1.bool! },
+        Key(table: "server", name: "protocol", kind: .serverProtocol) { $0.server.serverProtocol = ServerProtocol(rawValue: $1.string!)! },
+        Key(table: "server", name: "application_id", kind: .headerValue) { $0.server.applicationID = $1.string! },
+        Key(table: "server", name: "device_id", kind: .headerValue) { $0.server.deviceID = $1.string! },
         Key(table: "passcode", name: "min_length", kind: .nonNegativeInt) { $0.passcode.minLength = $1.int! },
         Key(table: "passcode", name: "requires_digit", kind: .bool) { $0.passcode.requiresDigit = $1.bool! },
         Key(table: "passcode", name: "requires_lower", kind: .bool) { $0.passcode.requiresLower = $1.bool! },
@@ -166,7 +187,10 @@ public enum ConfigurationLoader {
     /// The drop-in directory that belongs to `path`.
     public static func dropInDirectory(for path: String) -> String { path + ".d" }
 
-    public static func load(path: String) throws(ConfigurationError) -> Loaded {
+    /// Where the SAP device id is derived from when `[server] device_id` is not set.
+    public static let machineIDPath = "/etc/machine-id"
+
+    public static func load(path: String, machineIDPath: String = ConfigurationLoader.machineIDPath) throws(ConfigurationError) -> Loaded {
         var files: [String] = []
         var notices: [String] = []
         if FileManager.default.fileExists(atPath: path) {
@@ -202,8 +226,38 @@ public enum ConfigurationLoader {
                         + "first receives every registration's token and can order locks and wipes; use https:// "
                         + "(with ca_file for a private CA)"))
         }
+        let reported = Set(problems.map(\.key))
+        problems += completeSAP(&configuration.server, lastSetIn: lastSetIn, files: files, path: path, machineIDPath: machineIDPath)
+            .filter { !reported.contains($0.key) }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
         return Loaded(configuration: configuration, files: files, notices: notices)
+    }
+
+    /// `sap-mobile-services` needs `application_id`; its device id, when not set, is derived
+    /// from the machine id (never the machine id itself).
+    private static func completeSAP(
+        _ server: inout ServerConfiguration, lastSetIn: [String: (file: String, line: Int?)], files: [String], path: String, machineIDPath: String
+    ) -> [ConfigurationProblem] {
+        guard server.serverProtocol == .sapMobileServices else { return [] }
+        let place = lastSetIn["server.protocol"] ?? (files.last ?? path, nil)
+        var problems: [ConfigurationProblem] = []
+        if server.applicationID == nil {
+            problems.append(
+                ConfigurationProblem(
+                    file: place.file, line: place.line, key: "server.application_id",
+                    message: "protocol = \"sap-mobile-services\" needs application_id in [server] (the app id of the Mobile Services cockpit)"))
+        }
+        if server.deviceID == nil {
+            do {
+                server.deviceID = try DeviceID.fromMachineID(file: machineIDPath)
+            } catch {
+                problems.append(
+                    ConfigurationProblem(
+                        file: place.file, line: place.line, key: "server.device_id",
+                        message: "not set, and it cannot be derived from \(machineIDPath): \(error); set device_id in [server]"))
+            }
+        }
+        return problems
     }
 
     private static func apply(
@@ -304,6 +358,17 @@ public enum ConfigurationLoader {
                 if let problem = DirectoryRules.allowanceProblem(s) { return problem }
             }
             return nil
+        case .serverProtocol:
+            let names = ServerProtocol.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
+            guard value.type == .string, let s = value.string else { return "must be \(names), not a \(value.type)" }
+            return ServerProtocol(rawValue: s) == nil ? "must be \(names), not \"\(s.prefix(60))\"" : nil
+        case .headerValue:
+            guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
+            if s.isEmpty { return "must not be empty" }
+            if s.utf8.count > 256 { return "must be at most 256 characters long" }
+            // Sent as a header value: visible ASCII only, so it can never split a request.
+            return s.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
+                ? nil : "may only contain visible ASCII characters (no spaces, control characters or non-ASCII), not \"\(s.prefix(60))\""
         case .groupName:
             guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }

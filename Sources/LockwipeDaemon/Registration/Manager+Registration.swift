@@ -207,9 +207,12 @@ extension Manager {
                     throw failure(user, "unregister", error)
                 }
             }
+            let connection = try? await store.sapConnection(registration: r.id)
+            let credentials = try? await store.credentials(user)
             try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
+            releaseConnection(user: user, connection: connection, credentials: credentials)
             logger.notice(
                 "unregistered \(user)",
                 metadata: [

@@ -56,6 +56,10 @@ extension Manager {
             info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
             info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
             info.credentials = r.server.credentials
+            if server.sapIdentity != nil, let c = try? await store.sapConnection(registration: r.id) {
+                info.sapConnection = c.id
+                info.sapConnectionProblem = c.problem
+            }
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
@@ -64,7 +68,8 @@ extension Manager {
             infos.append(info)
         }
         let warnings = StatusWarnings.list(
-            list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list))
+            list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
+            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } })
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(list), registrations: infos, warnings: warnings)

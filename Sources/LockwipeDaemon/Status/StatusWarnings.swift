@@ -2,8 +2,12 @@
 /// fixed order: the daemon's configuration first, then registration by registration.
 enum StatusWarnings {
     /// `adminGroup`: the configured admin group when it does not exist (nil when it does);
-    /// `logout`: the lock-on-logout warnings (`Manager.logoutLockWarnings`).
-    static func list(_ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String]) -> [String] {
+    /// `logout`: the lock-on-logout warnings (`Manager.logoutLockWarnings`);
+    /// `connectionProblems`: why a registration has no SAP application connection yet.
+    static func list(
+        _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
+        connectionProblems: [(user: String, problem: String)] = []
+    ) -> [String] {
         var warnings: [String] = []
         if !server.isConfigured {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
@@ -28,6 +32,9 @@ enum StatusWarnings {
         }
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
+        }
+        for (user, problem) in connectionProblems {
+            warnings.append("\(user) has no SAP application connection yet: \(problem)")
         }
         if server.isConfigured {
             for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted {

@@ -31,35 +31,38 @@ extension StateStore {
     public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws {
         try await perform { [self] in
             let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
-            try db.write { db in
-                try Self.ensureServerRow(user, db)
-                try Self.save(c.clock, of: user, db)
-                try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
-                try db.execute(
-                    sql: """
-                        UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
-                            settings = coalesce(?, settings) WHERE user = ?
-                        """, arguments: [c.time, c.policyError, settingsJSON, user])
-                if let p = c.policy {
-                    try db.execute(
-                        sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, policy_received_at = ? WHERE user = ?",
-                        arguments: [p.offlineDaysBeforeLock, p.offlineDaysBeforeWipe, c.time, user])
-                }
-                switch c.lock {
-                case .keep:
-                    break
-                case .lifted:
-                    try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
-                    try db.execute(
-                        sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
-                        arguments: [RegistrationState.active.rawValue, user])
-                case .handedBack:
-                    try db.execute(
-                        sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                        arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
-                }
-                for e in c.events { try Self.append(e, db) }
-            }
+            try db.write { db in try Self.applyContact(user, c, settingsJSON: settingsJSON, db) }
         }
+    }
+
+    /// The writes of a contact, inside the caller's transaction.
+    static func applyContact(_ user: String, _ c: ContactCommit, settingsJSON: String?, _ db: Database) throws {
+        try Self.ensureServerRow(user, db)
+        try Self.save(c.clock, of: user, db)
+        try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
+        try db.execute(
+            sql: """
+                UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
+                    settings = coalesce(?, settings) WHERE user = ?
+                """, arguments: [c.time, c.policyError, settingsJSON, user])
+        if let p = c.policy {
+            try db.execute(
+                sql: "UPDATE server_state SET policy_lock = ?, policy_wipe = ?, policy_received_at = ? WHERE user = ?",
+                arguments: [p.offlineDaysBeforeLock, p.offlineDaysBeforeWipe, c.time, user])
+        }
+        switch c.lock {
+        case .keep:
+            break
+        case .lifted:
+            try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
+            try db.execute(
+                sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
+                arguments: [RegistrationState.active.rawValue, user])
+        case .handedBack:
+            try db.execute(
+                sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+        }
+        for e in c.events { try Self.append(e, db) }
     }
 }

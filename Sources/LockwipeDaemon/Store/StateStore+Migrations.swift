@@ -148,6 +148,20 @@ extension StateStore {
         m.registerMigration("v7-oauth-refresh-token") { db in
             try db.execute(sql: "ALTER TABLE credentials ADD COLUMN refresh_token TEXT")
         }
+        // SAP Mobile Services: each registration's application connection (its id once
+        // the server gave one, or why it did not), kept by registration id.
+        m.registerMigration("v8-sap-connections") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE sap_connections (
+                        registration_id TEXT PRIMARY KEY NOT NULL,
+                        user TEXT NOT NULL,
+                        connection_id TEXT,
+                        problem TEXT,
+                        updated_at INTEGER NOT NULL
+                    );
+                    """)
+        }
         return m
     }
 

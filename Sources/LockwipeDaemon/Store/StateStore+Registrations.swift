@@ -140,6 +140,7 @@ extension StateStore {
                 try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM credentials WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM server_state WHERE user = ?", arguments: [user])
+                try db.execute(sql: "DELETE FROM sap_connections WHERE user = ?", arguments: [user])
                 if let name = try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]) {
                     keyFile = name
                 }

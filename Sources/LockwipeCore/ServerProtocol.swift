@@ -1,0 +1,238 @@
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The wire protocol spoken with the policy server (`[server] protocol`). Everything that
+/// differs between the two is here, without I/O: the requests (`ServerRequests`), how a
+/// settings answer is read (`interpret`), and the SAP application connection's answer
+/// (`SAPConnectionAnswer`). The HTTP client only sends what these build.
+public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
+    /// lockwipe's own protocol: `GET {url}/mobileservices/settingsExchange/v1/registrations/{user}`.
+    case lockwipe
+    /// SAP Mobile Services: application connections and the Storage service's runtime
+    /// settings (docs/server-protocol.md).
+    case sapMobileServices = "sap-mobile-services"
+
+    /// A settings answer as this protocol means it.
+    ///
+    /// `sap-mobile-services`: an answer without `blockWipingPolicy` means the server has no
+    /// offline lock/wipe policy for the registration, so offline lock and wipe are off
+    /// ("never"), as when `blockWipeEnabled` is false; and `passwordPolicyLockTimeout` (SAP:
+    /// ask for the passcode again after N seconds in the background) is not lockwipe's
+    /// lock-on-logout, so it is dropped and only `[passcode] lock_timeout` applies.
+    /// `lockwipe`: the answer as it is (no `blockWipingPolicy`: the policy in force is kept).
+    public func interpret(_ settings: ServerSettings) -> ServerSettings {
+        switch self {
+        case .lockwipe:
+            return settings
+        case .sapMobileServices:
+            var s = settings
+            let sectionUnusable = s.problems.contains { $0.key == "blockWipingPolicy" }
+            if s.lockWipe == nil, !sectionUnusable {
+                s.lockWipe = LockWipeSettings(enabled: false, blockDisconnectedPeriod: 0, wipeDisconnectedPeriod: 0)
+            }
+            s.passcode?.lockTimeout = nil
+            return s
+        }
+    }
+}
+
+/// What identifies this machine to SAP Mobile Services (`X-SMP-APPID`, `X-SMP-DEVICEID`).
+public struct SAPIdentity: Sendable, Equatable {
+    public var applicationID: String
+    public var deviceID: String
+    public init(applicationID: String, deviceID: String) {
+        self.applicationID = applicationID
+        self.deviceID = deviceID
+    }
+}
+
+/// One HTTP request to the policy server, built without I/O. `Authorization` is never
+/// in `headers`: the client adds the registration's credentials in one place.
+public struct ServerRequest: Sendable, Equatable {
+    public enum Method: String, Sendable { case get = "GET", post = "POST", delete = "DELETE" }
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+    public var method: Method
+    public var url: String
+    public var headers: [Header]
+    public var body: [UInt8]?
+
+    public init(method: Method, url: String, headers: [Header], body: [UInt8]? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Builds every request of one protocol to one server.
+public struct ServerRequests: Sendable, Equatable {
+    public var base: String
+    public var serverProtocol: ServerProtocol
+    /// Required with `sap-mobile-services` (the configuration loader sees to it).
+    public var sap: SAPIdentity?
+    /// lockwiped's version, for `User-Agent`.
+    public var version: String
+
+    public init(base: String, serverProtocol: ServerProtocol, sap: SAPIdentity?, version: String) {
+        self.base = base
+        self.serverProtocol = serverProtocol
+        self.sap = sap
+        self.version = version
+    }
+
+    private var trimmedBase: String {
+        var b = base
+        while b.hasSuffix("/") { b.removeLast() }
+        return b
+    }
+
+    /// The headers every request carries: `Accept`, `User-Agent` and, with SAP, the
+    /// `X-SMP-*` identity (`X-SMP-APPCID` once the connection is known).
+    public func commonHeaders(connection: String?) -> [ServerRequest.Header] {
+        var h = [ServerRequest.Header("Accept", "application/json"), ServerRequest.Header("User-Agent", "lockwiped/\(version)")]
+        if serverProtocol == .sapMobileServices, let sap {
+            h.append(ServerRequest.Header("X-SMP-APPID", sap.applicationID))
+            h.append(ServerRequest.Header("X-SMP-DEVICEID", sap.deviceID))
+            if let connection { h.append(ServerRequest.Header("X-SMP-APPCID", connection)) }
+        }
+        return h
+    }
+
+    /// The check-in of `user`'s registration.
+    public func checkIn(user: String, connection: String?) -> ServerRequest {
+        switch serverProtocol {
+        case .lockwipe:
+            return ServerRequest(method: .get, url: ServerURL.settings(base: base, user: user), headers: commonHeaders(connection: nil))
+        case .sapMobileServices:
+            // The user is the one the credentials authenticate ("currentuser").
+            let app = ServerURL.percentEncoded(sap?.applicationID ?? "")
+            let url =
+                "\(trimmedBase)/mobileservices/application/\(app)/Storage/v1/runtime/application/\(app)"
+                + "/currentuser/mobileservices/settingsExchange?overwrite=true"
+            return ServerRequest(method: .get, url: url, headers: commonHeaders(connection: connection))
+        }
+    }
+
+    /// `POST .../Connections`: creates this registration's application connection.
+    public func createConnection(deviceModel: String) -> ServerRequest {
+        let app = ServerURL.percentEncoded(sap?.applicationID ?? "")
+        var headers = commonHeaders(connection: nil)
+        headers.append(ServerRequest.Header("Content-Type", "application/json"))
+        let body = Self.jsonObject([("DeviceType", "Linux"), ("DeviceModel", deviceModel)])
+        return ServerRequest(
+            method: .post, url: "\(trimmedBase)/odata/applications/latest/\(app)/Connections", headers: headers, body: Array(body.utf8))
+    }
+
+    /// `DELETE .../Connections('{id}')`: the connection is given up (unregister).
+    public func deleteConnection(_ id: String) -> ServerRequest {
+        let app = ServerURL.percentEncoded(sap?.applicationID ?? "")
+        // An OData string literal: a quote is doubled; then percent-encoded for the path.
+        let key = ServerURL.percentEncoded(id.replacing("'", with: "''"))
+        return ServerRequest(
+            method: .delete, url: "\(trimmedBase)/odata/applications/latest/\(app)/Connections('\(key)')",
+            headers: commonHeaders(connection: id))
+    }
+
+    /// A flat JSON object of strings, in the given order.
+    static func jsonObject(_ pairs: [(String, String)]) -> String {
+        "{" + pairs.map { "\(jsonString($0.0)): \(jsonString($0.1))" }.joined(separator: ", ") + "}"
+    }
+
+    static func jsonString(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// What the server answered to `POST .../Connections`.
+public enum SAPConnectionAnswer: Sendable, Equatable {
+    /// Created, with its id.
+    case created(String)
+    /// A success without a usable id: the registration stands, the connection is tried
+    /// again at the next check-in (`why` says what was missing).
+    case createdWithoutID(String)
+    /// Not created: a 403 order or block (as on a check-in), or a failure.
+    case refused(CheckInOutcome)
+
+    public var succeeded: Bool {
+        switch self {
+        case .created, .createdWithoutID: return true
+        case .refused: return false
+        }
+    }
+
+    /// Longest connection id accepted (it is sent back as a header).
+    public static let maxIDLength = 256
+
+    /// Classifies the answer to the Connections POST. The id is `d.ApplicationConnectionId`
+    /// (OData v2 JSON), else the `X-SMP-APPCID` response header, else the `X-SMP-APPCID`
+    /// cookie; an id that is not visible ASCII (or too long) is not used.
+    public static func classify(
+        status: Int, messageCode: String?, contentType: String?, body: Data?, appcidHeader: String?, setCookies: [String]
+    ) -> SAPConnectionAnswer {
+        guard (200..<300).contains(status) else {
+            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil) {
+            case .failure(let why): return .refused(.failure("application connection: \(why)"))
+            case let other: return .refused(other)
+            }
+        }
+        var candidates: [String] = []
+        if let body, let id = bodyID(body) { candidates.append(id) }
+        if let appcidHeader { candidates.append(appcidHeader.trimmingBlanks()) }
+        if let c = cookieID(setCookies) { candidates.append(c) }
+        if let id = candidates.first(where: isUsable) { return .created(id) }
+        if candidates.isEmpty {
+            return .createdWithoutID("HTTP \(status) without a connection id (no d.ApplicationConnectionId, X-SMP-APPCID header or cookie)")
+        }
+        return .createdWithoutID("HTTP \(status) with a connection id that is not visible ASCII of at most \(maxIDLength) characters")
+    }
+
+    static func isUsable(_ id: String) -> Bool {
+        !id.isEmpty && id.utf8.count <= maxIDLength && id.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F }
+    }
+
+    /// `d.ApplicationConnectionId`, or a top-level `ApplicationConnectionId` (OData v4 style).
+    static func bodyID(_ body: Data) -> String? {
+        guard case .object(let root)? = try? JSONDecoder().decode(JSONValue.self, from: body) else { return nil }
+        if case .object(let d)? = root["d"], case .string(let id)? = d["ApplicationConnectionId"] { return id }
+        if case .string(let id)? = root["ApplicationConnectionId"] { return id }
+        return nil
+    }
+
+    /// The value of an `X-SMP-APPCID` cookie among `Set-Cookie` headers.
+    static func cookieID(_ setCookies: [String]) -> String? {
+        for header in setCookies {
+            guard let pair = header.split(separator: ";", maxSplits: 1).first else { continue }
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0].trimmingBlanks().lowercased() == "x-smp-appcid" else { continue }
+            return parts[1].trimmingBlanks()
+        }
+        return nil
+    }
+}

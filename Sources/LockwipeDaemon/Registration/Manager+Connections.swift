@@ -1,0 +1,92 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+import NIOCore
+
+/// SAP Mobile Services application connections: a registration without one creates it
+/// before its check-in (the check-in `register` starts at once, and the start-up pass, make
+/// it "at registration" and "at start-up"); its id is sent as `X-SMP-APPCID` from then on;
+/// unregister deletes it without waiting. A Connections answer that refuses (a 403 order
+/// or block, a failure) is applied as that check-in's answer; a success counts as contact.
+extension Manager {
+    /// What one check-in exchanged with the server: the connection answer when one was
+    /// asked for, and the check-in's outcome (the connection's own when it was refused).
+    struct ServerExchange: Sendable {
+        var connection: SAPConnectionAnswer?
+        var outcome: CheckInOutcome
+    }
+
+    /// The requests of one check-in, off the actor: with SAP and no connection id yet, the
+    /// Connections request first (a refusal ends the check-in), then the settings request,
+    /// whose settings are read as the protocol means them (`ServerProtocol.interpret`).
+    static func exchange(
+        _ fetcher: any SettingsFetching, user: String, credentials: ServerCredentials?, known: SAPConnectionRecord?,
+        server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> ServerExchange {
+        var connection = known?.id
+        var answer: SAPConnectionAnswer?
+        if server.sapIdentity != nil, connection == nil {
+            let created = await fetcher.createConnection(user: user, credentials: credentials, server: server, deadline: deadline)
+            answer = created
+            switch created {
+            case .created(let id): connection = id
+            case .createdWithoutID: break
+            case .refused(let outcome): return ServerExchange(connection: created, outcome: outcome)
+            }
+        }
+        var outcome = await fetcher.fetch(user: user, credentials: credentials, connection: connection, server: server, deadline: deadline)
+        // The answer as the protocol means it (SAP: no blockWipingPolicy is "off").
+        if case .contact(let settings) = outcome { outcome = .contact(server.serverProtocol.interpret(settings)) }
+        return ServerExchange(connection: answer, outcome: outcome)
+    }
+
+    /// A successful Connections answer, in the user's turn, for the registration that asked:
+    /// the id (or that there is none) is stored, and the answer counts as a contact.
+    func recordConnection(_ answer: SAPConnectionAnswer, user: String, registration asked: String) async {
+        guard let r = try? await store.registration(user), r.id == asked, !r.state.isWipeCommitted else { return }
+        let reading = clock.now()
+        var id: String?
+        var problem: String?
+        switch answer {
+        case .created(let created): id = created
+        case .createdWithoutID(let why): problem = why + "; registered locally, the connection is retried at the next check-in"
+        case .refused: return
+        }
+        let detail = id.map { "SAP application connection created (\($0))" } ?? "SAP application connection not made: \(problem ?? "no id")"
+        do {
+            // Any successful Mobile Services response is a contact (as SAP's SDKs count it).
+            try await store.commitConnection(
+                user: user, registration: asked, id: id, problem: problem,
+                contact: ContactCommit(
+                    clock: .started(at: reading), time: reading.wall, policy: nil, settings: nil, policyError: nil, lock: .keep,
+                    events: [event(user, .connection, .server, detail, at: reading.wall)]))
+        } catch {
+            logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
+            return
+        }
+        let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked)]
+        if let id {
+            logger.notice("\(user): SAP application connection created", metadata: meta.merging(["connection_id": .string(id)]) { $1 })
+        } else {
+            logger.warning("\(user): \(detail)", metadata: meta)
+        }
+    }
+
+    /// Unregister: the registration's connection is deleted on the server in the
+    /// background (a structured task of the daemon's service, `TimerEvents`, so shutdown
+    /// cancels and awaits it); a failure is logged and changes nothing here.
+    func releaseConnection(user: String, connection: SAPConnectionRecord?, credentials: ServerCredentials?) {
+        let server = configuration.server
+        guard server.sapIdentity != nil, let id = connection?.id, let fetcher else { return }
+        let logger = self.logger
+        timerEvents.post {
+            let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "connection_id": .string(id)]
+            if let why = await fetcher.deleteConnection(id, user: user, credentials: credentials, server: server) {
+                logger.warning("the SAP application connection of \(user) could not be deleted: \(why)", metadata: meta)
+            } else {
+                logger.info("the SAP application connection of \(user) was deleted", metadata: meta)
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import GRDB
+import LockwipeCore
+
+/// A registration's SAP Mobile Services application connection.
+public struct SAPConnectionRecord: Sendable, Equatable {
+    /// The connection id (`X-SMP-APPCID`); nil while the server has not given one.
+    public var id: String?
+    /// Why there is no id yet (the server's answer had none); nil once there is one.
+    public var problem: String?
+    public var updatedAt: Int64
+}
+
+extension StateStore {
+    /// The application connection of the registration `registrationID`, if one was made.
+    public nonisolated(nonsending) func sapConnection(registration registrationID: String) async throws -> SAPConnectionRecord? {
+        try await perform { [self] in
+            try db.read { db in
+                try Row.fetchOne(db, sql: "SELECT * FROM sap_connections WHERE registration_id = ?", arguments: [registrationID]).map {
+                    SAPConnectionRecord(id: $0["connection_id"], problem: $0["problem"], updatedAt: $0["updated_at"])
+                }
+            }
+        }
+    }
+
+    /// Records what a successful Connections request of `user`'s registration
+    /// `registrationID` gave (an id, or with `id` nil the `problem` that there was none)
+    /// and the contact it is (SAP's SDKs count any successful response), with the
+    /// contact's events, in one transaction.
+    public nonisolated(nonsending) func commitConnection(
+        user: String, registration registrationID: String, id: String?, problem: String?, contact: ContactCommit
+    ) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO sap_connections (registration_id, user, connection_id, problem, updated_at) VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT(registration_id) DO UPDATE SET user = excluded.user, connection_id = excluded.connection_id,
+                            problem = excluded.problem, updated_at = excluded.updated_at
+                        """,
+                    arguments: [registrationID, user, id, problem, contact.time])
+                try Self.applyContact(user, contact, settingsJSON: nil, db)
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import LockwipeCore
+import Testing
+
+@Suite struct ServerProtocolTests {
+    let sap = ServerRequests(
+        base: "https://tenant.example.com/prefix/", serverProtocol: .sapMobileServices,
+        sap: SAPIdentity(applicationID: "com.example.fieldapp", deviceID: "00a6c677e7b941f7815d67575a4d941a"), version: "1.2.3")
+    let own = ServerRequests(base: "https://mdm.example.com", serverProtocol: .lockwipe, sap: nil, version: "1.2.3")
+
+    func pairs(_ r: ServerRequest) -> [String] { r.headers.map { "\($0.name): \($0.value)" } }
+
+    /// Each request: method, exact URL (path and query) and exact headers, in order.
+    @Test func requestsAreBuiltExactly() {
+        let table: [(ServerRequest, String, String, [String])] = [
+            (
+                own.checkIn(user: "alice", connection: "ignored"), "GET",
+                "https://mdm.example.com/mobileservices/settingsExchange/v1/registrations/alice",
+                ["Accept: application/json", "User-Agent: lockwiped/1.2.3"]
+            ),
+            (
+                sap.checkIn(user: "alice", connection: nil), "GET",
+                "https://tenant.example.com/prefix/mobileservices/application/com.example.fieldapp/Storage/v1/runtime/application/com.example.fieldapp/currentuser/mobileservices/settingsExchange?overwrite=true",
+                [
+                    "Accept: application/json", "User-Agent: lockwiped/1.2.3", "X-SMP-APPID: com.example.fieldapp",
+                    "X-SMP-DEVICEID: 00a6c677e7b941f7815d67575a4d941a",
+                ]
+            ),
+            (
+                sap.checkIn(user: "alice", connection: "c-1"), "GET",
+                "https://tenant.example.com/prefix/mobileservices/application/com.example.fieldapp/Storage/v1/runtime/application/com.example.fieldapp/currentuser/mobileservices/settingsExchange?overwrite=true",
+                [
+                    "Accept: application/json", "User-Agent: lockwiped/1.2.3", "X-SMP-APPID: com.example.fieldapp",
+                    "X-SMP-DEVICEID: 00a6c677e7b941f7815d67575a4d941a", "X-SMP-APPCID: c-1",
+                ]
+            ),
+            (
+                sap.createConnection(deviceModel: "Think\"Pad"), "POST",
+                "https://tenant.example.com/prefix/odata/applications/latest/com.example.fieldapp/Connections",
+                [
+                    "Accept: application/json", "User-Agent: lockwiped/1.2.3", "X-SMP-APPID: com.example.fieldapp",
+                    "X-SMP-DEVICEID: 00a6c677e7b941f7815d67575a4d941a", "Content-Type: application/json",
+                ]
+            ),
+            (
+                sap.deleteConnection("it's"), "DELETE",
+                "https://tenant.example.com/prefix/odata/applications/latest/com.example.fieldapp/Connections('it%27%27s')",
+                [
+                    "Accept: application/json", "User-Agent: lockwiped/1.2.3", "X-SMP-APPID: com.example.fieldapp",
+                    "X-SMP-DEVICEID: 00a6c677e7b941f7815d67575a4d941a", "X-SMP-APPCID: it's",
+                ]
+            ),
+        ]
+        for (request, method, url, headers) in table {
+            #expect(request.method.rawValue == method)
+            #expect(request.url == url)
+            #expect(pairs(request) == headers)
+            #expect(!request.headers.contains { $0.name.lowercased() == "authorization" })
+        }
+        let body = sap.createConnection(deviceModel: "Think\"Pad").body.map { String(decoding: $0, as: UTF8.self) }
+        #expect(body == #"{"DeviceType": "Linux", "DeviceModel": "Think\"Pad"}"#)
+    }
+
+    /// The Connections answer: the id from the body, else the header, else the cookie.
+    @Test func connectionIDsComeFromBodyThenHeaderThenCookie() {
+        let json = "application/json"
+        let table: [(Int, String?, String?, [String], SAPConnectionAnswer)] = [
+            (201, #"{"d": {"__metadata": {"uri": "x"}, "ApplicationConnectionId": "body-id"}}"#, "hdr", ["X-SMP-APPCID=cookie"], .created("body-id")),
+            (201, #"{"d": {}}"#, "hdr-id", ["X-SMP-APPCID=cookie"], .created("hdr-id")),
+            (201, nil, nil, ["JSESSIONID=1; Path=/", "X-SMP-APPCID=cookie-id; Path=/; Secure"], .created("cookie-id")),
+            (200, #"{"ApplicationConnectionId": "v4-id"}"#, nil, [], .created("v4-id")),
+            (201, "not json", " bad id ", [], .createdWithoutID("HTTP 201 with a connection id that is not visible ASCII of at most 256 characters")),
+            (
+                201, "{}", nil, [],
+                .createdWithoutID("HTTP 201 without a connection id (no d.ApplicationConnectionId, X-SMP-APPCID header or cookie)")
+            ),
+        ]
+        for (status, body, header, cookies, expected) in table {
+            let got = SAPConnectionAnswer.classify(
+                status: status, messageCode: nil, contentType: json, body: body.map { Data($0.utf8) }, appcidHeader: header, setCookies: cookies)
+            #expect(got == expected, "\(status) \(body ?? "-")")
+        }
+    }
+
+    @Test func aRefusedConnectionActsAsACheckInAnswer() {
+        let table: [(Int, String?, SAPConnectionAnswer)] = [
+            (403, "TRAFFIC_REG_LOCKED", .refused(.lock)),
+            (403, "TRAFFIC_REG_WIPED", .refused(.wipe)),
+            (403, "TRAFFIC_REG_BLOCKED", .refused(.blocked("TRAFFIC_REG_BLOCKED"))),
+            (403, nil, .refused(.failure("application connection: HTTP 403 without x-message-code"))),
+            (500, nil, .refused(.failure("application connection: HTTP 500"))),
+        ]
+        for (status, code, expected) in table {
+            let got = SAPConnectionAnswer.classify(status: status, messageCode: code, contentType: nil, body: nil, appcidHeader: "x", setCookies: [])
+            #expect(got == expected)
+        }
+    }
+
+    /// Every accepted form of the settings answer gives the same settings.
+    @Test(arguments: [
+        #"{"__metadata": {"type": "x"}, "blockWipingPolicy": {"__metadata": {}, "blockWipeEnabled": "true", "blockDisconnectedPeriod": "3", "wipeDisconnectedPeriod": 9}}"#,
+        #"{"mobileservices": {"__metadata": {}, "settingsExchange": {"blockWipingPolicy": {"blockWipeEnabled": true, "blockDisconnectedPeriod": 3, "wipeDisconnectedPeriod": "9"}}}}"#,
+        #"{"__metadata": {}, "settingsExchange": {"__metadata": {}, "blockWipingPolicy": {"blockWipeEnabled": true, "blockDisconnectedPeriod": 3, "wipeDisconnectedPeriod": 9}}}"#,
+    ])
+    func answersAreUnwrapped(_ json: String) throws {
+        let s = try ServerSettings.decode(Data(json.utf8))
+        #expect(s.problems.isEmpty)
+        #expect(ServerProtocol.sapMobileServices.interpret(s).policy == Policy(offlineDaysBeforeLock: 3, offlineDaysBeforeWipe: 9))
+    }
+
+    /// SAP: no blockWipingPolicy, or one switched off, is "no offline lock/wipe"; the lock
+    /// timeout is not lock-on-logout. lockwipe: no section keeps the policy in force.
+    @Test func sapSemantics() throws {
+        let table: [(String, ServerProtocol, Policy?, Int?)] = [
+            (#"{"passwordPolicy": {"passwordPolicyLockTimeout": "300"}}"#, .sapMobileServices, .never, nil),
+            (#"{"passwordPolicy": {"passwordPolicyLockTimeout": "300"}}"#, .lockwipe, nil, 300),
+            (#"{"blockWipingPolicy": {"blockWipeEnabled": false, "blockDisconnectedPeriod": 3}}"#, .sapMobileServices, .never, nil),
+            (
+                #"{"blockWipingPolicy": {"blockWipeEnabled": "true", "blockDisconnectedPeriod": "3"}}"#, .sapMobileServices,
+                Policy(offlineDaysBeforeLock: 3, offlineDaysBeforeWipe: 0), nil
+            ),
+            ("{}", .sapMobileServices, .never, nil),
+            ("{}", .lockwipe, nil, nil),
+        ]
+        for (json, proto, policy, timeout) in table {
+            let s = proto.interpret(try ServerSettings.decode(Data(json.utf8)))
+            #expect(s.policy == policy, "\(proto) \(json)")
+            #expect(s.passcode?.lockTimeout == timeout, "\(proto) \(json)")
+        }
+        // A blockWipingPolicy that is not an object stays a rejected policy, never "off".
+        let bad = ServerProtocol.sapMobileServices.interpret(try ServerSettings.decode(Data(#"{"blockWipingPolicy": 3}"#.utf8)))
+        #expect(bad.lockWipe == nil && bad.policyProblems.map(\.key) == ["blockWipingPolicy"])
+    }
+}
