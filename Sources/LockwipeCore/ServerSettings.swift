@@ -237,8 +237,9 @@ public struct SharedDeviceSettings: Sendable, Equatable, Codable {
     public init() {}
 }
 
-/// Any JSON value, for reading documents whose types vary.
-enum JSONValue: Decodable, Equatable {
+/// Any JSON value, for reading documents whose types vary (settings, SAP's and OAuth's
+/// answers).
+public enum JSONValue: Decodable, Equatable, Sendable {
     case null
     case bool(Bool)
     case number(Double)
@@ -246,7 +247,7 @@ enum JSONValue: Decodable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() {
             self = .null

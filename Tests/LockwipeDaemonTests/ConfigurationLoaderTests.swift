@@ -13,15 +13,6 @@ import Testing
         try body(dir + "/lockwiped.toml")
     }
 
-    func problems(_ path: String) -> [ConfigurationProblem] {
-        do throws(ConfigurationError) {
-            _ = try ConfigurationLoader.load(path: path)
-            return []
-        } catch {
-            return error.problems
-        }
-    }
-
     @Test func vaultAllowancesAreDirectoriesInsideTheGuardedAreasWithTheirLine() throws {
         try withFiles(["lockwiped.toml": "[vault]\nallow_under = [\"/opt/fieldapp/data\", \"/var/lib/fieldapp/\"]\n"]) { path in
             let loaded = try ConfigurationLoader.load(path: path)
@@ -229,5 +220,16 @@ import Testing
             let server = try ConfigurationLoader.load(path: path).configuration.server
             #expect(server.usesInsecureHTTP == false)
         }
+    }
+}
+
+/// What loading the configuration at `path` finds wrong (empty: it loads). Shared by the
+/// configuration test suites.
+func problems(_ path: String) -> [ConfigurationProblem] {
+    do throws(ConfigurationError) {
+        _ = try ConfigurationLoader.load(path: path)
+        return []
+    } catch {
+        return error.problems
     }
 }

@@ -19,15 +19,6 @@ import Testing
         try body(dir + "/lockwiped.toml", dir)
     }
 
-    func problems(_ path: String) -> [ConfigurationProblem] {
-        do throws(ConfigurationError) {
-            _ = try ConfigurationLoader.load(path: path)
-            return []
-        } catch {
-            return error.problems
-        }
-    }
-
     @Test func aCompleteTableIsLoadedWithItsSecret() throws {
         let text = """
             [server]

@@ -94,7 +94,7 @@ public enum TokenResponse {
     public static func classify(status: Int, contentType: String?, body: Data?) -> TokenAnswer {
         let answered = "the token endpoint answered HTTP \(status)"
         guard let body else { return .plain("\(answered) with a body larger than \(maxBodyBytes) bytes") }
-        guard let object = try? JSONDecoder().decode([String: JSONScalar].self, from: body) else {
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: body) else {
             return .plain("\(answered) with \(describeNonJSON(contentType: contentType, body: body)), not a JSON object")
         }
         guard (200..<300).contains(status) else {
@@ -201,27 +201,5 @@ public enum TokenResponse {
     /// text goes into logs and `last_error`.
     static func printable(_ text: String, limit: Int) -> String {
         String(String.UnicodeScalarView(text.unicodeScalars.prefix(limit).map { $0.value >= 0x20 && $0.value < 0x7F ? $0 : "?" }))
-    }
-}
-
-/// One member of a JSON object, as far as a token answer needs it.
-enum JSONScalar: Decodable, Equatable {
-    case null, bool(Bool), number(Double), string(String)
-    /// An array or an object.
-    case other
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() {
-            self = .null
-        } else if let b = try? c.decode(Bool.self) {
-            self = .bool(b)
-        } else if let n = try? c.decode(Double.self) {
-            self = .number(n)
-        } else if let s = try? c.decode(String.self) {
-            self = .string(s)
-        } else {
-            self = .other
-        }
     }
 }
