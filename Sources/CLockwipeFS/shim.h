@@ -90,6 +90,16 @@ static inline int lockwipe_syncfs(int fd) {
     return syncfs(fd) == 0 ? 0 : -errno;
 }
 
+/// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writeback of the file's
+/// dirty pages and returns without waiting for it. It promises no durability (no
+/// metadata, no disk cache flush): a batch is still made durable by `syncfs` before any
+/// file of it is unlinked. It only lets the disk write one file while the next file's
+/// pattern is generated, instead of holding everything dirty until the batch's `syncfs`.
+/// 0, or -errno.
+static inline int lockwipe_start_writeback(int fd) {
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0 ? 0 : -errno;
+}
+
 /// `renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)`: atomically exchanges two
 /// names. Used by the tests' racers (the attack a vault must withstand); 0 or -errno.
 static inline int lockwipe_rename_exchange(const char *a, const char *b) {

@@ -46,6 +46,9 @@ extension WipeRun {
                 return skip(path, "overwrite pass could not be made durable (\(Self.reason(code))); left in place")
             }
         }
+        // The disk starts on this file now, while the next one is generated; the batch's
+        // `syncfs` below waits for what is left and is what makes the pass durable.
+        _ = lockwipe_start_writeback(fd)
         close(fd)
         if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
