@@ -108,8 +108,9 @@ public enum VarlinkMessage {
         try VarlinkCoding.encoder().encode(VarlinkCall(method: method, parameters: parameters))
     }
 
+    /// The header's keys are single words: no snake-case conversion to pay for.
     public static func decodeHeader(_ data: Data) throws -> VarlinkCallHeader {
-        try VarlinkCoding.decoder().decode(VarlinkCallHeader.self, from: data)
+        try JSONDecoder().decode(VarlinkCallHeader.self, from: data)
     }
 
     /// The call's parameters as `P`; a missing `parameters` object decodes as `{}`.

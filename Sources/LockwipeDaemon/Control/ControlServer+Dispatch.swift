@@ -31,7 +31,7 @@ extension ControlServer {
         switch m {
         case .getStatus:
             let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
-            return try VarlinkMessage.encodeReply(try await manager.status(for: caller, user: p.user))
+            return try statusReplies.reply(try await manager.status(for: caller, user: p.user))
         case .getPolicy:
             return try VarlinkMessage.encodeReply(await manager.policyInfo())
         case .getHistory:

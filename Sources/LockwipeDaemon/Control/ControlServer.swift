@@ -17,6 +17,7 @@ public final class ControlServer: Sendable {
     private let limits: Limits
     private let admission: Mutex<ConnectionAdmission>
     private let refusalLog = Mutex(RefusalLogThrottle())
+    let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
 
     public struct Limits: Sendable {
         public var maxConnections: Int
