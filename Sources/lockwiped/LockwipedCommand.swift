@@ -37,9 +37,11 @@ struct LockwipedCommand: AsyncParsableCommand {
 
     func run() async throws {
         if checkConfig {
-            do {
+            do throws(ConfigurationError) {
                 let loaded = try ConfigurationLoader.load(path: config)
                 for notice in loaded.notices { print("note: \(notice)") }
+                // The daemon runs with these (and logs them); a check says the machine is not ready.
+                if !loaded.machineProblems.isEmpty { throw ConfigurationError(problems: loaded.machineProblems) }
                 let p = loaded.configuration.policy
                 print("configuration valid (\(loaded.files.isEmpty ? "defaults" : loaded.files.joined(separator: ", "))): \(p.text)")
                 let s = loaded.configuration.server
@@ -48,6 +50,7 @@ struct LockwipedCommand: AsyncParsableCommand {
                 } else {
                     print("policy server: none configured ([server] url)")
                 }
+                print("metrics: \(loaded.configuration.metricsTextfile.map { "written to \($0)" } ?? "none ([metrics] textfile)")")
                 return
             } catch {
                 for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }

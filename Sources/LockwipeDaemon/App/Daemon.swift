@@ -51,6 +51,7 @@ public enum Daemon {
         }
         for notice in loaded.notices { logger.notice("\(notice)") }
         warnIfInsecure(loaded.configuration.server, logger: logger)
+        warnMachineProblems(loaded, logger: logger)
 
         let store: StateStore
         do {
@@ -108,6 +109,14 @@ func warnIfInsecure(_ server: ServerConfiguration, logger: Logger) {
         metadata: ["message_id": MessageID.insecureServer.metadata, "server": .string(url)])
 }
 
+/// What `--check-config` fails on but the daemon runs with (a metrics directory that is
+/// missing or read-only): said at every start and reload.
+func warnMachineProblems(_ loaded: ConfigurationLoader.Loaded, logger: Logger) {
+    for problem in loaded.machineProblems {
+        logger.warning("\(problem); lockwiped runs and enforces as configured, without metrics until this is fixed")
+    }
+}
+
 /// The running daemon: start-up enforcement, then the control socket, SIGHUP reloads and
 /// the watchdog, until graceful shutdown.
 struct DaemonService: Service {
@@ -149,6 +158,7 @@ struct DaemonService: Service {
                 }
                 group.addTask { await reloadOnHangup() }
                 group.addTask { await manager.timerEvents.run() }
+                group.addTask { await manager.refreshMetricsPeriodically() }
                 if let interval = SystemdNotifier.watchdogInterval() {
                     group.addTask {
                         while !Task.isCancelled {
@@ -177,6 +187,7 @@ struct DaemonService: Service {
                 let old = await manager.currentConfiguration
                 await manager.reload(loaded.configuration)
                 warnIfInsecure(loaded.configuration.server, logger: logger)
+                warnMachineProblems(loaded, logger: logger)
                 var restartOnly: [String] = []
                 if old.hookTimeoutSeconds != loaded.configuration.hookTimeoutSeconds { restartOnly.append("[hooks]") }
                 if old.maxConnections != loaded.configuration.maxConnections || old.maxMessageBytes != loaded.configuration.maxMessageBytes

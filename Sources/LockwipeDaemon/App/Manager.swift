@@ -54,6 +54,8 @@ public actor Manager {
     var stopped = false
     /// Lock on logout (ManagerSessions.swift).
     var logout = LogoutLocks()
+    /// The metrics file (`[metrics] textfile`), rewritten after every store write.
+    let metrics: MetricsPublisher
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
@@ -82,6 +84,8 @@ public actor Manager {
         self.notifier = notifier
         self.paths = paths
         self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
+        let metrics = MetricsPublisher(path: configuration.metricsTextfile, logger: logger)
+        self.metrics = metrics
         store.onDamage { [logger] damage in
             logger.critical(
                 "\(damage)",
@@ -94,6 +98,13 @@ public actor Manager {
             guard let self else { return }
             timerEvents.post { await self.woke(reason) }
         }
+        metrics.attach(
+            post: { [timerEvents = self.timerEvents] in timerEvents.post($0) },
+            snapshot: { [weak self] in
+                guard let self else { throw CancellationError() }
+                return try await self.metricsSnapshot()
+            })
+        store.onWrite { [metrics] in metrics.changed() }
     }
 
     public var currentConfiguration: Configuration { configuration }
@@ -149,6 +160,8 @@ public actor Manager {
         let serverChanged = configuration.server != new.server
         configuration = new
         authorizer = Authorizer(adminGroup: new.adminGroup)
+        metrics.setPath(new.metricsTextfile)
+        metrics.changed()
         await evaluate()
         if serverChanged {
             checkIns.clear()

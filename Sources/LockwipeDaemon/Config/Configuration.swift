@@ -27,6 +27,9 @@ public struct Configuration: Sendable, Equatable {
     /// Directories inside the guarded areas (`DirectoryRules.guardedAreas`: /opt, /root,
     /// /var/lib, ...) where vaults may be registered (`[vault] allow_under`), normalized.
     public var vaultAllowedUnder: [String] = []
+    /// Where the Prometheus metrics are written for node_exporter's textfile collector
+    /// (`[metrics] textfile`, an absolute path ending in `.prom`); nil: no metrics.
+    public var metricsTextfile: String?
 
     public init() {}
 }
@@ -122,6 +125,7 @@ public struct ConfigurationProblem: Sendable, Equatable, CustomStringConvertible
 /// Every problem found in the configuration; nothing of it is applied.
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     public var problems: [ConfigurationProblem]
+    public init(problems: [ConfigurationProblem]) { self.problems = problems }
     public var description: String { problems.map(\.description).joined(separator: "\n") }
 }
 
@@ -134,10 +138,14 @@ public enum ConfigurationLoader {
         public var files: [String]
         /// Things worth telling the operator that are not errors (e.g. no config file).
         public var notices: [String]
+        /// What is wrong with the machine rather than the file (the metrics directory is
+        /// missing or not writable): `--check-config` reports these and fails; the daemon
+        /// logs them and runs, since enforcement never waits for monitoring.
+        public var machineProblems: [ConfigurationProblem] = []
     }
 
     private enum Kind {
-        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue
+        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue, metricsTextfile
     }
 
     private struct Key {
@@ -182,6 +190,7 @@ public enum ConfigurationLoader {
         Key(table: "vault", name: "allow_under", kind: .vaultAllowances) {
             $0.vaultAllowedUnder = ($1.array ?? []).compactMap { $0.string.flatMap(DirectoryRules.normalize) }
         },
+        Key(table: "metrics", name: "textfile", kind: .metricsTextfile) { $0.metricsTextfile = $1.string! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -230,7 +239,12 @@ public enum ConfigurationLoader {
         problems += completeSAP(&configuration.server, lastSetIn: lastSetIn, files: files, path: path, machineIDPath: machineIDPath)
             .filter { !reported.contains($0.key) }
         guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
-        return Loaded(configuration: configuration, files: files, notices: notices)
+        var machineProblems: [ConfigurationProblem] = []
+        if let textfile = configuration.metricsTextfile, let message = MetricsTextfile.directoryProblem(textfile) {
+            let place = lastSetIn["metrics.textfile"] ?? (files.last ?? path, nil)
+            machineProblems.append(ConfigurationProblem(file: place.file, line: place.line, key: "metrics.textfile", message: message))
+        }
+        return Loaded(configuration: configuration, files: files, notices: notices, machineProblems: machineProblems)
     }
 
     /// `sap-mobile-services` needs `application_id`; its device id, when not set, is derived
@@ -369,6 +383,9 @@ public enum ConfigurationLoader {
             // Sent as a header value: visible ASCII only, so it can never split a request.
             return s.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
                 ? nil : "may only contain visible ASCII characters (no spaces, control characters or non-ASCII), not \"\(s.prefix(60))\""
+        case .metricsTextfile:
+            guard value.type == .string, let s = value.string else { return "must be a string (a path ending in .prom), not a \(value.type)" }
+            return MetricsTextfile.pathProblem(s)
         case .groupName:
             guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }

@@ -96,6 +96,10 @@ public final class StateStore: Sendable {
     /// Called once, when damage is first noticed while running (to log it loudly).
     public func onDamage(_ observer: @escaping @Sendable (StateStoreDamage) -> Void) { db.setObserver(observer) }
 
+    /// Called after every write, on the store's queue (so it must be quick and never
+    /// block): what the metrics file shows may have changed.
+    func onWrite(_ observer: @escaping @Sendable () -> Void) { db.setWriteObserver(observer) }
+
     /// A store that fails every access with `damage`: what the daemon runs with when its
     /// database cannot be trusted, so that it still answers `status` with the reason.
     public init(damaged damage: StateStoreDamage) throws {
@@ -137,6 +141,9 @@ final class CheckedQueue: Sendable {
     }
 
     func setObserver(_ o: @escaping @Sendable (StateStoreDamage) -> Void) { observer.withLock { $0 = o } }
+
+    private let writeObserver = Mutex<(@Sendable () -> Void)?>(nil)
+    func setWriteObserver(_ o: @escaping @Sendable () -> Void) { writeObserver.withLock { $0 = o } }
 
     var damage: StateStoreDamage? {
         try? check()
@@ -182,7 +189,10 @@ final class CheckedQueue: Sendable {
     }
 
     private func written<T>(_ body: () throws -> T) throws -> T {
-        defer { writes.add(1, ordering: .releasing) }
+        defer {
+            writes.add(1, ordering: .releasing)
+            writeObserver.withLock { $0 }?()
+        }
         return try guarded(body)
     }
 

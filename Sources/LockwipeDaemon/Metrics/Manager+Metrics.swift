@@ -1,0 +1,37 @@
+import LockwipeCore
+import LockwipeProtocol
+
+/// The metrics file's reading: what `status` reports, from the same clock arithmetic and
+/// policy evaluation (`offlineNow`, `policy(for:)`, `PolicyEvaluator`), as numbers.
+extension Manager {
+    func metricsSnapshot() async throws -> MetricsSnapshot {
+        let reading = clock.now()
+        if store.damage != nil {
+            return MetricsSnapshot(
+                version: LockwipeVersion.current, writtenAt: reading.wall, degraded: true, wipesComplete: 0, wipesIncomplete: 0, registrations: [])
+        }
+        let list = try await store.registrations()
+        let wipes = try await store.wipeCounts()
+        return MetricsSnapshot(
+            version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
+            registrations: list.map { r in
+                let offline = offlineNow(r, reading)
+                return MetricsSnapshot.Registration(
+                    user: r.user, uid: r.uid, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: offline,
+                    lastContact: r.clock.lastContact,
+                    next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offline).next,
+                    failedCheckIns: r.server.failures)
+            })
+    }
+
+    /// Writes the metrics file now and then at least every check-in interval (`[server]
+    /// interval`, also without a server): offline time grows without any state change,
+    /// and the file's timestamp proves the daemon is alive. Runs until cancelled.
+    public nonisolated func refreshMetricsPeriodically() async {
+        while !Task.isCancelled {
+            metrics.changed()
+            let seconds = await configuration.server.intervalSeconds
+            try? await Task.sleep(for: .seconds(seconds))
+        }
+    }
+}
