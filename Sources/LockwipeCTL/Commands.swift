@@ -61,6 +61,9 @@ struct Status: ParsableCommand {
                 print(table(check))
             }
             for r in report.registrations {
+                if let w = r.warning {
+                    print("\(r.user): warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server")
+                }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
                 if let e = r.vaultError {

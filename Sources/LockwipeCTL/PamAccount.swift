@@ -27,6 +27,8 @@ struct PamAccount: ParsableCommand {
             name sharing the uid, gets the same answer. Exits 0 for root (without asking), users who are not registered, active \
             registrations, and every other lock (offline, on logout, by an administrator), which \
             the user must be able to log in to lift; a notice is printed for those. \
+            A registration whose offline lock or wipe is due within [notify] warn_before gets a \
+            notice of what happens when and how to prevent it; a warning never refuses a login. \
             When lockwiped cannot be asked (not running, no answer within 10 s, an error), the \
             login is allowed and a warning goes to syslog (authpriv): a broken daemon must not \
             lock everyone out of a machine, and the vault's lock does not depend on the gate.
@@ -58,7 +60,9 @@ struct PamAccount: ParsableCommand {
         }
         let decision = LoginGate.decide(
             among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
-                LoginGate.Registration(user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked)
+                LoginGate.Registration(
+                    user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked,
+                    warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) })
             })
         if let message = decision.message { print(message) }
         if !decision.allowed {

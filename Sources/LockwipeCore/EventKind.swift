@@ -24,6 +24,10 @@ public enum EventKind: String, Sendable, CaseIterable {
     case unlockFailed = "unlock-failed"
     case unregister
     case vaultIdentity = "vault-identity"
+    /// An offline lock is due within `[notify] warn_before`: the user was warned.
+    case warnLock = "warn-lock"
+    /// An offline wipe is due within `[notify] warn_before`: the user was warned.
+    case warnWipe = "warn-wipe"
     case wipe
     case wipeIncomplete = "wipe-incomplete"
     case wipeResumed = "wipe-resumed"

@@ -29,13 +29,26 @@ public enum LoginGate {
         public var lockTrigger: Trigger?
         public var protection: Protection
         public var blocked: Bool
+        /// The offline lock or wipe due within `[notify] warn_before`: the action, when
+        /// (as shown), and in how many seconds. Never a reason to refuse.
+        public var warning: (action: Action, at: String, inSeconds: Int64)?
 
-        public init(user: String, state: RegistrationState, lockTrigger: Trigger?, protection: Protection, blocked: Bool) {
+        public init(
+            user: String, state: RegistrationState, lockTrigger: Trigger?, protection: Protection, blocked: Bool,
+            warning: (action: Action, at: String, inSeconds: Int64)? = nil
+        ) {
             self.user = user
             self.state = state
             self.lockTrigger = lockTrigger
             self.protection = protection
             self.blocked = blocked
+            self.warning = warning
+        }
+
+        public static func == (a: Registration, b: Registration) -> Bool {
+            a.user == b.user && a.state == b.state && a.lockTrigger == b.lockTrigger && a.protection == b.protection
+                && a.blocked == b.blocked && a.warning?.action == b.warning?.action && a.warning?.at == b.warning?.at
+                && a.warning?.inSeconds == b.warning?.inSeconds
         }
     }
 
@@ -49,9 +62,19 @@ public enum LoginGate {
         return Decision(allowed: true, message: notices.isEmpty ? nil : notices.joined(separator: "\n"))
     }
 
-    /// nil registration: the user is not registered on this machine.
+    /// nil registration: the user is not registered on this machine. A warning (an offline
+    /// lock or wipe near) adds its notice to whatever else is said and never refuses.
     public static func decide(_ r: Registration?) -> Decision {
         guard let r else { return Decision(allowed: true, message: nil) }
+        var decision = decideState(r)
+        if let w = r.warning {
+            let notice = WarningWindow.notice(user: r.user, action: w.action, at: w.at, inSeconds: w.inSeconds)
+            decision.message = decision.message.map { $0 + "\n" + notice } ?? notice
+        }
+        return decision
+    }
+
+    private static func decideState(_ r: Registration) -> Decision {
         // A lock that failed (lock-failed) is still a committed lock: the gate treats it as one.
         switch r.state {
         case .wiped:

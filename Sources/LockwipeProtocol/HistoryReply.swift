@@ -7,7 +7,7 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     public var user: String
     /// "register", "unregister", "lock", "unlock", "wipe-started", "wipe-resumed", "wipe",
     /// "wipe-incomplete", "clock-rollback", "server-policy", "server-policy-rejected",
-    /// "blocked", "unblocked", "credentials".
+    /// "blocked", "unblocked", "credentials", "warn-lock", "warn-wipe" (`EventKind`).
     public var kind: String
     public var trigger: Trigger?
     public var detail: String

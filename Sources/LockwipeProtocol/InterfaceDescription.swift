@@ -13,6 +13,9 @@ public enum InterfaceDescription {
 
         type NextAction (action: string, at: string)
 
+        # An offline lock or wipe due within [notify] warn_before.
+        type Warning (action: string, at: string, in_seconds: int)
+
         type Skipped (path: string, reason: string)
 
         type WipeSummary (
@@ -52,7 +55,8 @@ public enum InterfaceDescription {
           passcode_expires: ?string,
           failed_unlocks: ?int,
           retry_limit: ?int,
-          vault_error: ?string
+          vault_error: ?string,
+          warning: ?Warning
         )
 
         type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)

@@ -74,6 +74,20 @@ public struct NextAction: Codable, Sendable, Equatable {
     }
 }
 
+/// An offline-triggered action due within `[notify] warn_before`, as `status` shows it.
+public struct WarningInfo: Codable, Sendable, Equatable {
+    public var action: Action
+    /// ISO 8601, UTC: when the action is due.
+    public var at: String
+    /// Seconds from the report until it is due.
+    public var inSeconds: Int64
+    public init(action: Action, at: String, inSeconds: Int64) {
+        self.action = action
+        self.at = at
+        self.inSeconds = inSeconds
+    }
+}
+
 public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var user: String
     public var uid: UInt32
@@ -126,6 +140,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// Why the vault cannot be reached as registered (missing, renamed, replaced, a
     /// symlink on its path) or its lock did not verify; null when it can. Always present.
     public var vaultError: String?
+    /// The offline lock or wipe due within `[notify] warn_before`; null when none is.
+    /// Always present.
+    public var warning: WarningInfo?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -158,6 +175,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encode(offlineSeconds, forKey: .offlineSeconds)
         try c.encode(nextAction, forKey: .nextAction)  // explicit null when nothing is due
         try c.encode(vaultError, forKey: .vaultError)  // explicit null when the vault is reachable
+        try c.encode(warning, forKey: .warning)  // explicit null outside the warning window
         try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
         try c.encodeIfPresent(wipe, forKey: .wipe)
         try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)

@@ -63,3 +63,35 @@ import Testing
         #expect(LoginGate.decide(among: [reg(.active), reg(.active)]) == .init(allowed: true, message: nil))
     }
 }
+
+@Suite struct LoginGateWarningTests {
+    func reg(_ state: RegistrationState, _ trigger: Trigger? = nil, warning action: Action) -> LoginGate.Registration {
+        LoginGate.Registration(
+            user: "alice", state: state, lockTrigger: trigger, protection: .permissions, blocked: false,
+            warning: (action: action, at: "2026-11-25T10:00:00Z", inSeconds: 3_600))
+    }
+
+    /// A warning is a notice: the login goes ahead, and the user is told what happens when
+    /// and what to do.
+    @Test func aWarningNeverRefusesAndSaysWhatToDo() {
+        let d = LoginGate.decide(reg(.active, warning: .lock))
+        #expect(d.allowed)
+        #expect(d.message == WarningWindow.notice(user: "alice", action: .lock, at: "2026-11-25T10:00:00Z", inSeconds: 3_600))
+        #expect(d.message?.contains("will be LOCKED in 1h (at 2026-11-25T10:00:00Z)") == true)
+    }
+
+    /// Locked offline with the wipe near: both notices, still allowed.
+    @Test func aLockedUserIsWarnedOfTheWipeToo() {
+        let d = LoginGate.decide(reg(.locked, .offline, warning: .wipe))
+        #expect(d.allowed)
+        #expect(d.message?.hasPrefix("lockwipe: your data on this machine is locked.") == true)
+        #expect(d.message?.contains("will be WIPED for good in 1h") == true)
+    }
+
+    /// A refusal stays a refusal (a server lock), with the warning beside the reason.
+    @Test func aRefusalIsNotTurnedIntoAnAllowByAWarning() {
+        let d = LoginGate.decide(reg(.locked, .server, warning: .wipe))
+        #expect(!d.allowed)
+        #expect(d.message?.hasPrefix("lockwipe: login refused: the policy server locked") == true)
+    }
+}

@@ -42,6 +42,23 @@ import Testing
         }
     }
 
+    /// The threshold warned about is recorded once, with its event, and survives a restart;
+    /// a moved threshold is recorded (and warned about) again.
+    @Test func aWarnedThresholdIsRecordedOnceAndSurvivesReopening() async throws {
+        try await withStore { store, dir in
+            let alice = record("alice")
+            try await store.insert(alice, event: ev("alice", "register"))
+            #expect(try await store.registration("alice")?.warnedThreshold == nil)
+            #expect(try await store.markWarned(registration: alice.id, threshold: "lock@100+604800", event: ev("alice", "warn-lock")))
+            #expect(try await store.markWarned(registration: alice.id, threshold: "lock@100+604800", event: ev("alice", "warn-lock")) == false)
+            #expect(try await store.markWarned(registration: "no-such-registration", threshold: "x", event: ev("alice", "warn-lock")) == false)
+            let reopened = try StateStore(directory: dir)
+            #expect(try await reopened.registration("alice")?.warnedThreshold == "lock@100+604800")
+            #expect(try await reopened.markWarned(registration: alice.id, threshold: "lock@900+604800", event: ev("alice", "warn-lock")))
+            #expect(try await reopened.events(user: "alice", limit: 10).filter { $0.kind == "warn-lock" }.count == 2)
+        }
+    }
+
     @Test func registrationsSurviveReopeningAndTheFileIsPrivate() async throws {
         try await withStore { store, dir in
             try await store.insert(record("alice"), event: ev("alice", "register"))

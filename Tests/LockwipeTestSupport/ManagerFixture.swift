@@ -26,6 +26,7 @@ public struct ManagerFixture: Sendable {
     public static func run(
         _ configuration: Configuration = Configuration(), fetcher: (any SettingsFetching)? = nil,
         accounts: any AccountLookup = ManagerFixture.accounts, encryption: (any VaultProtecting)? = nil,
+        observers: [any LockAndWipeEventObserving] = [],
         _ body: (ManagerFixture) async throws -> Void
     ) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lockwipe-unit-\(UUID().uuidString)").path
@@ -34,7 +35,7 @@ public struct ManagerFixture: Sendable {
         let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
         let manager = Manager(
             configuration: configuration, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub([]), logger: Logger(label: "test"), notifier: SystemdNotifier(),
+            eraser: SecureEraser(), observers: ObserverHub(observers), logger: Logger(label: "test"), notifier: SystemdNotifier(),
             paths: .init(configPath: dir + "/c.toml", stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks"),
             fetcher: fetcher, random: { 0.5 }, encryption: encryption ?? FscryptLock(), accounts: accounts)
         // What timers and background requests post runs as it does in the daemon's service.

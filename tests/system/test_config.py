@@ -19,6 +19,9 @@ terminate_grace_seconds = 5
 [hooks]
 timeout_seconds = 30
 
+[notify]
+warn_before = 172800    # seconds; 0 = never warn
+
 [control]
 admin_group = "lockwipe"
 max_connections = 64
@@ -104,6 +107,29 @@ def test_check_config_names_the_broken_dropin(make_daemon, content):
         "the good drop-in is blamed:\n" + show(r)
     )
     assert not problem_lines(r, d.config), "the good main file is blamed:\n" + show(r)
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [("-3600", "must be 0 or more, not -3600"), ('"2d"', "must be an integer"), ("1.5", "must be an integer")],
+    ids=["negative", "string", "float"],
+)
+def test_a_bad_warn_before_is_an_error_with_file_line_and_key(make_daemon, value, message):
+    d = make_daemon(config=config_text(lock=2, wipe=5, extra=f"\n[notify]\nwarn_before = {value}\n"), start=False)
+    line = d.config.read_text().splitlines().index(f"warn_before = {value}") + 1
+    r = check_config(d)
+    assert r.returncode == 1, f"--check-config accepted warn_before = {value}: " + show(r)
+    assert any(
+        l.startswith(f"{d.config}:{line}: notify.warn_before: {message}") for l in problem_lines(r, d.config)
+    ), f"warn_before = {value} (line {line}) is not reported as '{d.config}:{line}: notify.warn_before: {message}':\n" + show(r)
+    # The daemon refuses to start on it, naming the file.
+    d.start(wait=False)
+    try:
+        code = d.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"lockwiped started with warn_before = {value}\n" + d.log_tail())
+    d.proc = None
+    assert code == 1 and f"{d.config}:{line}: notify.warn_before" in d.log(), d.log_tail()
 
 
 def test_check_config_validates_the_merged_policy(make_daemon):

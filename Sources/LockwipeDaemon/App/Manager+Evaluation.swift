@@ -111,7 +111,7 @@ extension Manager {
     }
 
     /// Plans what follows from the state now: the logout locks, systemd's STATUS= line,
-    /// and the one wake-up at the next threshold crossing. Overlapping reschedules apply
+    /// the warnings due, and the one wake-up at the next threshold crossing or warning. Overlapping reschedules apply
     /// the newest plan only (`WakeAlarm`).
     func reschedule() async {
         let plan = alarm.beginPlan()
@@ -122,14 +122,16 @@ extension Manager {
         }
         await refreshLogoutLocks()
         let entries = await summaryEntries()
+        let windowOpensIn = await announceWarnings()
         guard alarm.isNewest(plan), !stopped else { return }
         notifier.status(StatusSummary.line(entries))
         // Offline time grows at least as fast as real time (suspended time included), so
         // the crossing is at most this far.
-        // A lock that failed is retried at least every minute (until it holds).
+        // A lock that failed is retried at least every minute (until it holds). A
+        // registration entering its warning window (`[notify] warn_before`) is warned then.
         let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
         do {
-            try alarm.arm(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry].compactMap { $0 }).min(), plan: plan)
+            try alarm.arm(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

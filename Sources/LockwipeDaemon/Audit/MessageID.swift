@@ -62,5 +62,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// its check-ins fail until an administrator re-enrols it with a new one.
     case oauthRefreshRefused = "0a8e9bb359af4c8e85451865e72e0d63"
 
+    /// An offline-triggered lock or wipe is due within `[notify] warn_before`; once per
+    /// registration and threshold.
+    case warning = "5eced5a4f22c4178ba24f2447d4af383"
+
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

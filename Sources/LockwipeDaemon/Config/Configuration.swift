@@ -13,6 +13,9 @@ public struct Configuration: Sendable, Equatable {
     public var terminateGraceSeconds = 5
     /// Seconds a hook may run before it is sent SIGTERM (then SIGKILL).
     public var hookTimeoutSeconds = 30
+    /// Warn (observers, hooks, journal, login gate, status) this many seconds before an
+    /// offline-triggered lock or wipe is due (`[notify] warn_before`); 0: never warn.
+    public var warnBeforeSeconds = 172_800
     /// Members of this group may do everything root may. A group that does not exist grants nothing.
     public var adminGroup = "lockwipe"
     public var maxConnections = 64
@@ -161,6 +164,7 @@ public enum ConfigurationLoader {
         Key(table: "lock", name: "terminate_processes", kind: .bool) { $0.terminateProcesses = $1.bool! },
         Key(table: "lock", name: "terminate_grace_seconds", kind: .nonNegativeInt) { $0.terminateGraceSeconds = $1.int! },
         Key(table: "hooks", name: "timeout_seconds", kind: .positiveInt) { $0.hookTimeoutSeconds = $1.int! },
+        Key(table: "notify", name: "warn_before", kind: .nonNegativeInt) { $0.warnBeforeSeconds = $1.int! },
         Key(table: "control", name: "admin_group", kind: .groupName) { $0.adminGroup = $1.string! },
         Key(table: "control", name: "max_connections", kind: .positiveInt) { $0.maxConnections = $1.int! },
         Key(table: "control", name: "max_message_bytes", kind: .positiveInt) { $0.maxMessageBytes = $1.int! },

@@ -30,6 +30,8 @@ public struct HookRunner: LockAndWipeEventObserving {
     public func didLock(_ event: LockWipeEvent) async { await run(.didLock, event) }
     public func willWipe(_ event: LockWipeEvent) async { await run(.willWipe, event) }
     public func didWipe(_ event: LockWipeEvent) async { await run(.didWipe, event) }
+    public func warnLock(_ event: LockWipeEvent) async { await run(.warnLock, event) }
+    public func warnWipe(_ event: LockWipeEvent) async { await run(.warnWipe, event) }
 
     /// A hook that was not run, and why.
     public struct Refusal: Sendable, Equatable {
@@ -74,7 +76,7 @@ public struct HookRunner: LockAndWipeEventObserving {
     }
 
     public static func environment(_ callback: ObserverCallback, _ event: LockWipeEvent) -> [String: String] {
-        [
+        var env = [
             "LOCKWIPE_EVENT": callback.rawValue,
             "LOCKWIPE_ACTION": event.action.rawValue,
             "LOCKWIPE_USER": event.user,
@@ -84,6 +86,12 @@ public struct HookRunner: LockAndWipeEventObserving {
             "LOCKWIPE_DIRECTORIES": event.directories.joined(separator: "\n"),
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         ]
+        if let due = event.dueAt {
+            // Warnings: when the action is due, as Unix seconds and ISO 8601 (UTC).
+            env["LOCKWIPE_DUE"] = String(due)
+            env["LOCKWIPE_DUE_ISO"] = Timestamp.iso(due)
+        }
+        return env
     }
 
     func run(_ callback: ObserverCallback, _ event: LockWipeEvent) async {

@@ -9,14 +9,18 @@ public struct LockWipeEvent: Sendable, Equatable {
     public var reason: String
     public var trigger: Trigger
     public var directories: [String]
+    /// Warnings (`warnLock`, `warnWipe`): wall time (Unix seconds) when the action is due;
+    /// nil for the other events.
+    public var dueAt: Int64?
 
-    public init(user: String, uid: UInt32, action: Action, reason: String, trigger: Trigger, directories: [String]) {
+    public init(user: String, uid: UInt32, action: Action, reason: String, trigger: Trigger, directories: [String], dueAt: Int64? = nil) {
         self.user = user
         self.uid = uid
         self.action = action
         self.reason = reason
         self.trigger = trigger
         self.directories = directories
+        self.dueAt = dueAt
     }
 }
 
@@ -30,11 +34,22 @@ public protocol LockAndWipeEventObserving: Sendable {
     func didLock(_ event: LockWipeEvent) async
     func willWipe(_ event: LockWipeEvent) async
     func didWipe(_ event: LockWipeEvent) async
+    /// An offline-triggered lock is due within `[notify] warn_before` (`event.dueAt`); told
+    /// once per threshold, and again after a contact moved it.
+    func warnLock(_ event: LockWipeEvent) async
+    /// An offline-triggered wipe is due within `[notify] warn_before` (`event.dueAt`).
+    func warnWipe(_ event: LockWipeEvent) async
 }
 
-/// The four observer callbacks by name, as hooks receive them in `$1` and `LOCKWIPE_EVENT`.
+extension LockAndWipeEventObserving {
+    /// Observers written before warnings existed ignore them.
+    public func warnLock(_ event: LockWipeEvent) async {}
+    public func warnWipe(_ event: LockWipeEvent) async {}
+}
+
+/// The observer callbacks by name, as hooks receive them in `$1` and `LOCKWIPE_EVENT`.
 public enum ObserverCallback: String, Sendable, CaseIterable {
-    case willLock, didLock, willWipe, didWipe
+    case willLock, didLock, willWipe, didWipe, warnLock, warnWipe
 }
 
 /// Fans an event out to every registered observer, in registration order.
@@ -52,6 +67,8 @@ public final class ObserverHub: Sendable {
             case .didLock: await observer.didLock(event)
             case .willWipe: await observer.willWipe(event)
             case .didWipe: await observer.didWipe(event)
+            case .warnLock: await observer.warnLock(event)
+            case .warnWipe: await observer.warnWipe(event)
             }
         }
     }

@@ -64,6 +64,9 @@ extension Manager {
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
+            if case .warn(let w) = warningDecision(r, reading) {
+                info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
+            }
             await vaultStatus(r, into: &info)
             infos.append(info)
         }

@@ -162,6 +162,12 @@ extension StateStore {
                     );
                     """)
         }
+        // Warnings before offline locks and wipes (`[notify] warn_before`): the threshold
+        // a registration was last warned about, so a restart does not warn again and a
+        // contact that moves the threshold does.
+        m.registerMigration("v9-warned-threshold") { db in
+            try db.execute(sql: "ALTER TABLE registrations ADD COLUMN warned_threshold TEXT")
+        }
         return m
     }
 

@@ -81,6 +81,7 @@ extension StateStore {
             )
             record.identities = identities[name] ?? []
             record.vaultError = row["vault_error"]
+            record.warnedThreshold = row["warned_threshold"]
             return record
         }
     }
@@ -160,6 +161,22 @@ extension StateStore {
                     sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
                     arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
                 try Self.append(event, db)
+            }
+        }
+    }
+
+    /// Records that registration `id` was warned about `threshold`, with its event, unless
+    /// it already was: returns false then (or when the registration is gone), so a warning
+    /// is given once however many evaluations race to give it.
+    public nonisolated(nonsending) func markWarned(registration id: String, threshold: String, event: StoredEvent) async throws -> Bool {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET warned_threshold = ? WHERE id = ? AND warned_threshold IS NOT ?",
+                    arguments: [threshold, id, threshold])
+                guard db.changesCount == 1 else { return false }
+                try Self.append(event, db)
+                return true
             }
         }
     }

@@ -35,6 +35,8 @@ public struct RegistrationRecord: Sendable, Equatable {
     /// Why the last action could not reach the vault (missing, replaced, lock not
     /// verified), until an action succeeds again; shown in `status` as `vault_error`.
     public var vaultError: String?
+    /// The threshold last warned about (`OfflineWarning.threshold`), nil before any warning.
+    public var warnedThreshold: String?
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {

@@ -1,0 +1,71 @@
+import Foundation
+import LockwipeCore
+import Logging
+
+/// Warnings before offline-triggered locks and wipes (`[notify] warn_before`): once per
+/// registration and threshold, the journal, the history and the observers (`warnLock`,
+/// `warnWipe`, hooks) are told; `status` and the login gate show the warning while it lasts.
+extension Manager {
+    /// The warning window's decision for `r` as of `reading`.
+    func warningDecision(_ r: RegistrationRecord, _ reading: ClockReading) -> WarningWindow.Decision {
+        let offline = offlineNow(r, reading)
+        let next = PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offline).next
+        return WarningWindow.decide(
+            next: next, lastContact: r.clock.lastContact, offlineSeconds: offline, warnBefore: Int64(configuration.warnBeforeSeconds))
+    }
+
+    /// Gives every warning not given yet, and returns in how many seconds the next
+    /// registration enters its window (nil: none will without a change), so the one
+    /// wake-up comes then, not later.
+    func announceWarnings() async -> Int64? {
+        let reading = clock.now()
+        var opensIn: Int64?
+        for r in (try? await store.registrations()) ?? [] {
+            switch warningDecision(r, reading) {
+            case .none: continue
+            case .opensIn(let seconds): opensIn = min(opensIn ?? seconds, seconds)
+            case .warn(let warning):
+                guard warning.threshold != r.warnedThreshold else { continue }
+                await warn(r, warning, reading: reading)
+            }
+        }
+        return opensIn
+    }
+
+    private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, reading: ClockReading) async {
+        let offline = offlineNow(r, reading)
+        let (p, source) = policy(for: r)
+        let dueAt = reading.wall + warning.inSeconds
+        let action = warning.action.rawValue
+        let text =
+            "\(action) due in \(RelativeTime.format(seconds: warning.inSeconds)) (at \(Timestamp.iso(dueAt))): "
+            + reason(warning.action, offline: offline, policy: p, source: source)
+        let kind: EventKind = warning.action == .lock ? .warnLock : .warnWipe
+        // Recorded first, and only by the one evaluation that changes the threshold: the
+        // warning is given once, and a restart does not give it again.
+        do {
+            guard
+                try await store.markWarned(
+                    registration: r.id, threshold: warning.threshold, event: event(r.user, kind, .offline, text, at: reading.wall))
+            else { return }
+        } catch {
+            logger.error(
+                "cannot record the warning to \(r.user); it is not given now and is tried again at the next evaluation",
+                metadata: ["user": .string(r.user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+            return
+        }
+        // LOCKWIPE_ACTION is warn-lock / warn-wipe (the history's kind): `journalctl
+        // LOCKWIPE_ACTION=lock` lists locks that happened, not warnings of them.
+        var meta = journalFields(r, action: kind.rawValue, trigger: .offline, reason: text, id: .warning)
+        meta["due_action"] = .string(action)
+        meta["offline_seconds"] = "\(offline)"
+        meta["due"] = .string(Timestamp.iso(dueAt))
+        meta["due_seconds"] = "\(warning.inSeconds)"
+        logger.warning("\(r.user): \(text); a check-in with the policy server prevents it", metadata: meta)
+        let event = LockWipeEvent(
+            user: r.user, uid: r.uid, action: warning.action, reason: text, trigger: .offline, directories: r.directories, dueAt: dueAt)
+        let observers = self.observers
+        // Observers (hooks may take `[hooks] timeout_seconds`) never hold up enforcement.
+        Task { await observers.notify(warning.action == .lock ? .warnLock : .warnWipe, event) }
+    }
+}
