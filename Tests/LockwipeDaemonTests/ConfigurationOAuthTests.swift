@@ -87,6 +87,17 @@ import Testing
         }
     }
 
+    @Test(.enabled(if: geteuid() == 0, "chown needs root")) func aSecretFileOwnedByAnotherUserIsRefused() throws {
+        let text = "[server]\nurl = \"https://a.example\"\n[server.oauth]\nclient_secret_file = \"DIR/secret\"\ntoken_url = \"https://i.example/t\"\nclient_id = \"a\"\n"
+        try withFiles(["lockwiped.toml": text], secret: ("s3cret", 0o600)) { path, dir in
+            #expect(problems(path).isEmpty, "a root-owned 0600 secret was refused: \(problems(path))")
+            #expect(chown(dir + "/secret", 65534, 65534) == 0)
+            let found = problems(path)
+            #expect(found.map(\.key) == ["server.oauth.client_secret_file"] && found.first?.line == 4, "\(found)")
+            #expect(found.first?.message.contains("owned by uid 65534") == true, "\(found)")
+        }
+    }
+
     @Test func plainHTTPToLoopbackNeedsAllowInsecureHTTP() throws {
         let text = "[server]\nurl = \"http://127.0.0.1:1\"\nallow_insecure_http = true\n[server.oauth]\ntoken_url = \"http://127.0.0.1:1/oauth/token\"\nclient_id = \"a\"\n"
         try withFiles(["lockwiped.toml": text]) { path, _ in

@@ -158,6 +158,13 @@ extension ConfigurationLoader {
             return .failure(SecretFileProblem(message: "\(path): cannot be read: \(String(cString: strerror(errno)))"))
         }
         guard st.st_mode & S_IFMT == S_IFREG else { return .failure(SecretFileProblem(message: "\(path): not a regular file")) }
+        // Whoever owns the file can read it and put another secret in it whatever its mode.
+        guard st.st_uid == 0 || st.st_uid == geteuid() else {
+            return .failure(
+                SecretFileProblem(
+                    message: "\(path): owned by uid \(st.st_uid), who can read and replace the client secret; "
+                        + "it must belong to root (chown root: \(path))"))
+        }
         if st.st_mode & (S_IROTH | S_IWOTH) != 0 {
             return .failure(
                 SecretFileProblem(
