@@ -47,7 +47,7 @@ import Testing
 
     @Test func anAttemptPastItsDeadlineIsCancelledAndTimesOut() async {
         let started = ContinuousClock.now
-        let outcome = await CheckInClient.bounded(by: .now() + .milliseconds(200), timeoutSeconds: 7) {
+        let outcome = await CheckInClient.bounded(by: .now() + .milliseconds(200), timeoutSeconds: 7, failure: { CheckInOutcome.failure($0) }) {
             // Like a body that never ends: only cancellation stops it.
             try? await Task.sleep(for: .seconds(3600))
             return Task.isCancelled ? .failure("cancelled") : .failure("finished")
@@ -58,7 +58,7 @@ import Testing
     }
 
     @Test func anAttemptWithinItsDeadlineKeepsItsOutcome() async {
-        let outcome = await CheckInClient.bounded(by: .now() + .seconds(30), timeoutSeconds: 30) { .failure("HTTP 500") }
+        let outcome = await CheckInClient.bounded(by: .now() + .seconds(30), timeoutSeconds: 30, failure: { CheckInOutcome.failure($0) }) { .failure("HTTP 500") }
         #expect(outcome == .failure("HTTP 500"))
     }
 }

@@ -234,12 +234,6 @@ public final class CheckInClient: SettingsFetching {
     /// `operation`'s outcome, or a timeout failure once `deadline` passes; in that case
     /// `operation` is cancelled and awaited (its outcome discarded), so nothing it holds
     /// outlives this call.
-    static func bounded(
-        by deadline: NIODeadline, timeoutSeconds: Int, _ operation: @escaping @Sendable () async -> CheckInOutcome
-    ) async -> CheckInOutcome {
-        await bounded(by: deadline, timeoutSeconds: timeoutSeconds, failure: { .failure($0) }, operation)
-    }
-
     static func bounded<T: Sendable>(
         by deadline: NIODeadline, timeoutSeconds: Int, failure: @escaping @Sendable (String) -> T, _ operation: @escaping @Sendable () async -> T
     ) async -> T {
