@@ -78,10 +78,11 @@ public enum Daemon {
 
         let config = loaded.configuration
         let notifier = SystemdNotifier()
-        let checkInClient = CheckInClient(store: store, logger: logger)
+        let clock = SystemClock()
+        let checkInClient = CheckInClient(store: store, clock: clock, logger: logger)
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(
-            configuration: config, store: store, clock: SystemClock(), protection: PermissionLock(), eraser: SecureEraser(),
+            configuration: config, store: store, clock: clock, protection: PermissionLock(), eraser: SecureEraser(),
             observers: ObserverHub([hooks]), logger: logger, notifier: notifier,
             paths: paths, fetcher: checkInClient)
         let control = ControlServer(

@@ -59,8 +59,9 @@ public final class CheckInClient: SettingsFetching {
     /// a store to keep rotated refresh tokens in.
     let tokens: OAuthTokens?
 
-    /// `store`: where refresh tokens are read and rotated ones committed (OAuth).
-    public init(store: StateStore? = nil, logger: Logger = Logger(label: "lockwiped.oauth")) {
+    /// `store`: where refresh tokens are read and rotated ones committed (OAuth), with
+    /// the time of each rotation from `clock` (the Manager's).
+    public init(store: StateStore? = nil, clock: any ClockSource = SystemClock(), logger: Logger = Logger(label: "lockwiped.oauth")) {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: Self.maxConcurrent))
@@ -71,7 +72,7 @@ public final class CheckInClient: SettingsFetching {
             OAuthTokens(
                 storage: .init(
                     load: { try await store.refreshToken($0) },
-                    rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: Int64(Date().timeIntervalSince1970)) }),
+                    rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: clock.now().wall) }),
                 transport: { url, headers, body, deadline in await CheckInClient.postForm(client, url: url, headers: headers, body: body, deadline: deadline) },
                 logger: logger)
         }
