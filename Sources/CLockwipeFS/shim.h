@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <stddef.h>
 #include <linux/fscrypt.h>
+#include <linux/openat2.h>
 #include <sys/prctl.h>
 
 // Declared here, not through <stdlib.h>/<string.h>: with _GNU_SOURCE those pull in
@@ -82,6 +83,15 @@ static inline int lockwipe_clear_immutable(int fd) {
         return -errno;
     }
     return set;
+}
+
+/// `openat2(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)` with
+/// `RESOLVE_NO_SYMLINKS`: a directory reached without following a symlink in any
+/// component, so whoever owns a directory on the way cannot redirect it. fd, or -errno.
+static inline int lockwipe_open_directory_no_symlinks(const char *path) {
+    struct open_how how = {.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+    long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+    return fd >= 0 ? (int)fd : -errno;
 }
 
 /// `syncfs(2)`: writes back every dirty page and inode of the filesystem holding `fd`.

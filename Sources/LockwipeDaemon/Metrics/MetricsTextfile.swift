@@ -1,3 +1,4 @@
+import CLockwipeFS
 import Foundation
 
 /// The metrics file (`[metrics] textfile`): which paths may be one, and writing it so that
@@ -26,19 +27,30 @@ enum MetricsTextfile {
     /// missing, not a directory, or not writable (read-only, or not ours) for this process.
     static func directoryProblem(_ path: String) -> String? {
         let directory = directory(of: path)
-        var st = stat()
-        guard stat(directory, &st) == 0 else {
-            let code = errno
-            if code == ENOENT {
+        let fd: Int32
+        do {
+            fd = try openDirectory(directory)
+        } catch {
+            if error.code == ENOENT {
                 return "the directory \(directory) does not exist (Debian's prometheus-node-exporter reads /var/lib/prometheus/node-exporter)"
             }
-            return "the directory \(directory) cannot be reached: \(String(cString: strerror(code)))"
+            if error.code == ENOTDIR { return "\(directory) is not a directory" }
+            return "the directory \(directory) cannot be reached: \(String(cString: strerror(error.code)))"
         }
-        guard st.st_mode & S_IFMT == S_IFDIR else { return "\(directory) is not a directory" }
-        guard access(directory, W_OK | X_OK) == 0 else {
+        defer { close(fd) }
+        guard faccessat(fd, ".", W_OK | X_OK, 0) == 0 else {
             return "the directory \(directory) is not writable: \(String(cString: strerror(errno)))"
         }
         return nil
+    }
+
+    /// The metrics directory, reached without following a symlink anywhere on its path
+    /// (`RESOLVE_NO_SYMLINKS`): Debian's node-exporter directory belongs to the
+    /// `prometheus` user, who must not be able to send root's writes elsewhere.
+    static func openDirectory(_ directory: String) throws(FileSystemError) -> Int32 {
+        let fd = lockwipe_open_directory_no_symlinks(directory)
+        guard fd >= 0 else { throw FileSystemError("open", directory, code: -fd) }
+        return fd
     }
 
     /// Replaces the file at `path` with `text`, atomically: a temporary file is created in
@@ -52,8 +64,7 @@ enum MetricsTextfile {
     static func write(_ text: String, to path: String) throws {
         let directory = directory(of: path)
         let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])
-        let dirFD = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dirFD >= 0 else { throw FileSystemError("open", directory) }
+        let dirFD = try openDirectory(directory)
         defer { close(dirFD) }
         let temporary = ".\(name).\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
         let fd = openat(dirFD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
