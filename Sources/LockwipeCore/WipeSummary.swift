@@ -29,6 +29,11 @@ public struct WipeSummary: Codable, Sendable, Equatable {
     /// are ciphertext, so no overwrite pass is needed.
     public var keyDestroyedAt: String?
     public var keyDestroyedSeconds: Double?
+    /// What each vault is stored on, read before the erase.
+    public var media: [MediaFacts] = []
+    /// Where an overwrite could not reach old copies of the data (copy-on-write, snapshots,
+    /// shared extents, flash). Empty when none was detected; never makes a wipe incomplete.
+    public var caveats: [WipeCaveat] = []
     public var cryptoErased: Bool { keyDestroyedAt != nil }
     public var complete: Bool { skipped.isEmpty }
 
@@ -48,7 +53,7 @@ public struct WipeSummary: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, passes, pattern, attributesCleared, complete
-        case keyDestroyedAt, keyDestroyedSeconds
+        case keyDestroyedAt, keyDestroyedSeconds, media, caveats
     }
 
     public init(from decoder: any Decoder) throws {
@@ -64,6 +69,9 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         attributesCleared = try c.decodeIfPresent(Int.self, forKey: .attributesCleared) ?? 0
         keyDestroyedAt = try c.decodeIfPresent(String.self, forKey: .keyDestroyedAt)
         keyDestroyedSeconds = try c.decodeIfPresent(Double.self, forKey: .keyDestroyedSeconds)
+        // Absent in reports stored by versions that read no media facts.
+        media = try c.decodeIfPresent([MediaFacts].self, forKey: .media) ?? []
+        caveats = try c.decodeIfPresent([WipeCaveat].self, forKey: .caveats) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,5 +87,7 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         try c.encode(complete, forKey: .complete)
         try c.encodeIfPresent(keyDestroyedAt, forKey: .keyDestroyedAt)
         try c.encodeIfPresent(keyDestroyedSeconds, forKey: .keyDestroyedSeconds)
+        try c.encode(media, forKey: .media)
+        try c.encode(caveats, forKey: .caveats)
     }
 }

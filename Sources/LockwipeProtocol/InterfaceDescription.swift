@@ -18,15 +18,35 @@ public enum InterfaceDescription {
 
         type Skipped (path: string, reason: string)
 
+        # A block device under a vault's file system; absent facts were not readable.
+        type MediaDevice (
+          name: string,
+          partition: ?string,
+          model: ?string,
+          serial: ?string,
+          rotational: ?bool,
+          backing_file: ?string
+        )
+
+        type MediaFacts (path: string, filesystem: string, filesystem_uuid: ?string, devices: []MediaDevice)
+
+        # kind: copy-on-write, snapshots, shared-extents or non-rotational.
+        type WipeCaveat (kind: string, path: string, detail: string)
+
         type WipeSummary (
           files_overwritten: int,
           bytes_overwritten: int,
           entries_removed: int,
           skipped: []Skipped,
           elapsed_seconds: float,
+          passes: int,
+          pattern: string,
+          attributes_cleared: int,
           complete: bool,
           key_destroyed_at: ?string,
-          key_destroyed_seconds: ?float
+          key_destroyed_seconds: ?float,
+          media: []MediaFacts,
+          caveats: []WipeCaveat
         )
 
         type Registration (
