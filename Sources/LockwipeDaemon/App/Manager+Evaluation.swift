@@ -121,8 +121,10 @@ extension Manager {
             return
         }
         await refreshLogoutLocks()
-        let entries = await summaryEntries()
-        let windowOpensIn = await announceWarnings()
+        let reading = clock.now()
+        let outlooks = await outlooks(reading)
+        let entries = summaryEntries(outlooks)
+        let windowOpensIn = await announceWarnings(outlooks, reading: reading)
         guard alarm.isNewest(plan), !stopped else { return }
         notifier.status(StatusSummary.line(entries))
         // Offline time grows at least as fast as real time (suspended time included), so

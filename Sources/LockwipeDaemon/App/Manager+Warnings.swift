@@ -6,34 +6,31 @@ import Logging
 /// registration and threshold, the journal, the history and the observers (`warnLock`,
 /// `warnWipe`, hooks) are told; `status` and the login gate show the warning while it lasts.
 extension Manager {
-    /// The warning window's decision for `r` as of `reading`.
-    func warningDecision(_ r: RegistrationRecord, _ reading: ClockReading) -> WarningWindow.Decision {
-        let offline = offlineNow(r, reading)
-        let next = PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offline).next
-        return WarningWindow.decide(
-            next: next, lastContact: r.clock.lastContact, offlineSeconds: offline, warnBefore: Int64(configuration.warnBeforeSeconds))
+    /// The warning window's decision for a registration whose evaluation is `outlook`.
+    func warningDecision(_ outlook: Outlook) -> WarningWindow.Decision {
+        WarningWindow.decide(
+            next: outlook.next, lastContact: outlook.record.clock.lastContact, offlineSeconds: outlook.offline,
+            warnBefore: Int64(configuration.warnBeforeSeconds))
     }
 
     /// Gives every warning not given yet, and returns in how many seconds the next
     /// registration enters its window (nil: none will without a change), so the one
     /// wake-up comes then, not later.
-    func announceWarnings() async -> Int64? {
-        let reading = clock.now()
+    func announceWarnings(_ outlooks: [Outlook], reading: ClockReading) async -> Int64? {
         var opensIn: Int64?
-        for r in (try? await store.registrations()) ?? [] {
-            switch warningDecision(r, reading) {
+        for outlook in outlooks {
+            switch warningDecision(outlook) {
             case .none: continue
             case .opensIn(let seconds): opensIn = min(opensIn ?? seconds, seconds)
             case .warn(let warning):
-                guard warning.threshold != r.warnedThreshold else { continue }
-                await warn(r, warning, reading: reading)
+                guard warning.threshold != outlook.record.warnedThreshold else { continue }
+                await warn(outlook.record, warning, offline: outlook.offline, reading: reading)
             }
         }
         return opensIn
     }
 
-    private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, reading: ClockReading) async {
-        let offline = offlineNow(r, reading)
+    private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, offline: Int64, reading: ClockReading) async {
         let (p, source) = policy(for: r)
         let dueAt = reading.wall + warning.inSeconds
         let action = warning.action.rawValue

@@ -2,7 +2,7 @@ import LockwipeCore
 import LockwipeProtocol
 
 /// The metrics file's reading: what `status` reports, from the same clock arithmetic and
-/// policy evaluation (`offlineNow`, `policy(for:)`, `PolicyEvaluator`), as numbers.
+/// policy evaluation (`outlook`), as numbers.
 extension Manager {
     func metricsSnapshot() async throws -> MetricsSnapshot {
         let reading = clock.now()
@@ -15,12 +15,10 @@ extension Manager {
         return MetricsSnapshot(
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
             registrations: list.map { r in
-                let offline = offlineNow(r, reading)
+                let o = outlook(r, reading)
                 return MetricsSnapshot.Registration(
-                    user: r.user, uid: r.uid, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: offline,
-                    lastContact: r.clock.lastContact,
-                    next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offline).next,
-                    failedCheckIns: r.server.failures)
+                    user: r.user, uid: r.uid, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
+                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures)
             })
     }
 

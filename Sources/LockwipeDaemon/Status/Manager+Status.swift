@@ -7,13 +7,27 @@ import NIOCore
 /// clocks, next actions, key and check-in state, and the warnings an operator must read),
 /// `history`, the policy in force, and the one-line summary for systemd's STATUS=.
 extension Manager {
-    func summaryEntries() async -> [StatusSummary.Entry] {
-        let reading = clock.now()
-        return ((try? await store.registrations()) ?? []).map { r in
-            StatusSummary.Entry(
-                user: r.user, state: r.state,
-                next: PolicyEvaluator.evaluate(policy: policy(for: r).policy, state: r.state, offlineSeconds: offlineNow(r, reading)).next)
-        }
+    /// One registration evaluated as of a clock reading: its offline time and the next
+    /// action its policy schedules. Computed once per registration and pass, and shared
+    /// by what that pass reports (STATUS=, the wake-up, warnings, `status`).
+    struct Outlook {
+        var record: RegistrationRecord
+        var offline: Int64
+        var next: ScheduledAction?
+    }
+
+    func outlook(_ r: RegistrationRecord, _ reading: ClockReading, policy p: Policy? = nil) -> Outlook {
+        let offline = offlineNow(r, reading)
+        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline).next
+        return Outlook(record: r, offline: offline, next: next)
+    }
+
+    func outlooks(_ reading: ClockReading) async -> [Outlook] {
+        ((try? await store.registrations()) ?? []).map { outlook($0, reading) }
+    }
+
+    func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
+        outlooks.map { StatusSummary.Entry(user: $0.record.user, state: $0.record.state, next: $0.next) }
     }
 
     /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
@@ -25,7 +39,7 @@ extension Manager {
 
     public func statusLine() async -> String {
         if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
-        return StatusSummary.line(await summaryEntries())
+        return StatusSummary.line(summaryEntries(await outlooks(clock.now())))
     }
 
     public func status(for caller: Caller, user: String?) async throws -> StatusReport {
@@ -40,9 +54,9 @@ extension Manager {
         let server = configuration.server
         var infos: [RegistrationInfo] = []
         for r in list {
-            let offline = offlineNow(r, reading)
             let (p, source) = policy(for: r)
-            let next = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).next
+            let evaluated = outlook(r, reading, policy: p)
+            let (offline, next) = (evaluated.offline, evaluated.next)
             var info = RegistrationInfo(
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
@@ -64,7 +78,7 @@ extension Manager {
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
-            if case .warn(let w) = warningDecision(r, reading) {
+            if case .warn(let w) = warningDecision(evaluated) {
                 info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
             }
             await vaultStatus(r, into: &info)
