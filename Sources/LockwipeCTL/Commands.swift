@@ -80,6 +80,11 @@ struct Status: ParsableCommand {
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print("\(r.user): last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))")
                 }
+                if r.wipeProgress == nil, let w = r.wipe, !w.caveats.isEmpty {
+                    // The overwrite could not reach every old copy: said until the next wipe.
+                    let kinds = Set(w.caveats.map(\.kind.rawValue)).sorted().joined(separator: ", ")
+                    print("\(r.user): last wipe's caveats: \(kinds); old copies of the data may remain (lockwipectl certificate --user \(r.user))")
+                }
             }
         }
         for w in report.warnings { print("warning: \(w)") }
@@ -378,6 +383,30 @@ struct PolicyCommand: ParsableCommand {
                 ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
                 ["source", p.source],
             ]))
+    }
+}
+
+struct Certificate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the sanitization certificate of a user's newest wipe attempt (administrators; users their own).",
+        discussion: """
+            Every wipe attempt, complete or not, leaves a certificate in the state database: \
+            host, user, trigger and requester, method type (NIST SP 800-88 words where they \
+            apply), tool and version, media (file system, UUID, device model, serial and \
+            rotational flag where the kernel exposes them), start and end, result with every \
+            exception, the verification made after the wipe and the caveats detected \
+            (copy-on-write, snapshots, shared extents, flash). history --json carries each \
+            certificate on its wipe event.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Option(help: "The user whose certificate to show.") var user: String
+    @Option(help: ArgumentHelp("This certificate instead of the newest.", valueName: "id")) var id: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        let reply = try global.call(.getCertificate, CertificateRequest(user: user, id: id), CertificateReply.self)
+        if json { return try printJSON(reply.certificate) }
+        print(reply.certificate.textLines.joined(separator: "\n"))
     }
 }
 

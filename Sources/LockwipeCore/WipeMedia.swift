@@ -38,6 +38,12 @@ public struct MediaFacts: Codable, Sendable, Equatable {
     public var filesystemUUID: String?
     public var devices: [Device]
 
+    // "filesystemUuid": the wire's snake case (filesystem_uuid) converts back to this.
+    enum CodingKeys: String, CodingKey {
+        case path, filesystem, devices
+        case filesystemUUID = "filesystemUuid"
+    }
+
     public init(path: String, filesystem: String, filesystemUUID: String? = nil, devices: [Device] = []) {
         self.path = path
         self.filesystem = filesystem

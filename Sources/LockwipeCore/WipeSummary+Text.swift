@@ -16,9 +16,11 @@ extension WipeSummary {
             ? "unlink only (passes = 0)"
             : "\(filesOverwritten) files overwritten (\(bytesOverwritten) bytes, \(passes) \(pattern) pass\(passes == 1 ? "" : "es"))"
         let again = resumed ? " (resumed)" : ""
-        if complete && cryptoErased { return cryptoEraseText + again }
-        if complete { return "\(entriesRemoved) entries removed, \(overwritten) in \(TextFormat.fixed(elapsedSeconds, decimals: 2)) s\(again)" }
-        return "incomplete: " + skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ")
+        // The caveats' kinds only: their sentences are in the report and the certificate.
+        let caveated = caveats.isEmpty ? "" : "; caveats: " + Set(caveats.map(\.kind.rawValue)).sorted().joined(separator: ", ")
+        if complete && cryptoErased { return cryptoEraseText + again + caveated }
+        if complete { return "\(entriesRemoved) entries removed, \(overwritten) in \(TextFormat.fixed(elapsedSeconds, decimals: 2)) s\(again)\(caveated)" }
+        return "incomplete: " + skipped.prefix(20).map { "\($0.path): \($0.reason)" }.joined(separator: "; ") + caveated
     }
 
     /// The result of the wipe request (the first line `lockwipectl` prints for the user).
@@ -42,6 +44,7 @@ extension WipeSummary {
             if attributesCleared > 0 { lines.append("cleared the immutable/append-only attribute of \(attributesCleared) entries") }
         }
         lines += skipped.map { "not removed: \($0.path): \($0.reason)" }
+        lines += caveats.map { "caveat (\($0.kind.rawValue)): \($0.path): \($0.detail)" }
         return lines
     }
 }

@@ -11,17 +11,26 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     public var kind: String
     public var trigger: Trigger?
     public var detail: String
+    /// The sanitization certificate of a wipe's result event ("wipe", "wipe-incomplete").
+    public var certificate: SanitizationCertificate?
 
-    public init(time: String, user: String, kind: String, trigger: Trigger?, detail: String) {
+    public init(time: String, user: String, kind: String, trigger: Trigger?, detail: String, certificate: SanitizationCertificate? = nil) {
         self.time = time
         self.user = user
         self.kind = kind
         self.trigger = trigger
         self.detail = detail
+        self.certificate = certificate
     }
 }
 
 public struct HistoryReply: Codable, Sendable, Equatable {
     public var events: [HistoryEvent]
     public init(events: [HistoryEvent]) { self.events = events }
+}
+
+/// `GetCertificate`'s reply.
+public struct CertificateReply: Codable, Sendable, Equatable {
+    public var certificate: SanitizationCertificate
+    public init(certificate: SanitizationCertificate) { self.certificate = certificate }
 }

@@ -81,7 +81,56 @@ public enum InterfaceDescription {
 
         type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)
 
-        type Event (time: string, user: string, kind: string, trigger: ?string, detail: string)
+        # Who asked for a wipe: the lockwipectl peer, the policy server, the offline
+        # policy or the passcode retry limit.
+        type WipeRequester (peer_uid: ?int, server: ?string, policy: ?string, retry_limit: ?int)
+
+        type CertificateHost (hostname: string, machine_id: ?string)
+
+        type CertificateSubject (user: string, uid: int, directories: []string, protection: string)
+
+        type CertificateRequest (trigger: string, reason: string, requested_at: string, requester: WipeRequester, attempt: int)
+
+        # type: NIST SP 800-88's method type where it applies ("Purge"), else the file-level method.
+        type CertificateMethod (
+          type: string,
+          technique: string,
+          description: string,
+          cipher: ?string,
+          key_bits: ?int,
+          passes: ?int,
+          pattern: ?string,
+          note: ?string
+        )
+
+        type CertificateTool (name: string, version: string)
+
+        # check: key-absent, wrapped-key-absent or vault-empty.
+        type Verification (check: string, passed: bool, detail: string)
+
+        # A record of one wipe attempt, complete or not (NIST SP 800-88 Rev. 1, Appendix G).
+        type Certificate (
+          id: string,
+          standard: string,
+          host: CertificateHost,
+          subject: CertificateSubject,
+          request: CertificateRequest,
+          method: CertificateMethod,
+          tool: CertificateTool,
+          media: []MediaFacts,
+          started: string,
+          finished: string,
+          result: string,
+          exceptions: []Skipped,
+          entries_removed: int,
+          files_overwritten: int,
+          bytes_overwritten: int,
+          verification: []Verification,
+          caveats: []WipeCaveat
+        )
+
+        # certificate: on a wipe's result event (kind wipe or wipe-incomplete).
+        type Event (time: string, user: string, kind: string, trigger: ?string, detail: string, certificate: ?Certificate)
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         method GetStatus(user: ?string) -> (
@@ -95,6 +144,10 @@ public enum InterfaceDescription {
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
 
         method GetHistory(user: ?string, limit: ?int) -> (events: []Event)
+
+        # The newest certificate of the user's wipes, or the one with id (administrators,
+        # and the user whose data it is).
+        method GetCertificate(user: string, id: ?string) -> (certificate: Certificate)
 
         # Exactly one of user or all.
         method Lock(user: ?string, all: ?bool) -> (results: []ActionResult)
@@ -138,6 +191,8 @@ public enum InterfaceDescription {
         error NotPermitted (reason: string)
 
         error NoSuchRegistration (user: string)
+
+        error NoSuchCertificate (user: string, reason: string)
 
         error RegistrationRefused (reason: string)
 

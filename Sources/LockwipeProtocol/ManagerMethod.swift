@@ -3,6 +3,7 @@ public enum ManagerMethod: String, Sendable, CaseIterable {
     case getStatus = "io.lockwipe.Manager.GetStatus"
     case getPolicy = "io.lockwipe.Manager.GetPolicy"
     case getHistory = "io.lockwipe.Manager.GetHistory"
+    case getCertificate = "io.lockwipe.Manager.GetCertificate"
     case lock = "io.lockwipe.Manager.Lock"
     case unlock = "io.lockwipe.Manager.Unlock"
     case wipe = "io.lockwipe.Manager.Wipe"

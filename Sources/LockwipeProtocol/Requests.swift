@@ -103,6 +103,16 @@ public struct CredentialsRequest: Codable, Sendable, Equatable {
     }
 }
 
+/// `GetCertificate`: the newest certificate of the user's wipes, or the one with `id`.
+public struct CertificateRequest: Codable, Sendable, Equatable {
+    public var user: String
+    public var id: String?
+    public init(user: String, id: String? = nil) {
+        self.user = user
+        self.id = id
+    }
+}
+
 public struct HistoryRequest: Codable, Sendable, Equatable {
     public var user: String?
     public var limit: Int?

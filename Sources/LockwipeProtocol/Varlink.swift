@@ -78,6 +78,7 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     // io.lockwipe.Manager errors.
     public static let notPermittedName = "io.lockwipe.Manager.NotPermitted"
     public static let noSuchRegistrationName = "io.lockwipe.Manager.NoSuchRegistration"
+    public static let noSuchCertificateName = "io.lockwipe.Manager.NoSuchCertificate"
     public static let registrationRefusedName = "io.lockwipe.Manager.RegistrationRefused"
     public static let actionFailedName = "io.lockwipe.Manager.ActionFailed"
     public static let passcodeRequiredName = "io.lockwipe.Manager.PasscodeRequired"
@@ -92,6 +93,9 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static func interfaceNotFound(_ interface: String) -> VarlinkError { VarlinkError(interfaceNotFoundName, ["interface": interface]) }
     public static func notPermitted(_ reason: String) -> VarlinkError { VarlinkError(notPermittedName, ["reason": reason]) }
     public static func noSuchRegistration(_ user: String) -> VarlinkError { VarlinkError(noSuchRegistrationName, ["user": user]) }
+    public static func noSuchCertificate(user: String, reason: String) -> VarlinkError {
+        VarlinkError(noSuchCertificateName, ["user": user, "reason": reason])
+    }
     public static func registrationRefused(_ reason: String) -> VarlinkError { VarlinkError(registrationRefusedName, ["reason": reason]) }
     public static func actionFailed(_ reason: String) -> VarlinkError { VarlinkError(actionFailedName, ["reason": reason]) }
     public static func passcodeRequired(user: String, reason: String) -> VarlinkError {

@@ -53,4 +53,28 @@ struct WipeSummaryTextTests {
     func theReportLines(_ s: WipeSummary, _ lines: [String]) {
         #expect(s.reportLines == lines)
     }
+
+    static var caveated: WipeSummary {
+        var s = overwrite
+        s.caveats = [
+            WipeCaveat(kind: .snapshots, path: "/v", detail: "1 snapshot shares the vault's old blocks"),
+            WipeCaveat(kind: .copyOnWrite, path: "/v", detail: "btrfs writes new blocks"),
+            WipeCaveat(kind: .copyOnWrite, path: "/w", detail: "btrfs writes new blocks"),
+        ]
+        return s
+    }
+
+    /// Caveats never make a wipe incomplete, and every text says them.
+    @Test func caveatsAreSaidEverywhere() {
+        let s = Self.caveated
+        #expect(s.complete)
+        #expect(s.recordText(resumed: false).hasSuffix("in 1.23 s; caveats: copy-on-write, snapshots"))
+        #expect(
+            Array(s.reportLines.suffix(3)) == [
+                "caveat (snapshots): /v: 1 snapshot shares the vault's old blocks",
+                "caveat (copy-on-write): /v: btrfs writes new blocks",
+                "caveat (copy-on-write): /w: btrfs writes new blocks",
+            ])
+        #expect(Self.incomplete.recordText(resumed: false) == "incomplete: /v/m: a mount point")
+    }
 }

@@ -140,6 +140,37 @@ import Testing
         }
     }
 
+    /// Each attempt's certificate is stored with its result event, which names it; the
+    /// requester committed with the intent comes back with the pending wipe.
+    @Test func certificatesAreStoredWithTheirResultEvent() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("bob"), event: ev("bob", "register"))
+            let requester = WipeRequester(peerUID: 1000, retryLimit: 3)
+            try await store.commitWipeIntent("bob", reason: "test", trigger: .retryLimit, requester: requester, event: ev("bob", "wipe-started"))
+            await #expect(try store.pendingWipe("bob")?.requester == requester)
+            try await store.beginWipeAttempt("bob", event: nil)
+            let incomplete = WipeSummary(
+                filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [.init(path: "/x", reason: "busy")], elapsedSeconds: 0)
+            let first = certificate("11111111-1111-4111-8111-111111111111", incomplete)
+            try await store.finishWipe("bob", summary: incomplete, certificate: first, event: ev("bob", "wipe-incomplete"))
+            let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
+            let second = certificate("22222222-2222-4222-8222-222222222222", done)
+            try await store.finishWipe("bob", summary: done, certificate: second, event: ev("bob", "wipe"))
+            await #expect(try store.certificate(user: "bob") == second)
+            await #expect(try store.certificate(user: "bob", id: first.id) == first)
+            await #expect(try store.certificate(user: "alice") == nil)
+            await #expect(try store.events(user: "bob", limit: 10).map(\.certificate) == [nil, nil, first.id, second.id])
+            await #expect(try store.certificates(ids: [first.id, second.id]) == [first.id: first, second.id: second])
+        }
+    }
+
+    private func certificate(_ id: String, _ s: WipeSummary) -> SanitizationCertificate {
+        .make(
+            id: id, host: .init(hostname: "h", machineID: nil), subject: .init(user: "bob", uid: 1000, directories: ["/x"], protection: "permissions"),
+            trigger: .retryLimit, reason: "test", requestedAt: "2027-01-01T00:00:00Z", requester: WipeRequester(), attempt: 1, summary: s,
+            started: "2027-01-01T00:00:00Z", finished: "2027-01-01T00:00:01Z", verification: [], toolVersion: "0")
+    }
+
     @Test func aDirectoryCannotBelongToTwoRegistrations() async throws {
         try await withStore { store, _ in
             try await store.insert(record("alice"), event: ev("alice", "register"))

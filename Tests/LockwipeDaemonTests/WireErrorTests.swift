@@ -9,6 +9,8 @@ struct WireErrorTests {
     static let cases: [(ManagerError, String)] = [
         (.notPermitted("only root"), VarlinkError.notPermittedName),
         (.noSuchRegistration("alice"), VarlinkError.noSuchRegistrationName),
+        (.noSuchCertificate(user: "alice", id: nil), VarlinkError.noSuchCertificateName),
+        (.noSuchCertificate(user: "alice", id: "0f"), VarlinkError.noSuchCertificateName),
         (.registrationRefused("no Unix user named 'x'"), VarlinkError.registrationRefusedName),
         (.invalidParameter("credentials", reason: "token: empty"), VarlinkError.invalidParameterName),
         (.actionFailed("lock of alice failed"), VarlinkError.actionFailedName),

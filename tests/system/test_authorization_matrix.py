@@ -31,6 +31,9 @@ MATRIX = [
      dict(root=OK, admin=OK, self=OK, other=HIDDEN, ghost=HIDDEN)),
     ("io.lockwipe.Manager.GetHistory", {"user": "{user}"},
      dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
+    # No wipe yet: an allowed caller is told there is no certificate (NoSuchCertificate).
+    ("io.lockwipe.Manager.GetCertificate", {"user": "{user}"},
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.CheckIn", {"user": "{user}"},
      dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Lock", {"user": "{user}"},
@@ -92,6 +95,8 @@ def outcome(reply):
         return DENIED
     if error == "io.lockwipe.Manager.NoSuchRegistration":
         return HIDDEN
+    if error == "io.lockwipe.Manager.NoSuchCertificate":
+        return OK  # allowed; there is nothing to show yet
     if error == "io.lockwipe.Manager.ActionFailed":
         return OK  # allowed; the action itself failed (e.g. CheckIn with no server configured)
     return f"error {error}: {reply.get('parameters')}"

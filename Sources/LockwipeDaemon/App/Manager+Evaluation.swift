@@ -41,11 +41,18 @@ extension Manager {
                 guard let (current, reason) = await self.dueNow(user), current == action else { return }
                 switch action {
                 case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
-                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason)
+                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason, requester: await self.offlineRequester(user))
                 }
             }
         }
         await reschedule()
+    }
+
+    /// The offline policy that makes `user`'s wipe due, in words, for its certificate.
+    func offlineRequester(_ user: String) async -> WipeRequester {
+        guard let r = try? await store.registration(user) else { return WipeRequester() }
+        let (p, source) = policy(for: r)
+        return WipeRequester(policy: "\(source) policy: lock after \(p.offlineDaysBeforeLock) days offline, wipe after \(p.offlineDaysBeforeWipe) days")
     }
 
     /// The policy in force for `r`: the server's once it sent a valid one (while a server

@@ -6,6 +6,8 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
     case notPermitted(String)
     /// No registration for this user name.
     case noSuchRegistration(String)
+    /// No wipe of this user has a certificate (with this id, when one was asked for).
+    case noSuchCertificate(user: String, id: String?)
     /// Registration was refused; the reason names every problem.
     case registrationRefused(String)
     /// A request parameter cannot be used as given.
@@ -25,6 +27,8 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
             return reason
         case .noSuchRegistration(let user):
             return "no registration for user \(user)"
+        case .noSuchCertificate(let user, let id):
+            return id.map { "no certificate \($0) for user \(user)" } ?? "no wipe of user \(user) has a certificate"
         }
     }
 

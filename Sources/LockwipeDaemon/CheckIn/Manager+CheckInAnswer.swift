@@ -66,7 +66,9 @@ extension Manager {
         case .lock(let code, let reason):
             return await carryOut(r, "lock", code: code) { try await self.lockLocked(user: user, trigger: .server, reason: reason) }
         case .wipe(let code, let reason):
-            return await carryOut(r, "wipe", code: code) { try await self.wipeLocked(user: user, trigger: .server, reason: reason) }
+            return await carryOut(r, "wipe", code: code) {
+                try await self.wipeLocked(user: user, trigger: .server, reason: reason, requester: WipeRequester(server: self.configuration.server.url))
+            }
         case .settingsLock, nil:
             break
         }

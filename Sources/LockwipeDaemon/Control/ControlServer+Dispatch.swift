@@ -37,6 +37,9 @@ extension ControlServer {
         case .getHistory:
             let p = try VarlinkMessage.decodeParameters(HistoryRequest.self, from: data)
             return try VarlinkMessage.encodeReply(try await manager.history(for: caller, user: p.user, limit: p.limit ?? 1000))
+        case .getCertificate:
+            let p = try VarlinkMessage.decodeParameters(CertificateRequest.self, from: data)
+            return try VarlinkMessage.encodeReply(CertificateReply(certificate: try await manager.certificate(for: caller, user: p.user, id: p.id)))
         case .lock:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
             let users = try await selection(p, caller: caller, verb: "lock", userMayTargetSelf: true)
@@ -78,8 +81,12 @@ extension ControlServer {
             for user in users {
                 results.append(
                     caller.isAdmin
-                        ? try await manager.wipe(user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)")
-                        : try await manager.wipe(user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)"))
+                        ? try await manager.wipe(
+                            user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)",
+                            requester: WipeRequester(peerUID: caller.credentials.uid))
+                        : try await manager.wipe(
+                            user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
+                            requester: WipeRequester(peerUID: caller.credentials.uid)))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .register:

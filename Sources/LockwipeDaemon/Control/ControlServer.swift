@@ -184,6 +184,7 @@ public final class ControlServer: Sendable {
         switch error {
         case .notPermitted(let reason): return .notPermitted(reason)
         case .noSuchRegistration(let user): return .noSuchRegistration(user)
+        case .noSuchCertificate(let user, _): return .noSuchCertificate(user: user, reason: error.message)
         case .registrationRefused(let reason): return .registrationRefused(reason)
         case .invalidParameter(let parameter, let reason): return .invalidParameter(parameter, reason: reason)
         case .actionFailed(let reason): return .actionFailed(reason)

@@ -108,9 +108,12 @@ extension Manager {
             filter = name
         }
         let events = try await store.events(user: filter, limit: max(1, min(limit, 10_000)))
+        let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
-                HistoryEvent(time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail)
+                HistoryEvent(
+                    time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail,
+                    certificate: $0.certificate.flatMap { certificates[$0] })
             })
     }
 

@@ -10,8 +10,8 @@ extension StateStore {
 
     static func append(_ e: StoredEvent, _ db: Database) throws {
         try db.execute(
-            sql: "INSERT INTO events (time, user, kind, trigger, detail) VALUES (?, ?, ?, ?, ?)",
-            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail])
+            sql: "INSERT INTO events (time, user, kind, trigger, detail, certificate) VALUES (?, ?, ?, ?, ?, ?)",
+            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate])
     }
 
     /// The newest `limit` events (of `user`, when given), oldest first.
@@ -25,7 +25,8 @@ extension StateStore {
                 return rows.reversed().map {
                     StoredEvent(
                         time: $0["time"], user: $0["user"], kind: $0["kind"],
-                        trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"])
+                        trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"],
+                        certificate: $0["certificate"])
                 }
             }
         }

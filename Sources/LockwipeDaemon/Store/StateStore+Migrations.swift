@@ -168,6 +168,24 @@ extension StateStore {
         m.registerMigration("v9-warned-threshold") { db in
             try db.execute(sql: "ALTER TABLE registrations ADD COLUMN warned_threshold TEXT")
         }
+        // Sanitization certificates: one per wipe attempt, kept after the registration is
+        // gone (an audit record); the wipe's result event names its certificate; a wipe's
+        // requester (peer uid, server, policy, retry limit) is kept with its intent.
+        m.registerMigration("v10-certificates") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE certificates (
+                        id TEXT PRIMARY KEY,
+                        user TEXT NOT NULL,
+                        finished_at INTEGER NOT NULL,
+                        complete INTEGER NOT NULL,
+                        body TEXT NOT NULL
+                    );
+                    CREATE INDEX certificates_by_user ON certificates (user, finished_at);
+                    ALTER TABLE events ADD COLUMN certificate TEXT;
+                    ALTER TABLE pending_wipes ADD COLUMN requester TEXT;
+                    """)
+        }
         return m
     }
 

@@ -10,15 +10,19 @@ extension StateStore {
         public var trigger: Trigger
         public var startedAt: Int64
         public var attempts: Int
+        public var requester: WipeRequester
     }
 
     /// Makes the intent to wipe durable before the first byte is touched.
-    public nonisolated(nonsending) func commitWipeIntent(_ user: String, reason: String, trigger: Trigger, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func commitWipeIntent(
+        _ user: String, reason: String, trigger: Trigger, requester: WipeRequester = WipeRequester(), event: StoredEvent
+    ) async throws {
         try await perform { [self] in
+            let requesterJSON = String(decoding: try JSONEncoder().encode(requester), as: UTF8.self)
             try db.write { db in
                 try db.execute(
-                    sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at) VALUES (?, ?, ?, ?)",
-                    arguments: [user, reason, trigger.rawValue, event.time])
+                    sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at, requester) VALUES (?, ?, ?, ?, ?)",
+                    arguments: [user, reason, trigger.rawValue, event.time, requesterJSON])
                 try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wipePending.rawValue, user])
                 try Self.append(event, db)
             }
@@ -28,13 +32,25 @@ extension StateStore {
     public nonisolated(nonsending) func pendingWipes() async throws -> [PendingWipe] {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map {
-                    PendingWipe(
-                        user: $0["user"], reason: $0["reason"], trigger: Trigger(rawValue: $0["trigger"]) ?? .resume,
-                        startedAt: $0["started_at"], attempts: $0["attempts"])
-                }
+                try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map(Self.pendingWipe(from:))
             }
         }
+    }
+
+    public nonisolated(nonsending) func pendingWipe(_ user: String) async throws -> PendingWipe? {
+        try await perform { [self] in
+            try db.read { db in
+                try Row.fetchOne(db, sql: "SELECT * FROM pending_wipes WHERE user = ?", arguments: [user]).map(Self.pendingWipe(from:))
+            }
+        }
+    }
+
+    private static func pendingWipe(from row: Row) -> PendingWipe {
+        // Intents stored before v10-certificates have no requester.
+        let requester = (row["requester"] as String?).flatMap { try? JSONDecoder().decode(WipeRequester.self, from: Data($0.utf8)) }
+        return PendingWipe(
+            user: row["user"], reason: row["reason"], trigger: Trigger(rawValue: row["trigger"]) ?? .resume,
+            startedAt: row["started_at"], attempts: row["attempts"], requester: requester ?? WipeRequester())
     }
 
     /// Marks the start of an attempt (state `wiping`), so a crash shows up as a resumed attempt.
@@ -48,12 +64,23 @@ extension StateStore {
         }
     }
 
-    /// Records the wipe's report. Only a complete wipe ends the pending intent and makes the
+    /// Records the wipe's report and its certificate, with the result event that names it,
+    /// in one transaction. Only a complete wipe ends the pending intent and makes the
     /// registration `wiped`; an incomplete one stays pending and is retried.
-    public nonisolated(nonsending) func finishWipe(_ user: String, summary: WipeSummary, event: StoredEvent) async throws {
+    public nonisolated(nonsending) func finishWipe(
+        _ user: String, summary: WipeSummary, certificate: SanitizationCertificate? = nil, event: StoredEvent
+    ) async throws {
         try await perform { [self] in
             let json = String(decoding: try JSONEncoder().encode(summary), as: UTF8.self)
+            let certificateJSON = try certificate.map { String(decoding: try Self.certificateEncoder.encode($0), as: UTF8.self) }
+            var event = event
+            event.certificate = certificate?.id
             try db.write { db in
+                if let certificate, let certificateJSON {
+                    try db.execute(
+                        sql: "INSERT INTO certificates (id, user, finished_at, complete, body) VALUES (?, ?, ?, ?, ?)",
+                        arguments: [certificate.id, user, event.time, summary.complete, certificateJSON])
+                }
                 if summary.complete {
                     try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
                     try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
@@ -67,6 +94,43 @@ extension StateStore {
                 }
                 try Self.append(event, db)
             }
+        }
+    }
+}
+
+extension StateStore {
+    static let certificateEncoder: JSONEncoder = {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys]
+        return e
+    }()
+
+    /// The newest certificate of `user`'s wipes, or the one with `id`.
+    public nonisolated(nonsending) func certificate(user: String, id: String? = nil) async throws -> SanitizationCertificate? {
+        try await perform { [self] in
+            let body = try db.read { db in
+                id == nil
+                    ? try String.fetchOne(
+                        db, sql: "SELECT body FROM certificates WHERE user = ? ORDER BY finished_at DESC, rowid DESC LIMIT 1", arguments: [user])
+                    : try String.fetchOne(db, sql: "SELECT body FROM certificates WHERE user = ? AND id = ?", arguments: [user, id])
+            }
+            return try body.map { try JSONDecoder().decode(SanitizationCertificate.self, from: Data($0.utf8)) }
+        }
+    }
+
+    /// The certificates with these ids (those the history's events name).
+    public nonisolated(nonsending) func certificates(ids: [String]) async throws -> [String: SanitizationCertificate] {
+        guard !ids.isEmpty else { return [:] }
+        return try await perform { [self] in
+            let rows = try db.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, body FROM certificates WHERE id IN (\(ids.map { _ in "?" }.joined(separator: ",")))", arguments: StatementArguments(ids))
+            }
+            var out: [String: SanitizationCertificate] = [:]
+            for row in rows {
+                let body: String = row["body"]
+                out[row["id"]] = try JSONDecoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
+            }
+            return out
         }
     }
 }

@@ -54,7 +54,8 @@ extension Manager {
                 ])
             if policy.retriesExhausted(failedAttempts: count) {
                 let reason = "\(count) wrong passcodes in a row reached the passcode policy's retry_limit (\(limit))"
-                let result = try? await wipeLocked(user: user, trigger: .retryLimit, reason: reason)
+                let result = try? await wipeLocked(
+                    user: user, trigger: .retryLimit, reason: reason, requester: WipeRequester(peerUID: caller.credentials.uid, retryLimit: limit))
                 let pending: String = result?.state == .wiped ? "" : " (the wipe is pending)"
                 throw ManagerError.notPermitted("wrong passcode; \(reason): the vault of \(user) was wiped\(pending)")
             }

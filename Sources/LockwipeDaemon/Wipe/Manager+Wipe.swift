@@ -7,22 +7,27 @@ import NIOCore
 /// Wipes: the request, the committed intent, the erase on its own thread, the honest
 /// report, and the resumption of an interrupted wipe at start-up.
 extension Manager {
-    public func wipe(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> ActionResult {
         let requested = ContinuousClock.now
-        let result = try await withUser(user) { try await wipeLocked(user: user, trigger: trigger, reason: reason, requested: requested) }
+        let result = try await withUser(user) {
+            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested)
+        }
         await reschedule()
         return result
     }
 
     // MARK: Wipe
 
-    func wipeLocked(user: String, trigger: Trigger, reason: String, requested: ContinuousClock.Instant = .now) async throws -> ActionResult {
+    func wipeLocked(
+        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now
+    ) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
         }
         let now = clock.now().wall
-        try await store.commitWipeIntent(user, reason: reason, trigger: trigger, event: event(user, .wipeStarted, trigger, reason, at: now))
+        try await store.commitWipeIntent(
+            user, reason: reason, trigger: trigger, requester: requester, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
@@ -80,6 +85,10 @@ extension Manager {
             summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
             summary.keyDestroyedSeconds = destroyed.seconds
         }
+        let attempt = Attempt(
+            record: r, pending: try? await store.pendingWipe(user), trigger: trigger, reason: reason, started: now,
+            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil)
+        let certificate = await certificate(attempt, summary: summary)
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
         meta["bytes"] = "\(summary.bytesOverwritten)"
@@ -88,6 +97,8 @@ extension Manager {
         meta["passes"] = "\(summary.passes)"
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
         meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
+        meta["certificate_id"] = .string(certificate.id)
+        if !summary.caveats.isEmpty { meta["caveats"] = .string(summary.caveats.map(\.kind.rawValue).joined(separator: ",")) }
         if summary.cryptoErased {
             meta["crypto_erased"] = "true"
             meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
@@ -95,14 +106,16 @@ extension Manager {
         }
         let detail = summary.recordText(resumed: resumed)
         do {
-            try await store.finishWipe(user, summary: summary, event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
+            try await store.finishWipe(
+                user, summary: summary, certificate: certificate,
+                event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {
             logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
         }
         if summary.complete {
-            logger.notice("wiped \(user): \(detail)", metadata: meta)
+            logger.notice("wiped \(user): \(detail) (certificate \(certificate.id))", metadata: meta)
         } else {
-            logger.error("wipe of \(user) is INCOMPLETE: \(detail)", metadata: meta)
+            logger.error("wipe of \(user) is INCOMPLETE: \(detail) (certificate \(certificate.id))", metadata: meta)
         }
         await observers.notify(.didWipe, event)
         return summary

@@ -7,4 +7,6 @@ public struct StoredEvent: Sendable, Equatable {
     public var kind: String
     public var trigger: Trigger?
     public var detail: String
+    /// The sanitization certificate of a wipe's result event.
+    public var certificate: String? = nil
 }

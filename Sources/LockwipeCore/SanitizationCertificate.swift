@@ -1,0 +1,226 @@
+/// Who or what asked for a wipe, beyond its trigger: the peer of a `lockwipectl wipe`,
+/// the policy server, the offline policy, or the passcode policy's retry limit. Stored
+/// with the wipe's intent, so a wipe resumed after a restart still names its requester.
+public struct WipeRequester: Codable, Sendable, Equatable {
+    /// The Unix uid of the `lockwipectl` peer (trigger admin or user).
+    public var peerUID: UInt32?
+    /// The policy server's URL (trigger server).
+    public var server: String?
+    /// The offline policy in force, in words (trigger offline).
+    public var policy: String?
+    /// The passcode policy's retry limit that was reached (trigger retry-limit).
+    public var retryLimit: Int?
+
+    // The wire's snake case (peer_uid, retry_limit) converts back to these keys.
+    enum CodingKeys: String, CodingKey {
+        case server, policy, retryLimit
+        case peerUID = "peerUid"
+    }
+
+    public init(peerUID: UInt32? = nil, server: String? = nil, policy: String? = nil, retryLimit: Int? = nil) {
+        self.peerUID = peerUID
+        self.server = server
+        self.policy = policy
+        self.retryLimit = retryLimit
+    }
+}
+
+/// A record of one wipe attempt, complete or not, in the terms of NIST SP 800-88 (method
+/// types of Rev. 2; fields after Rev. 1's sample certificate of sanitization, Appendix G:
+/// media, method type and method, tool and version, verification, date; see
+/// docs/certificates.md): what an auditor files for each wiped medium. Built by `make`, a pure function of what the wipe reported; the
+/// daemon stores it in the same transaction as the wipe's result.
+public struct SanitizationCertificate: Codable, Sendable, Equatable {
+    public struct Host: Codable, Sendable, Equatable {
+        public var hostname: String
+        /// An application-specific id derived from /etc/machine-id (the same as the SAP
+        /// device id lockwiped sends); the machine id itself is never shown. Nil when the
+        /// machine id cannot be read.
+        public var machineID: String?
+        enum CodingKeys: String, CodingKey {
+            case hostname
+            case machineID = "machineId"
+        }
+        public init(hostname: String, machineID: String?) {
+            self.hostname = hostname
+            self.machineID = machineID
+        }
+    }
+
+    public struct Subject: Codable, Sendable, Equatable {
+        public var user: String
+        public var uid: UInt32
+        public var directories: [String]
+        /// "encrypted" (fscrypt vault) or "permissions".
+        public var protection: String
+        public init(user: String, uid: UInt32, directories: [String], protection: String) {
+            self.user = user
+            self.uid = uid
+            self.directories = directories
+            self.protection = protection
+        }
+    }
+
+    public struct Request: Codable, Sendable, Equatable {
+        public var trigger: Trigger
+        public var reason: String
+        /// When the wipe was committed (ISO 8601, UTC).
+        public var requestedAt: String
+        public var requester: WipeRequester
+        /// The attempt this certificate is about: 1 for the first, more after a resume
+        /// or a retry of an incomplete wipe.
+        public var attempt: Int
+    }
+
+    public struct Method: Codable, Sendable, Equatable {
+        /// NIST SP 800-88's method type where it applies ("Purge"), otherwise what was done
+        /// at file level, in words that do not claim a NIST category.
+        public var type: String
+        /// "cryptographic erase", "file-level overwrite" or "file-level unlink".
+        public var technique: String
+        /// One sentence: the technique with its parameters.
+        public var description: String
+        public var cipher: String?
+        public var keyBits: Int?
+        public var passes: Int?
+        public var pattern: String?
+        /// What the method does not reach, in NIST's terms.
+        public var note: String?
+    }
+
+    public struct Tool: Codable, Sendable, Equatable {
+        public var name: String
+        public var version: String
+    }
+
+    public struct Verification: Codable, Sendable, Equatable {
+        /// What was checked: "vault-empty" or "key-absent" or "wrapped-key-absent".
+        public var check: String
+        public var passed: Bool
+        public var detail: String
+        public init(check: String, passed: Bool, detail: String) {
+            self.check = check
+            self.passed = passed
+            self.detail = detail
+        }
+    }
+
+    /// A fresh random id (UUID, lower case), made by the daemon.
+    public var id: String
+    /// The document whose terms the certificate uses.
+    public var standard: String
+    public var host: Host
+    public var subject: Subject
+    public var request: Request
+    public var method: Method
+    public var tool: Tool
+    public var media: [MediaFacts]
+    /// The attempt's start and end (ISO 8601, UTC).
+    public var started: String
+    public var finished: String
+    /// "complete" or "incomplete".
+    public var result: String
+    /// Every entry that could not be removed (an incomplete wipe); empty when complete.
+    public var exceptions: [WipeSummary.Skipped]
+    public var entriesRemoved: Int
+    public var filesOverwritten: Int
+    public var bytesOverwritten: Int64
+    public var verification: [Verification]
+    public var caveats: [WipeCaveat]
+
+    public static let standardText =
+        "NIST SP 800-88 Rev. 2 (September 2025) method types (Clear, Purge, Destroy); fields after the sample certificate of sanitization in Rev. 1, Appendix G"
+
+    /// The fscrypt policy lockwiped gives every encrypted vault (`lockwipe_fscrypt_set_policy`).
+    public static let fscryptCipher = "AES-256-XTS (file contents), AES-256-CTS-CBC (file names), fscrypt policy v2"
+    public static let fscryptKeyBits = 512
+
+    /// The certificate of one finished attempt. Pure: every fact comes in as an argument
+    /// (times as ISO 8601, UTC).
+    public static func make(
+        id: String, host: Host, subject: Subject, trigger: Trigger, reason: String, requestedAt: String, requester: WipeRequester,
+        attempt: Int, summary: WipeSummary, started: String, finished: String, verification: [Verification], toolVersion: String
+    ) -> SanitizationCertificate {
+        SanitizationCertificate(
+            id: id, standard: standardText, host: host, subject: subject,
+            request: Request(trigger: trigger, reason: reason, requestedAt: requestedAt, requester: requester, attempt: attempt),
+            method: method(summary), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
+            started: started, finished: finished, result: summary.complete ? "complete" : "incomplete",
+            exceptions: summary.skipped, entriesRemoved: summary.entriesRemoved, filesOverwritten: summary.filesOverwritten,
+            bytesOverwritten: summary.bytesOverwritten, verification: verification, caveats: summary.caveats)
+    }
+
+    /// The method in NIST's words where they apply, and in plain words where they do not.
+    public static func method(_ s: WipeSummary) -> Method {
+        if s.cryptoErased {
+            return Method(
+                type: "Purge", technique: "cryptographic erase",
+                description:
+                    "cryptographic erase: the vault's fscrypt key was removed from the kernel and every stored copy destroyed;"
+                    + " the files left were ciphertext and were unlinked",
+                cipher: fscryptCipher, keyBits: fscryptKeyBits, passes: nil, pattern: nil,
+                note: "fscrypt encrypts file contents and names, not sizes, timestamps or the shape of the directory tree")
+        }
+        let notClear =
+            "NIST SP 800-88 would not call this media Clear: Clear covers all user-addressable storage of the medium, and a file-level method reaches only the blocks the files held when they were written"
+        if s.passes == 0 {
+            return Method(
+                type: "file-level unlink (no overwrite)", technique: "file-level unlink",
+                description: "the vault's entries were unlinked without overwriting their data ([wipe] passes = 0)",
+                cipher: nil, keyBits: nil, passes: 0, pattern: nil,
+                note: notClear + "; without an overwrite the data stays on the medium until its blocks are reused")
+        }
+        let passes = "\(s.passes) pass\(s.passes == 1 ? "" : "es"), \(s.pattern)"
+        return Method(
+            type: "file-level overwrite (\(passes))", technique: "file-level overwrite",
+            description: "every regular file with one link was overwritten (\(passes)), made durable, truncated and unlinked; other entries were unlinked",
+            cipher: nil, keyBits: nil, passes: s.passes, pattern: s.pattern, note: notClear)
+    }
+}
+
+extension SanitizationCertificate {
+    /// The certificate for people: `lockwipectl certificate` prints these lines.
+    public var textLines: [String] {
+        var lines = [
+            "Certificate of sanitization \(id)",
+            "  standard:     \(standard)",
+            "  host:         \(host.hostname)" + (host.machineID.map { " (machine \($0))" } ?? ""),
+            "  user:         \(subject.user) (uid \(subject.uid)), \(subject.protection) vault",
+            "  directories:  \(subject.directories.joined(separator: ", "))",
+            "  requested:    \(request.requestedAt), trigger \(request.trigger.rawValue): \(request.reason)",
+        ]
+        var by: [String] = []
+        if let uid = request.requester.peerUID { by.append("peer uid \(uid)") }
+        if let server = request.requester.server { by.append("server \(server)") }
+        if let policy = request.requester.policy { by.append("policy: \(policy)") }
+        if let limit = request.requester.retryLimit { by.append("retry limit \(limit)") }
+        if !by.isEmpty { lines.append("  requester:    " + by.joined(separator: "; ")) }
+        lines.append("  attempt:      \(request.attempt), \(started) to \(finished)")
+        lines.append("  method type:  \(method.type)")
+        lines.append("  method:       \(method.description)")
+        if let cipher = method.cipher { lines.append("  cipher:       \(cipher)" + (method.keyBits.map { ", \($0)-bit key" } ?? "")) }
+        if let note = method.note { lines.append("  note:         \(note)") }
+        lines.append("  tool:         \(tool.name) \(tool.version)")
+        for m in media {
+            var text = "\(m.path): \(m.filesystem)" + (m.filesystemUUID.map { " UUID \($0)" } ?? " (UUID not readable)")
+            for d in m.devices {
+                var facts = [d.partition.map { "partition \($0)" }, d.model.map { "model \($0)" }, d.serial.map { "serial \($0)" }].compactMap { $0 }
+                if d.model == nil { facts.append("model not readable") }
+                if d.serial == nil { facts.append("serial not readable") }
+                if let r = d.rotational { facts.append(r ? "rotational" : "non-rotational") }
+                if let file = d.backingFile { facts.append("backed by \(file)") }
+                text += "; device \(d.name) (" + facts.joined(separator: ", ") + ")"
+            }
+            lines.append("  media:        " + text)
+        }
+        if media.isEmpty { lines.append("  media:        not read") }
+        lines.append(
+            "  result:       \(result == "complete" ? "complete" : "INCOMPLETE"): \(entriesRemoved) entries removed, \(filesOverwritten) files overwritten (\(TextFormat.bytes(bytesOverwritten)))"
+        )
+        lines += exceptions.map { "  exception:    \($0.path): \($0.reason)" }
+        lines += verification.map { "  verified:     \($0.passed ? "yes" : "NO"), \($0.check): \($0.detail)" }
+        lines += caveats.map { "  caveat:       \($0.kind.rawValue): \($0.path): \($0.detail)" }
+        if caveats.isEmpty { lines.append("  caveats:      none detected") }
+        return lines
+    }
+}

@@ -1,0 +1,77 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+
+/// Sanitization certificates: one for every wipe attempt, complete or not, built from the
+/// attempt's report and stored with its result (`StateStore.finishWipe`). Shown by
+/// `lockwipectl certificate` and in `history --json`.
+extension Manager {
+    /// What a finished attempt certifies, with the checks made after it.
+    struct Attempt {
+        var record: RegistrationRecord
+        var pending: StateStore.PendingWipe?
+        var trigger: Trigger
+        var reason: String
+        var started: Int64
+        /// Whether the vault key was verifiably removed from the kernel (encrypted vaults).
+        var keyRemovedFromKernel: Bool?
+    }
+
+    /// The certificate of `attempt`, after verifying its result: the vaults are re-walked,
+    /// and for an encrypted vault the key is checked gone from the store.
+    func certificate(_ attempt: Attempt, summary: WipeSummary) async -> SanitizationCertificate {
+        let r = attempt.record
+        let (vaults, removeRoot) = (r.vaults, configuration.wipe.removeRoot)
+        var verification: [SanitizationCertificate.Verification] = []
+        if r.protection == .encrypted {
+            let removed = attempt.keyRemovedFromKernel ?? false
+            verification.append(
+                .init(
+                    check: "key-absent", passed: removed,
+                    detail: removed
+                        ? "the vault key is absent from the kernel for all users (fscrypt key status, checked before the files were removed)"
+                        : "the vault key was not verifiably removed from the kernel (files held open by processes that were not ended); the files were overwritten instead"
+                ))
+            let stored = (try? await store.vaultKeyStatus(r.user)) ?? nil
+            verification.append(
+                .init(
+                    check: "wrapped-key-absent", passed: stored == nil,
+                    detail: stored == nil
+                        ? "no wrapped copy of the vault key is left in the state directory"
+                        : "a wrapped copy of the vault key is still stored"))
+        }
+        let walk = (try? await BlockingPool.run { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
+        verification.append(walk ?? .init(check: "vault-empty", passed: false, detail: "the re-walk could not run"))
+        let finished = clock.now().wall
+        let hostname = Self.hostname()
+        return SanitizationCertificate.make(
+            id: UUID().uuidString.lowercased(),
+            host: .init(hostname: hostname, machineID: try? DeviceID.fromMachineID(file: ConfigurationLoader.machineIDPath)),
+            subject: .init(user: r.user, uid: r.uid, directories: r.directories, protection: r.protection.rawValue),
+            trigger: attempt.trigger, reason: attempt.reason, requestedAt: Timestamp.iso(attempt.pending?.startedAt ?? attempt.started),
+            requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
+            started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,
+            toolVersion: LockwipeVersion.current)
+    }
+
+    nonisolated static func hostname() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+        return String(cString: buffer)
+    }
+
+    /// The newest certificate of `user` (or the one with `id`), for administrators and for
+    /// the user whose data it is (as `history`).
+    public func certificate(for caller: Caller, user: String, id: String?) async throws -> SanitizationCertificate {
+        if !caller.isAdmin {
+            let registrationUID = try await store.registration(user)?.uid
+            guard
+                Ownership.mayReadHistory(of: user, registrationUID: registrationUID, callerUID: caller.credentials.uid, callerName: caller.userName)
+            else { throw ManagerError.notPermitted("only administrators may read the certificates of other users") }
+        }
+        guard let certificate = try await store.certificate(user: user, id: id) else {
+            throw ManagerError.noSuchCertificate(user: user, id: id)
+        }
+        return certificate
+    }
+}
