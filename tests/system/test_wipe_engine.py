@@ -8,6 +8,7 @@ append-only entries, names with newlines and invalid UTF-8, a 10,000-level chain
 SHA-256) with its state before.
 """
 
+import json
 import os
 import random
 import re
@@ -352,6 +353,13 @@ def test_kill9_during_wipe_resumes_after_restart(make_daemon, make_user, procs, 
     kinds = [e["kind"] for e in daemon.history(user)]
     assert "wipe-resumed" in kinds and kinds.count("wipe") == 1, kinds
     assert daemon.log_lines("resuming the interrupted wipe"), daemon.log_tail()
+    # The resumed attempt is certified (the killed one left none) as attempt 2, or 1 when
+    # the kill came between the intent and the first attempt's start; for the wipe root
+    # asked for before the kill.
+    cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+    assert cert["result"] == "complete", cert
+    assert cert["request"]["attempt"] == 2 or (share == 0.0 and cert["request"]["attempt"] == 1), (share, cert["request"])
+    assert cert["request"]["trigger"] == "admin" and cert["request"]["requester"]["peer_uid"] == 0, cert["request"]
 
 
 def make_big_vault(daemon, user, files, mib_each):
