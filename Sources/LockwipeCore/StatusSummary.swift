@@ -5,10 +5,13 @@ public enum StatusSummary {
         public var user: String
         public var state: RegistrationState
         public var next: ScheduledAction?
-        public init(user: String, state: RegistrationState, next: ScheduledAction?) {
+        /// Within `[notify] warn_before` of an offline lock or wipe.
+        public var warned: Bool
+        public init(user: String, state: RegistrationState, next: ScheduledAction?, warned: Bool = false) {
             self.user = user
             self.state = state
             self.next = next
+            self.warned = warned
         }
     }
 
@@ -21,6 +24,8 @@ public enum StatusSummary {
         if lockFailed > 0 { text += ", \(lockFailed) LOCK FAILED" }
         let wiping = entries.filter { $0.state == .wipePending || $0.state == .wiping }.count
         if wiping > 0 { text += ", \(wiping) wiping" }
+        let warned = entries.filter(\.warned).count
+        if warned > 0 { text += ", \(warned) warned" }
         let soonest = entries.compactMap { e in e.next.map { (e.user, $0) } }.min { $0.1.inSeconds < $1.1.inSeconds }
         if let (user, next) = soonest {
             text += "; next: \(next.action.rawValue) \(user) in \(RelativeTime.format(seconds: next.inSeconds))"

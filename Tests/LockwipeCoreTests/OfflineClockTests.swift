@@ -104,4 +104,14 @@ import Testing
         #expect(line == "3 users, 1 locked; next: lock alice in 2d 4h")
         #expect(StatusSummary.line([]) == "0 users; nothing due")
     }
+
+    /// systemd's STATUS= says when someone is within the warning window.
+    @Test func countsTheWarned() {
+        let line = StatusSummary.line([
+            .init(user: "alice", state: .active, next: ScheduledAction(action: .lock, inSeconds: 3_600), warned: true),
+            .init(user: "bob", state: .locked, next: ScheduledAction(action: .wipe, inSeconds: 86_400), warned: true),
+            .init(user: "carol", state: .active, next: nil),
+        ])
+        #expect(line == "3 users, 1 locked, 2 warned; next: lock alice in 1h")
+    }
 }

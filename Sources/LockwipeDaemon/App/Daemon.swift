@@ -174,6 +174,7 @@ struct DaemonService: Service {
         notifier.stopping()
         logger.notice("lockwiped stopping", metadata: ["message_id": MessageID.stopping.metadata])
         await manager.stop()
+        await manager.drainObservers()
         // In-flight check-ins fail (not a contact, nothing changes); connections close.
         await checkInClient.shutdown()
         if activated == nil { unlink(paths.socketPath) }

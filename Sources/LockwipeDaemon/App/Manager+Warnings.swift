@@ -30,6 +30,10 @@ extension Manager {
         return opensIn
     }
 
+    private func notificationFinished(_ number: Int) {
+        backgroundNotifications.removeValue(forKey: number)
+    }
+
     private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, offline: Int64, reading: ClockReading) async {
         let (p, source) = policy(for: r)
         let dueAt = reading.wall + warning.inSeconds
@@ -61,8 +65,14 @@ extension Manager {
         logger.warning("\(r.user): \(text); a check-in with the policy server prevents it", metadata: meta)
         let event = LockWipeEvent(
             user: r.user, uid: r.uid, action: warning.action, reason: text, trigger: .offline, directories: r.directories, dueAt: dueAt)
+        // Observers (hooks may take `[hooks] timeout_seconds`) never hold up enforcement;
+        // shutdown waits for them (`drainObservers`).
         let observers = self.observers
-        // Observers (hooks may take `[hooks] timeout_seconds`) never hold up enforcement.
-        Task { await observers.notify(warning.action == .lock ? .warnLock : .warnWipe, event) }
+        let number = nextNotification
+        nextNotification += 1
+        backgroundNotifications[number] = Task {
+            await observers.notify(warning.action == .lock ? .warnLock : .warnWipe, event)
+            await self.notificationFinished(number)
+        }
     }
 }

@@ -52,6 +52,11 @@ public actor Manager {
     /// What timers and watchers ask for, run as structured tasks by the daemon's service.
     public let timerEvents = TimerEvents()
     var stopped = false
+    /// Observer notifications that must not hold up enforcement (the warnings), by a
+    /// number of their own: awaited at shutdown (`drainObservers`), so a hook that is
+    /// running is not cut off by the exit. Hooks are bounded by `[hooks] timeout_seconds`.
+    var backgroundNotifications: [Int: Task<Void, Never>] = [:]
+    var nextNotification = 0
     /// Lock on logout (ManagerSessions.swift).
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
@@ -167,6 +172,12 @@ public actor Manager {
             checkIns.clear()
             await scheduleCheckInsForAll(now: true)
         }
+    }
+
+    /// Waits for the observer notifications still running (after `stop`).
+    public func drainObservers() async {
+        // Each task removes itself as its last step, before its value is ready.
+        while let task = backgroundNotifications.values.first { await task.value }
     }
 
     public func stop() {

@@ -27,7 +27,10 @@ extension Manager {
     }
 
     func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
-        outlooks.map { StatusSummary.Entry(user: $0.record.user, state: $0.record.state, next: $0.next) }
+        outlooks.map { o in
+            let warned = if case .warn = warningDecision(o) { true } else { false }
+            return StatusSummary.Entry(user: o.record.user, state: o.record.state, next: o.next, warned: warned)
+        }
     }
 
     /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
