@@ -55,6 +55,7 @@ extension Manager {
             if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
         let server = configuration.server
+        let connections = server.sapIdentity == nil ? [:] : ((try? await store.sapConnections()) ?? [:])
         var infos: [RegistrationInfo] = []
         for r in list {
             let (p, source) = policy(for: r)
@@ -73,7 +74,7 @@ extension Manager {
             info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
             info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
             info.credentials = r.server.credentials
-            if server.sapIdentity != nil, let c = try? await store.sapConnection(registration: r.id) {
+            if let c = connections[r.id] {
                 info.sapConnection = c.id
                 info.sapConnectionProblem = c.problem
             }

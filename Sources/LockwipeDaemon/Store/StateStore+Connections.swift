@@ -22,6 +22,20 @@ extension StateStore {
         }
     }
 
+    /// Every registration's SAP connection, by registration id: `status` reads them in one
+    /// query rather than one per registration.
+    public nonisolated(nonsending) func sapConnections() async throws -> [String: SAPConnectionRecord] {
+        try await perform { [self] in
+            try db.read { db in
+                var out: [String: SAPConnectionRecord] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM sap_connections") {
+                    out[row["registration_id"]] = SAPConnectionRecord(id: row["connection_id"], problem: row["problem"], updatedAt: row["updated_at"])
+                }
+                return out
+            }
+        }
+    }
+
     /// Records what a successful Connections request of `user`'s registration
     /// `registrationID` gave (an id, or with `id` nil the `problem` that there was none)
     /// and the contact it is (SAP's SDKs count any successful response), with the
