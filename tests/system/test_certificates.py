@@ -7,11 +7,16 @@ the test's own directory, a crypto-erase on a loop-mounted fscrypt ext4 image
 (test_vault's fixture), and an incomplete wipe (a tmpfs mounted inside the vault).
 """
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
+import time
+
+import pytest
 
 from host_helpers import fingerprint
 from test_vault import encrypted_fs, put_files, register_encrypted, set_passcode
@@ -172,3 +177,92 @@ def test_who_may_read_a_certificate(daemon, make_user):
     assert refused.code == 77 and "only administrators" in refused.err, refused.describe()
     unknown = daemon.ctl("certificate", "--user", owner.name, "--id", "00000000-0000-4000-8000-000000000000")
     assert unknown.code == 1 and "no certificate 00000000-0000-4000-8000-000000000000" in unknown.err, unknown.describe()
+
+
+def btrfs_unavailable():
+    if os.geteuid() != 0:
+        return "needs root to loop-mount a btrfs image"
+    if shutil.which("mkfs.btrfs") is None:
+        return "mkfs.btrfs (btrfs-progs) is not installed; scripts/install-deps installs it"
+    with open("/proc/filesystems") as f:
+        if "btrfs" not in f.read():
+            subprocess.run(["modprobe", "btrfs"], capture_output=True)
+    with open("/proc/filesystems") as f:
+        if "btrfs" not in f.read():
+            return "this kernel has no btrfs (not in /proc/filesystems)"
+    return None
+
+
+@contextlib.contextmanager
+def btrfs_fs(daemon, size="256M"):
+    """A btrfs filesystem mounted at <daemon root>/btrfs (mode 0755), from a loop image."""
+    why = btrfs_unavailable()
+    if why:
+        pytest.skip(why)
+    image = daemon.root / "btrfs.img"
+    mnt = daemon.root / "btrfs"
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    r = subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"mkfs.btrfs failed: {r.stderr}")
+    r = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot loop-mount a btrfs image here: {r.stderr.strip()}")
+    try:
+        os.chmod(mnt, 0o755)
+        yield mnt
+    finally:
+        subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
+        for _ in range(50):
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        image.unlink(missing_ok=True)
+
+
+def test_btrfs_snapshot_is_named_as_a_caveat_in_the_report_certificate_and_status(daemon, make_user):
+    """An overwrite cannot reach the blocks a snapshot keeps: the wipe still completes
+    (the vault is empty), and every place that reports it says so. The snapshot really
+    does keep the old data, which is why the caveat exists."""
+    user = make_user()
+    with btrfs_fs(daemon) as fs:
+        subprocess.run(["btrfs", "-q", "subvolume", "create", str(fs / "home")], check=True)
+        vault = fs / "home" / "alice"
+        vault.mkdir()
+        secret = os.urandom(64 * 1024)
+        (vault / "notes.bin").write_bytes(secret)
+        (vault / "sub").mkdir()
+        (vault / "sub" / "more.txt").write_text("more work data")
+        outside = fs / "home" / "outside.txt"
+        outside.write_bytes(os.urandom(3000))
+        os.sync()
+        subprocess.run(["btrfs", "-q", "subvolume", "snapshot", "-r", str(fs / "home"), str(fs / "snap-1")], check=True)
+        before = fingerprint(fs / "snap-1")
+        outside_before = outside.read_bytes()
+        daemon.ok("register", "--user", user.name, "--dir", str(vault))
+
+        r = daemon.ok("wipe", "--user", user.name, "--yes")
+        assert os.listdir(vault) == []
+        assert outside.read_bytes() == outside_before
+        assert "caveat (snapshots)" in r.out and "caveat (copy-on-write)" in r.out, r.describe()
+        # The snapshot is not ours to touch, and it still holds the data.
+        assert fingerprint(fs / "snap-1") == before
+        assert (fs / "snap-1" / "alice" / "notes.bin").read_bytes() == secret
+
+        report = daemon.registration(user)["wipe"]
+        kinds = {c["kind"] for c in report["caveats"]}
+        assert {"copy-on-write", "snapshots"} <= kinds, report["caveats"]
+        snap = [c for c in report["caveats"] if c["kind"] == "snapshots"][0]
+        assert snap["path"] == str(vault) and "1 snapshot" in snap["detail"], snap
+        assert report["media"][0]["filesystem"] == "btrfs", report["media"]
+        cert = certificate(daemon, user)
+        assert cert["caveats"] == report["caveats"] and cert["media"] == report["media"]
+        assert cert["result"] == "complete"
+        status = daemon.ok("status").out
+        # Flash under the loop image adds "non-rotational": every kind found is listed.
+        assert f"{user.name}: last wipe's caveats: {', '.join(sorted(kinds))}" in status, status
+        line = daemon.log_lines("LOCKWIPE_ACTION=wipe", f"LOCKWIPE_USER={user.name}", "LOCKWIPE_CERTIFICATE_ID=")[-1]
+        assert f"LOCKWIPE_CAVEATS={','.join(sorted(kinds))}" in line, line

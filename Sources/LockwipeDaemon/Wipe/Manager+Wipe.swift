@@ -98,7 +98,7 @@ extension Manager {
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
         meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
         meta["certificate_id"] = .string(certificate.id)
-        if !summary.caveats.isEmpty { meta["caveats"] = .string(summary.caveats.map(\.kind.rawValue).joined(separator: ",")) }
+        if !summary.caveats.isEmpty { meta["caveats"] = .string(Set(summary.caveats.map(\.kind.rawValue)).sorted().joined(separator: ",")) }
         if summary.cryptoErased {
             meta["crypto_erased"] = "true"
             meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
