@@ -22,7 +22,7 @@ from host_helpers import fingerprint
 from test_vault import encrypted_fs, put_files, register_encrypted, set_passcode
 
 
-MEDIA_PENDING = True  # TEMP until the media probe is merged
+MEDIA_PENDING = False
 
 
 def certificate(daemon, user, *extra, as_user=None):

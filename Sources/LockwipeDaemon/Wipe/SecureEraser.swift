@@ -56,23 +56,43 @@ public struct SecureEraser: VaultErasing {
     public func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
         let started = ContinuousClock.now
         let engine = self
-        let result = try? await runOnWipeThread { () -> WipeRun.Tally in
+        let result = try? await runOnWipeThread { () -> (WipeRun.Tally, [VaultSurvey]) in
             let run = WipeRun(engine: engine, options: options, progress: progress)
-            if options.passes > 0 {
-                var files = 0
-                var bytes: Int64 = 0
-                for directory in directories { run.census(directory, files: &files, bytes: &bytes) }
+            // The survey first: media and caveats for the report, and (when overwriting)
+            // the census for the progress totals.
+            let overwrite = options.passes > 0
+            let surveys = directories.map {
+                VaultSurvey.take($0, count: overwrite, overwrite: overwrite, maxOpenDirectories: engine.maxOpenDirectories)
+            }
+            if overwrite {
+                let files = surveys.reduce(0) { $0 + $1.census.files }
+                let bytes = surveys.reduce(Int64(0)) { $0 + $1.census.bytes }
                 progress.setTotals(files: files, bytes: bytes * Int64(options.passes))
             }
             progress.startErasing()
             for directory in directories { run.erase(root: directory) }
-            return run.tally
+            return (run.tally, surveys)
         }
-        let tally = result ?? WipeRun.Tally(skipped: [.init(path: directories.map(\.path).joined(separator: ", "), reason: "the wipe thread could not run")])
-        return WipeSummary(
+        let tally =
+            result?.0 ?? WipeRun.Tally(skipped: [.init(path: directories.map(\.path).joined(separator: ", "), reason: "the wipe thread could not run")])
+        var summary = WipeSummary(
             filesOverwritten: tally.filesOverwritten, bytesOverwritten: tally.bytesOverwritten,
             entriesRemoved: tally.removed, skipped: tally.skipped,
             elapsedSeconds: WipeProgress.seconds(ContinuousClock.now - started),
             passes: options.passes, pattern: options.pattern.rawValue, attributesCleared: tally.attributesCleared)
+        summary.media = result?.1.compactMap(\.media) ?? []
+        summary.caveats = result?.1.flatMap(\.caveats) ?? []
+        return summary
+    }
+
+    /// What a wipe of `directories` with `options` would meet, changing nothing
+    /// (`lockwipectl wipe --dry-run`).
+    func survey(directories: [VaultDirectory], options: WipeOptions) async -> [VaultSurvey] {
+        let engine = self
+        return (try? await BlockingPool.run {
+            directories.map {
+                VaultSurvey.take($0, count: true, overwrite: options.passes > 0, maxOpenDirectories: engine.maxOpenDirectories)
+            }
+        }) ?? directories.map { VaultSurvey(path: $0.path, problem: "the survey could not run") }
     }
 }
