@@ -194,15 +194,60 @@ struct Wipe: ParsableCommand {
     @Option(help: "The user whose data to wipe.") var user: String?
     @Flag(help: "Wipe every registration.") var all = false
     @Flag(help: "Do not ask for confirmation.") var yes = false
+    @Flag(
+        name: .customLong("dry-run"),
+        help: "Change nothing: print what the wipe would remove, the media, the mount points it would not enter and the caveats (copy-on-write, snapshots, shared extents, flash).")
+    var dryRun = false
+    @Flag(help: "With --dry-run: print JSON.") var json = false
 
     func validate() throws {
         if all == (user != nil) { throw ValidationError("give exactly one of --user or --all") }
+        if json && !dryRun { throw ValidationError("--json goes with --dry-run (a wipe prints its report)") }
     }
 
     func run() throws {
+        let target = TargetSelection(user: user, all: all ? true : nil)
+        if dryRun {
+            let reply = try global.call(.previewWipe, target, WipePreviewReply.self)
+            if json { return try printJSON(reply) }
+            for line in reply.previews.flatMap(previewLines) { print(line) }
+            print("dry run: nothing was changed")
+            return
+        }
         try confirm(all ? "Wipe the data of EVERY registered user?" : "Wipe all data of \(user!)?", yes: yes)
-        try printResults(try global.call(.wipe, TargetSelection(user: user, all: all ? true : nil), ActionReply.self))
+        try printResults(try global.call(.wipe, target, ActionReply.self))
     }
+}
+
+/// What `wipe --dry-run` prints for one vault.
+func previewLines(_ p: WipePreview) -> [String] {
+    let at = "\(p.user): \(p.path)"
+    if let problem = p.problem { return ["\(at): \(problem); a wipe would not touch it and would stay pending"] }
+    let entries = p.files + p.directories + p.otherEntries
+    let floor = p.partial ? "at least " : ""
+    var lines: [String] = []
+    switch p.method {
+    case "crypto-erase":
+        lines.append("\(at): would crypto-erase: destroy the vault key, then unlink \(floor)\(entries) entries (ciphertext)")
+    case "overwrite":
+        lines.append(
+            "\(at): would overwrite \(floor)\(p.files) files (\(TextFormat.bytes(p.bytes)), \(p.passes) \(p.pattern) pass\(p.passes == 1 ? "" : "es"))"
+                + " and unlink \(floor)\(entries) entries (\(p.directories) director\(p.directories == 1 ? "y" : "ies"), \(p.otherEntries) other)")
+    default:
+        lines.append("\(at): would unlink \(floor)\(entries) entries without overwriting ([wipe] passes = 0)")
+    }
+    if let m = p.media {
+        var media = "on \(m.filesystem)" + (m.filesystemUUID.map { " (UUID \($0))" } ?? "")
+        for d in m.devices {
+            var facts = [d.model, d.serial.map { "serial \($0)" }, d.rotational.map { $0 ? "rotational" : "non-rotational" }].compactMap { $0 }
+            if let file = d.backingFile { facts.append("backed by \(file)") }
+            media += ", device \(d.partition ?? d.name)" + (facts.isEmpty ? "" : " (" + facts.joined(separator: ", ") + ")")
+        }
+        lines.append("\(at): \(media)")
+    }
+    lines += p.mountPoints.map { "\(at): would NOT enter \($0) (a mount point of another file system): the wipe would be incomplete" }
+    lines += p.caveats.map { "\(at): caveat (\($0.kind.rawValue)): \($0.detail)" }
+    return lines
 }
 
 /// Where a registration's policy-server credentials come from: files, never the command

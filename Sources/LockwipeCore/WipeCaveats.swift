@@ -42,13 +42,15 @@ public enum WipeCaveats {
         if let n = f.snapshots, n > 0 { snapshotText.append("\(n) snapshot\(n == 1 ? "" : "s") of the subvolume holding the vault keep\(n == 1 ? "s" : "") its old blocks") }
         if f.isSnapshot { snapshotText.append("the subvolume holding the vault is itself a snapshot, and the subvolume it was taken from keeps the data it had then") }
         if !snapshotText.isEmpty {
-            caveats.append(WipeCaveat(kind: .snapshots, path: path, detail: snapshotText.joined(separator: "; ") + "; the wipe cannot reach them (delete them with btrfs subvolume delete)"))
+            let detail = snapshotText.joined(separator: "; ") + "; the wipe cannot reach them (delete them with btrfs subvolume delete)"
+            caveats.append(WipeCaveat(kind: .snapshots, path: path, detail: detail))
         }
         if f.sharedFiles > 0 {
             caveats.append(
                 WipeCaveat(
                     kind: .sharedExtents, path: path,
-                    detail: "\(f.sharedFiles) file\(f.sharedFiles == 1 ? "" : "s") (\(TextFormat.bytes(f.sharedBytes))) share extents with other files or snapshots (reflinks, deduplication): their shared data stays readable through the other copies"))
+                    detail: "\(f.sharedFiles) file\(f.sharedFiles == 1 ? "" : "s") (\(TextFormat.bytes(f.sharedBytes))) share extents with other files"
+                        + " or snapshots (reflinks, deduplication): their shared data stays readable through the other copies"))
         }
         let flash = f.media.devices.filter { $0.rotational == false }.map(\.name)
         if !flash.isEmpty {

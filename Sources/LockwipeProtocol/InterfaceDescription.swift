@@ -162,6 +162,27 @@ public enum InterfaceDescription {
         # Irreversible. Exactly one of user or all.
         method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
 
+        # What a wipe would do now (census, media, caveats), changing nothing; method is
+        # crypto-erase, overwrite or unlink. Exactly one of user or all; who may Wipe.
+        type WipePreview (
+          user: string,
+          path: string,
+          method: string,
+          passes: int,
+          pattern: string,
+          files: int,
+          bytes: int,
+          directories: int,
+          other_entries: int,
+          mount_points: []string,
+          partial: bool,
+          media: ?MediaFacts,
+          caveats: []WipeCaveat,
+          problem: ?string
+        )
+
+        method PreviewWipe(user: ?string, all: ?bool) -> (previews: []WipePreview)
+
         # The credentials (token, client key, OAuth refresh token) are stored root-only and
         # never shown or logged.
         method Register(

@@ -7,6 +7,7 @@ public enum ManagerMethod: String, Sendable, CaseIterable {
     case lock = "io.lockwipe.Manager.Lock"
     case unlock = "io.lockwipe.Manager.Unlock"
     case wipe = "io.lockwipe.Manager.Wipe"
+    case previewWipe = "io.lockwipe.Manager.PreviewWipe"
     case register = "io.lockwipe.Manager.Register"
     case unregister = "io.lockwipe.Manager.Unregister"
     case checkIn = "io.lockwipe.Manager.CheckIn"

@@ -53,6 +53,11 @@ MATRIX = [
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Unregister", {"user": "{user}"},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    # Who may wipe may preview the wipe (a permission vault here: administrators only).
+    ("io.lockwipe.Manager.PreviewWipe", {"user": "{user}"},
+     dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    ("io.lockwipe.Manager.PreviewWipe", {"all": True},
+     dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Wipe", {"user": "{user}"},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Wipe", {"all": True},

@@ -111,6 +111,9 @@ def test_crypto_erase_certificate_says_purge_with_cipher_and_verifies_the_key(da
         register_encrypted(daemon, user, vault)
         set_passcode(daemon, user)
         put_files(user, vault)
+        dry = daemon.ok("wipe", "--user", user.name, "--dry-run").out
+        assert f"{user.name}: {vault}: would crypto-erase: destroy the vault key, then unlink" in dry, dry
+        assert "caveat" not in dry, dry
         daemon.ok("wipe", "--user", user.name, "--yes")
         cert = certificate(daemon, user)
         check_common(cert, daemon, user, vault, "admin")
@@ -244,6 +247,13 @@ def test_btrfs_snapshot_is_named_as_a_caveat_in_the_report_certificate_and_statu
         outside_before = outside.read_bytes()
         daemon.ok("register", "--user", user.name, "--dir", str(vault))
 
+        # Said before anything is touched.
+        state = tree_state(fs)
+        dry = daemon.ok("wipe", "--user", user.name, "--dry-run").out
+        assert f"{user.name}: {vault}: caveat (snapshots): 1 snapshot" in dry, dry
+        assert f"{user.name}: {vault}: caveat (copy-on-write)" in dry, dry
+        assert tree_state(fs) == state
+
         r = daemon.ok("wipe", "--user", user.name, "--yes")
         assert os.listdir(vault) == []
         assert outside.read_bytes() == outside_before
@@ -266,3 +276,63 @@ def test_btrfs_snapshot_is_named_as_a_caveat_in_the_report_certificate_and_statu
         assert f"{user.name}: last wipe's caveats: {', '.join(sorted(kinds))}" in status, status
         line = daemon.log_lines("LOCKWIPE_ACTION=wipe", f"LOCKWIPE_USER={user.name}", "LOCKWIPE_CERTIFICATE_ID=")[-1]
         assert f"LOCKWIPE_CAVEATS={','.join(sorted(kinds))}" in line, line
+
+
+def tree_state(path):
+    """fingerprint() plus each entry's inode, mtime and ctime (a chmod, chown or
+    rewrite changes ctime): what a dry run must leave exactly as it was."""
+    state = fingerprint(path)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [""] + dirnames + filenames:
+            p = os.path.join(dirpath, name) if name else dirpath
+            st = os.lstat(p)
+            state[("stat", p)] = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
+    return state
+
+
+def test_wipe_dry_run_changes_nothing_and_says_what_a_wipe_would_do(daemon, make_user):
+    user, other = make_user(), make_user()
+    vault = daemon.data / "vault"
+    (vault / "sub").mkdir(parents=True)
+    (vault / "a.bin").write_bytes(os.urandom(5000))
+    (vault / "sub" / "b.bin").write_bytes(os.urandom(7000))
+    (vault / "sub" / "c.txt").write_text("work")
+    os.symlink("/etc/passwd", vault / "link")
+    os.mkfifo(vault / "fifo")
+    mnt = vault / "mnt"
+    mnt.mkdir()
+    daemon.ok("register", "--user", user.name, "--dir", str(vault))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "lockwipe-dry-run", str(mnt)], check=True)
+    try:
+        (mnt / "elsewhere.txt").write_text("on another file system")
+        history_before = daemon.ok("history", "--user", user.name, "--json").out
+        before = tree_state(vault)
+
+        r = daemon.ok("wipe", "--user", user.name, "--dry-run")  # no --yes, no terminal: nothing to confirm
+        assert tree_state(vault) == before, "the dry run changed the vault"
+        assert daemon.state_of(user) == "active"
+        assert daemon.ok("history", "--user", user.name, "--json").out == history_before
+        assert not daemon.log_lines("LOCKWIPE_ACTION=wipe", f"LOCKWIPE_USER={user.name}")
+        lines = r.out.splitlines()
+        # a.bin, sub, sub/b.bin, sub/c.txt, link, fifo; mnt is another file system's.
+        assert lines[0] == f"{user.name}: {vault}: would overwrite 3 files (11.7 KiB, 1 random pass) and unlink 6 entries (1 directory, 2 other)", r.out
+        assert f"{user.name}: {vault}: would NOT enter {mnt} (a mount point of another file system): the wipe would be incomplete" in lines, r.out
+        assert lines[-1] == "dry run: nothing was changed"
+
+        p = json.loads(daemon.ok("wipe", "--user", user.name, "--dry-run", "--json").out)["previews"]
+        assert len(p) == 1
+        p = p[0]
+        assert (p["user"], p["path"], p["method"], p["passes"]) == (user.name, str(vault), "overwrite", 1), p
+        assert (p["files"], p["directories"], p["other_entries"]) == (3, 1, 2), p
+        assert p["bytes"] == 5000 + 7000 + 4 and p["mount_points"] == [str(mnt)] and p["partial"] is False, p
+        fs = subprocess.run(["stat", "-f", "-c", "%T", str(vault)], capture_output=True, text=True).stdout.strip()
+        assert p["media"]["path"] == str(vault) and p["media"]["filesystem"] == fs.replace("ext2/ext3", "ext4"), (p["media"], fs)
+        assert tree_state(vault) == before
+
+        # Who may wipe may preview; nobody else.
+        refused = daemon.ctl("wipe", "--user", user.name, "--dry-run", user=other)
+        assert refused.code == 77, refused.describe()
+        bad = daemon.ctl("wipe", "--user", user.name, "--json")
+        assert bad.code == 2 and "--json goes with --dry-run" in bad.err, bad.describe()
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

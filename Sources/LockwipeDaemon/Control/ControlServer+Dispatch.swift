@@ -66,17 +66,14 @@ extension ControlServer {
                 ActionReply(results: [
                     try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)
                 ]))
+        case .previewWipe:
+            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            var previews: [WipePreview] = []
+            for user in try await wipeTargets(p, caller: caller) { previews += try await manager.previewWipe(user: user) }
+            return try VarlinkMessage.encodeReply(WipePreviewReply(previews: previews))
         case .wipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
-            // "Forgot passcode": a user may wipe their own encrypted vault; anything else is
-            // for administrators.
-            var own = false
-            if !caller.isAdmin, p.all != true, let user = p.user, try await isOwn(user, caller),
-                let r = try await manager.registration(user), r.protection == .encrypted
-            {
-                own = true
-            }
-            let users = try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
+            let users = try await wipeTargets(p, caller: caller)
             var results: [ActionResult] = []
             for user in users {
                 results.append(
@@ -133,6 +130,18 @@ extension ControlServer {
         guard try await isOwn(user, caller) else {
             throw VarlinkError.notPermitted("you may only \(verb) your own registration")
         }
+    }
+
+    /// Whom a Wipe (or its preview) may target. "Forgot passcode": a user may wipe their
+    /// own encrypted vault; anything else is for administrators.
+    private func wipeTargets(_ p: TargetSelection, caller: Caller) async throws -> [String] {
+        var own = false
+        if !caller.isAdmin, p.all != true, let user = p.user, try await isOwn(user, caller),
+            let r = try await manager.registration(user), r.protection == .encrypted
+        {
+            own = true
+        }
+        return try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
     }
 
     private func requireAdmin(_ caller: Caller, _ what: String) throws {

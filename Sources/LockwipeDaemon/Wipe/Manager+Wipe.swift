@@ -121,6 +121,28 @@ extension Manager {
         return summary
     }
 
+    /// What a wipe of `user` would do now: per vault the method, the census, the media
+    /// and the caveats, read without changing anything (`lockwipectl wipe --dry-run`).
+    public func previewWipe(user: String) async throws -> [WipePreview] {
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        var options = configuration.wipe
+        // An encrypted vault whose key is still stored would be crypto-erased (no overwrite).
+        let stored = r.protection == .encrypted ? ((try? await store.vaultKeyStatus(user)) ?? nil) : nil
+        let crypto = stored != nil
+        if crypto { options.passes = 0 }
+        let (vaults, passes) = (r.vaults, options.passes)
+        let surveys = try await BlockingPool.run {
+            vaults.map { VaultSurvey.take($0, count: true, overwrite: passes > 0, maxOpenDirectories: SecureEraser().maxOpenDirectories) }
+        }
+        let method = crypto ? "crypto-erase" : passes > 0 ? "overwrite" : "unlink"
+        return surveys.map { s in
+            WipePreview(
+                user: user, path: s.path, method: method, passes: passes, pattern: options.pattern.rawValue, files: s.census.files,
+                bytes: s.census.bytes, directories: s.census.directories, otherEntries: s.census.otherEntries, mountPoints: s.census.mountPoints,
+                partial: s.census.truncated, media: s.media, caveats: s.caveats, problem: s.problem)
+        }
+    }
+
     /// While a resumed wipe runs before READY=1: every 10 s, extend systemd's start
     /// timeout and put the progress in STATUS=. An event-loop timer.
     private nonisolated func startupTicker(user: String, progress: WipeProgress) -> RepeatedTask {

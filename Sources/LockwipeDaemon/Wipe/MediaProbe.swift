@@ -41,7 +41,8 @@ enum MediaProbe {
             }
         } else {
             var uuid = [UInt8](repeating: 0, count: 16)
-            if lockwipe_fs_uuid(fd, &uuid) == 16 { probe.facts.filesystemUUID = uuidString(uuid) }
+            // An all-zero UUID is the kernel's "none" (file systems without one).
+            if lockwipe_fs_uuid(fd, &uuid) == 16, uuid.contains(where: { $0 != 0 }) { probe.facts.filesystemUUID = uuidString(uuid) }
             if major(dev) != 0 { probe.facts.devices = devices(sysfs: "/sys/dev/block/\(major(dev)):\(minor(dev))") }
         }
         return probe

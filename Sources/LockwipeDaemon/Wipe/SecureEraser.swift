@@ -84,16 +84,4 @@ public struct SecureEraser: VaultErasing {
         summary.caveats = result?.1.flatMap(\.caveats) ?? []
         return summary
     }
-
-    /// What a wipe of `directories` with `options` would meet, changing nothing
-    /// (`lockwipectl wipe --dry-run`).
-    func survey(directories: [VaultDirectory], options: WipeOptions) async -> [VaultSurvey] {
-        let engine = self
-        return
-            (try? await BlockingPool.run {
-                directories.map {
-                    VaultSurvey.take($0, count: true, overwrite: options.passes > 0, maxOpenDirectories: engine.maxOpenDirectories)
-                }
-            }) ?? directories.map { VaultSurvey(path: $0.path, problem: "the survey could not run") }
-    }
 }
