@@ -79,6 +79,10 @@ def test_offline_lock_then_wipe_enforced_at_startup(make_daemon, make_user):
     assert reg["next_action"] is None, reg
     wipes = [e for e in d.history(user) if e["kind"] == "wipe"]
     assert wipes and wipes[-1]["trigger"] == "offline", f"wipe events: {wipes}"
+    # Its certificate names the policy that ordered it.
+    request = wipes[-1]["certificate"]["request"]
+    assert request["trigger"] == "offline", request
+    assert request["requester"]["policy"] == "local policy: lock after 2 days offline, wipe after 5 days", request
 
 
 def test_clock_rollback_never_shortens_offline_time(make_daemon, make_user):

@@ -175,6 +175,7 @@ def test_traffic_reg_wiped_wipes_one_registration_within_a_second(make_daemon, m
     assert reg["state"] == "wiped", reg
     wipes = [e for e in d.history(a) if e["kind"] == "wipe"]
     assert wipes and wipes[-1]["trigger"] == "server", wipes
+    assert wipes[-1]["certificate"]["request"]["requester"] == {"server": srv.url}, wipes[-1]["certificate"]["request"]
     assert fingerprint(d.outside) == outside, "the wipe touched files outside the vault"
     assert d.state_of(b) == "active" and fingerprint(b.vault) == before_b, "the other registration was touched"
     # A wiped registration checks in no more.
