@@ -94,20 +94,25 @@ static inline int lockwipe_open_directory_no_symlinks(const char *path) {
     return fd >= 0 ? (int)fd : -errno;
 }
 
-/// `syncfs(2)`: writes back every dirty page and inode of the filesystem holding `fd`.
-/// One call makes a whole batch of overwritten files durable. 0, or -errno.
-static inline int lockwipe_syncfs(int fd) {
-    return syncfs(fd) == 0 ? 0 : -errno;
-}
-
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writeback of the file's
 /// dirty pages and returns without waiting for it. It promises no durability (no
-/// metadata, no disk cache flush): a batch is still made durable by `syncfs` before any
-/// file of it is unlinked. It only lets the disk write one file while the next file's
-/// pattern is generated, instead of holding everything dirty until the batch's `syncfs`.
+/// metadata, no disk cache flush): a batch is still made durable (`WipeRun.flush`) before
+/// any file of it is unlinked. It only lets the disk write one file while the next file's
+/// pattern is generated, instead of holding everything dirty until the batch's flush.
 /// 0, or -errno.
 static inline int lockwipe_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE) == 0 ? 0 : -errno;
+}
+
+/// `sync_file_range(fd, 0, 0, WAIT_BEFORE | WRITE | WAIT_AFTER)`: writes the file's dirty
+/// pages and waits until the device has completed those writes. It does not write the
+/// file's metadata or flush the device's volatile cache (sync_file_range(2)): over
+/// already-allocated blocks of a file system that overwrites in place (ext4, xfs) the
+/// data is then on the device, and one `fdatasync` per batch flushes the cache.
+/// 0, or -errno.
+static inline int lockwipe_wait_written(int fd) {
+    return sync_file_range(fd, 0, 0,
+        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) == 0 ? 0 : -errno;
 }
 
 /// `renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE)`: atomically exchanges two

@@ -30,23 +30,26 @@ public protocol VaultErasing: Sendable {
 ///   the opened descriptor) and not entered; one swapped for a symlink is unlinked;
 /// - only regular files with one link are overwritten, checked on the opened descriptor.
 ///   A hard link to a file outside loses only this name; its data is never written;
-/// - overwritten data is made durable (`syncfs` per batch) *before* the file is truncated
-///   and unlinked: dirty pages of an unlinked file may never reach the disk, and a crash
-///   after the unlink would leave the old data with no name left to resume from;
+/// - overwritten data is made durable (per batch: each file's writes waited for and one
+///   device cache flush where the file system overwrites in place, an `fdatasync` per
+///   file elsewhere; `WipeRun.flush`) *before* the file is truncated and unlinked: dirty
+///   pages of an unlinked file may never reach the disk, and a crash after the unlink
+///   would leave the old data with no name left to resume from;
 /// - depth and size are limited by neither the stack nor descriptors: the walk is
 ///   iterative and keeps at most `maxOpenDirectories` directories open.
 public struct SecureEraser: VaultErasing {
     /// Directory descriptors kept open at most; deeper walks re-open parents through `..`.
     public var maxOpenDirectories: Int
-    /// Overwritten files waiting for one `syncfs`, at most. They hold no descriptor: a
-    /// file is closed once written, and found again by name (checked by inode) to unlink.
+    /// Overwritten files waiting to be made durable together, at most; each holds its
+    /// descriptor until then (with `maxOpenDirectories` and `batchDirectories`, far below
+    /// the default limit of 1024 descriptors).
     public var batchFiles: Int
-    /// Overwritten bytes waiting for one `syncfs`, at most.
+    /// Overwritten bytes waiting to be made durable together, at most.
     public var batchBytes: Int64
     /// Directories the batch's files are in, at most (each holds one descriptor).
     public var batchDirectories: Int
 
-    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 1024, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32) {
+    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 128, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32) {
         self.maxOpenDirectories = max(2, maxOpenDirectories)
         self.batchFiles = max(1, batchFiles)
         self.batchBytes = max(1, batchBytes)

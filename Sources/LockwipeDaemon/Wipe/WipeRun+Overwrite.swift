@@ -47,12 +47,12 @@ extension WipeRun {
             }
         }
         // The disk starts on this file now, while the next one is generated; the batch's
-        // `syncfs` below waits for what is left and is what makes the pass durable.
+        // flush waits for it and is what makes the pass durable. The descriptor is kept
+        // for that (and for the truncation): the batch holds at most `batchFiles`.
         _ = lockwipe_start_writeback(fd)
-        close(fd)
         if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
-        batch.append(Pending(dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
+        batch.append(Pending(fd: fd, dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
         batchBytes += written
         if batch.count >= engine.batchFiles || batchBytes >= engine.batchBytes { flush() }
     }
@@ -114,41 +114,63 @@ extension WipeRun {
 
     /// Closes the batch's descriptors without unlinking anything.
     func discardBatch() {
+        for file in batch { close(file.fd) }
         for d in batchDirs { close(d.fd) }
         batch.removeAll()
         batchDirs.removeAll()
         batchBytes = 0
     }
 
-    /// Makes the batch durable with one `syncfs`, then truncates and unlinks its files.
-    /// A batch that cannot be made durable is left in place and reported.
+    /// File systems that overwrite a file's allocated blocks in place (statfs magic:
+    /// ext2/3/4, xfs): there the data reaching the device is all an overwrite needs.
+    static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
+
+    /// Makes the batch's overwrites durable, then truncates and unlinks its files. A file
+    /// whose overwrite cannot be made durable is left in place and reported.
+    ///
+    /// Durable, without waiting for anyone else's writes (as `syncfs` did): on a file
+    /// system that overwrites in place, each file's writes are waited for
+    /// (`sync_file_range` WAIT_BEFORE|WRITE|WAIT_AFTER) and one `fdatasync` then flushes
+    /// the device's volatile cache, which holds every write completed before it;
+    /// elsewhere (copy-on-write file systems write new extents, whose metadata must be
+    /// committed too) each file gets its own `fdatasync`.
     func flush() {
         defer {
+            for file in batch { close(file.fd) }
             for d in batchDirs { close(d.fd) }
             batchDirs.removeAll()
             batch.removeAll()
             batchBytes = 0
         }
         guard let first = batch.first else { return }
-        let synced = lockwipe_syncfs(first.dirFd)
-        for file in batch {
-            if synced != 0 {
-                skip(file.path, "the overwrite could not be made durable (syncfs: \(Self.reason(-synced))); left in place")
+        var magic: UInt32 = 0
+        let inPlace = lockwipe_fs_magic(first.fd, &magic) == 0 && Self.inPlaceFileSystems.contains(magic)
+        var failure = [Int32](repeating: 0, count: batch.count)
+        if inPlace {
+            for (i, file) in batch.enumerated() { failure[i] = lockwipe_wait_written(file.fd) }
+            // One cache flush for the batch: every file of it is on this file system.
+            if let last = batch.indices.last(where: { failure[$0] == 0 }), fdatasync(batch[last].fd) != 0 {
+                let code = errno
+                for i in batch.indices where failure[i] == 0 { failure[i] = -code }
+            }
+        } else {
+            for (i, file) in batch.enumerated() { failure[i] = fdatasync(file.fd) == 0 ? 0 : -errno }
+        }
+        for (i, file) in batch.enumerated() {
+            if failure[i] != 0 {
+                skip(file.path, "the overwrite could not be made durable (\(Self.reason(-failure[i]))); left in place")
                 continue
             }
             // The name must still be the file that was overwritten: anything else in its
             // place is left for the next walk, which overwrites it first.
-            let fd = openat(file.dirFd, file.name, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
             var st = stat()
-            guard fd >= 0, fstat(fd, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino else {
-                if fd >= 0 { close(fd) }
-                continue
-            }
+            guard fstatat(file.dirFd, file.name, &st, AT_SYMLINK_NOFOLLOW) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino
+            else { continue }
             tally.filesOverwritten += 1
             tally.bytesOverwritten += file.bytes
             progress.update { $0.filesOverwritten += 1 }
-            if st.st_nlink == 1 { _ = ftruncate(fd, 0) }  // a new link elsewhere keeps its data
-            close(fd)
+            var held = stat()
+            if fstat(file.fd, &held) == 0, held.st_nlink == 1 { _ = ftruncate(file.fd, 0) }  // a new link elsewhere keeps its data
             if unlinkat(file.dirFd, file.name, 0) == 0 {
                 removed()
             } else if errno != ENOENT {

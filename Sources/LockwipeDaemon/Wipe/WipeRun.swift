@@ -22,8 +22,10 @@ final class WipeRun {
         var name: [CChar]?
     }
 
-    /// An overwritten file waiting for the batch's `syncfs` before it may be unlinked.
+    /// An overwritten file waiting for its batch to be made durable before it may be
+    /// truncated and unlinked. Its descriptor stays open until then (`fd`).
     struct Pending {
+        var fd: Int32
         var dirFd: Int32
         var name: [CChar]
         var path: String
