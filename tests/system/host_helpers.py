@@ -8,6 +8,7 @@ Plain functions and classes; the fixtures that use them are in conftest.py.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pwd
@@ -256,3 +257,35 @@ def remove_tree(root):
         subprocess.run(["umount", "-l", point], capture_output=True)
     subprocess.run(["chattr", "-R", "-f", "-i", "-a", str(root)], capture_output=True)
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(root)], capture_output=True)
+
+
+@contextlib.contextmanager
+def loop_filesystem(root, name, mkfs, size="256M"):
+    """A file system made by `mkfs` (argv without the image) in <root>/<name>.img and
+    loop-mounted at <root>/<name> (mode 0755). Unmounted and removed afterwards, also
+    when the test fails: processes still using it are killed first. Skips the test when
+    the image cannot be mounted here."""
+    import pytest
+
+    image = Path(root) / f"{name}.img"
+    mnt = Path(root) / name
+    mnt.mkdir()
+    subprocess.run(["truncate", "-s", size, str(image)], check=True)
+    r = subprocess.run([*mkfs, str(image)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"{' '.join(mkfs)} failed: {r.stderr}")
+    r = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot loop-mount a {mkfs[0]} image here: {r.stderr.strip()}")
+    try:
+        os.chmod(mnt, 0o755)
+        yield mnt
+    finally:
+        subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
+        for _ in range(50):
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        image.unlink(missing_ok=True)

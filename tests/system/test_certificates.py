@@ -14,11 +14,10 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 
 import pytest
 
-from host_helpers import fingerprint
+from host_helpers import fingerprint, loop_filesystem
 from test_vault import encrypted_fs, put_files, register_encrypted, set_passcode
 
 
@@ -202,28 +201,8 @@ def btrfs_fs(daemon, size="256M"):
     why = btrfs_unavailable()
     if why:
         pytest.skip(why)
-    image = daemon.root / "btrfs.img"
-    mnt = daemon.root / "btrfs"
-    mnt.mkdir()
-    subprocess.run(["truncate", "-s", size, str(image)], check=True)
-    r = subprocess.run(["mkfs.btrfs", "-q", "-f", str(image)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.fail(f"mkfs.btrfs failed: {r.stderr}")
-    r = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot loop-mount a btrfs image here: {r.stderr.strip()}")
-    try:
-        os.chmod(mnt, 0o755)
+    with loop_filesystem(daemon.root, "btrfs", ["mkfs.btrfs", "-q", "-f"], size) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        image.unlink(missing_ok=True)
 
 
 def test_btrfs_snapshot_is_named_as_a_caveat_in_the_report_certificate_and_status(daemon, make_user):

@@ -29,7 +29,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from daemon_harness import config_text, server_config
-from host_helpers import fingerprint, run_as, wait_until
+from host_helpers import fingerprint, loop_filesystem, run_as, wait_until
 
 PASS = "Correct-Horse-7"
 PASS2 = "Battery-Staple-9"
@@ -52,28 +52,8 @@ def encrypted_fs(daemon, size="256M"):
     if why:
         print(f"test_vault skipped: {why}")
         pytest.skip(why)
-    image = daemon.root / "enc.img"
-    mnt = daemon.root / "enc"
-    mnt.mkdir()
-    subprocess.run(["truncate", "-s", size, str(image)], check=True)
-    r = subprocess.run(["mkfs.ext4", "-q", "-F", "-N", "100000", "-O", "encrypt", str(image)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.fail(f"mkfs.ext4 -O encrypt failed: {r.stderr}")
-    r = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot loop-mount an ext4 image here: {r.stderr.strip()}")
-    try:
-        os.chmod(mnt, 0o755)
+    with loop_filesystem(daemon.root, "enc", ["mkfs.ext4", "-q", "-F", "-N", "100000", "-O", "encrypt"], size) as mnt:
         yield mnt
-    finally:
-        subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-        image.unlink(missing_ok=True)
 
 
 def register_encrypted(daemon, user, vault, *extra):
