@@ -14,6 +14,23 @@ public struct ClockReading: Sendable, Equatable {
         self.boot = boot
         self.bootID = bootID
     }
+
+    /// A reading from the two clocks in nanoseconds, cut to whole seconds on one phase.
+    ///
+    /// Cutting each clock at its own second boundary lets the two whole-second counts
+    /// disagree by one over the same interval: a status read a fraction of a second after a
+    /// checkpoint could show one wall second more than BOOTTIME would count by the next
+    /// checkpoint, and after the wall clock is set back the count would seem to shrink by
+    /// that second. Here BOOTTIME is cut at its own second and the wall time is that plus the
+    /// whole seconds of their offset, so while nobody sets the clock both advance together,
+    /// second for second. The wall time read this way is at most one second behind the usual
+    /// whole-second reading.
+    public static func aligned(wallNanos: Int64, bootNanos: Int64, bootID: String) -> ClockReading {
+        let second: Int64 = 1_000_000_000
+        func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
+        let boot = floorDiv(bootNanos, second)
+        return ClockReading(wall: boot + floorDiv(wallNanos - bootNanos, second), boot: boot, bootID: bootID)
+    }
 }
 
 /// The persisted bookkeeping of one registration's offline time.

@@ -62,6 +62,47 @@ import Testing
         #expect(odd.clock.offlineSeconds == day)
     }
 
+    /// The CI failure this guards: a checkpoint, a status a fraction of a second later that
+    /// had crossed a wall second, then a restart with the clock set back 11 days before
+    /// BOOTTIME had crossed a second: the count went 86401 -> 86400. Over every phase of the
+    /// two clocks and every short delay, what a status shows is never more than what the
+    /// next checkpoint counts, whatever the wall clock says by then.
+    @Test func aStatusNeverShowsMoreThanALaterCheckpointAfterARollback() {
+        let second: Int64 = 1_000_000_000
+        let contactWall: Int64 = 1_800_000_000 * second
+        for wallPhase in stride(from: Int64(0), to: second, by: Int(second / 10)) {
+            for bootPhase in stride(from: Int64(0), to: second, by: Int(second / 10)) {
+                let wall0 = contactWall + wallPhase
+                let boot0 = 1_000 * second + bootPhase
+                func reading(after nanos: Int64, wallShift: Int64 = 0) -> ClockReading {
+                    .aligned(wallNanos: wall0 + nanos + wallShift, bootNanos: boot0 + nanos, bootID: "boot-a")
+                }
+                let contact = OfflineClock.started(at: reading(after: 0))
+                for delay in stride(from: Int64(0), to: 2 * second, by: Int(second / 10)) {
+                    let checkpoint = contact.advanced(to: reading(after: day * second)).clock
+                    let shown = checkpoint.advanced(to: reading(after: day * second + delay)).clock.offlineSeconds
+                    let later = checkpoint.advanced(to: reading(after: day * second + delay + second / 100, wallShift: -11 * day * second))
+                    #expect(later.rollbackSeconds != nil)
+                    #expect(shown <= later.clock.offlineSeconds, "phases \(wallPhase) \(bootPhase), delay \(delay)")
+                }
+            }
+        }
+    }
+
+    @Test(arguments: [
+        // wall ns, boot ns -> wall s, boot s
+        (Int64(1_800_000_000_900_000_000), Int64(100_100_000_000), Int64(1_800_000_000), Int64(100)),
+        (1_800_000_001_000_000_000, 100_200_000_000, 1_800_000_000, 100),  // wall crossed its second, boot did not
+        (1_800_000_001_800_000_000, 101_000_000_000, 1_800_000_001, 101),  // both tick together
+        (-1_500_000_000, 500_000_000, -2, 0),
+    ])
+    func readingsCutBothClocksOnOnePhase(wallNanos: Int64, bootNanos: Int64, wall: Int64, boot: Int64) {
+        let r = ClockReading.aligned(wallNanos: wallNanos, bootNanos: bootNanos, bootID: "b")
+        #expect(r.wall == wall)
+        #expect(r.boot == boot)
+        #expect(r.wall * 1_000_000_000 <= wallNanos && wallNanos - r.wall * 1_000_000_000 < 2_000_000_000)
+    }
+
     @Test func offlineTimeIsMonotonicOverAnySequenceOfReadings() {
         var clock = OfflineClock.started(at: start)
         var previous: Int64 = 0

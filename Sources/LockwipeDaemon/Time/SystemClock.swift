@@ -20,7 +20,8 @@ public struct SystemClock: ClockSource {
         var boot = timespec()
         clock_gettime(CLOCK_REALTIME, &wall)
         clock_gettime(CLOCK_BOOTTIME, &boot)
-        return ClockReading(wall: Int64(wall.tv_sec), boot: Int64(boot.tv_sec), bootID: bootID)
+        func nanos(_ t: timespec) -> Int64 { Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec) }
+        return ClockReading.aligned(wallNanos: nanos(wall), bootNanos: nanos(boot), bootID: bootID)
     }
 }
 
