@@ -173,16 +173,36 @@ import Testing
 
     func run(_ options: WipeOptions) -> WipeRun { WipeRun(engine: SecureEraser(), options: options, progress: WipeProgress()) }
 
-    @Test func zerosReplaceEveryByteAndKeepTheSize() throws {
+    /// Every byte is replaced and the last block is written whole (no read of it first),
+    /// without allocating anything: only the size grows to the block's end. The count is
+    /// the file's own bytes.
+    @Test func zerosReplaceEveryByteAndTheLastBlockWhole() throws {
         let root = try makeTemp()
         defer { try? fm.removeItem(atPath: root) }
         let original = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 | 1) })
         let (path, fd) = try fileWith(original, in: root)
         defer { close(fd) }
-        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: 5000).get()
+        #expect(fsync(fd) == 0)
+        var before = stat()
+        fstat(fd, &before)
+        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: 5000, granule: 4096).get()
         #expect(written == 5000)
         let after = try Data(contentsOf: URL(fileURLWithPath: path))
-        #expect(after.count == 5000 && after.allSatisfy { $0 == 0 })
+        #expect(after.count == 8192 && after.allSatisfy { $0 == 0 })
+        #expect(fsync(fd) == 0)
+        var now = stat()
+        fstat(fd, &now)
+        #expect(now.st_blocks <= before.st_blocks)
+    }
+
+    @Test(arguments: [
+        // st_blksize, page size -> granule
+        (4096, 4096, 4096), (1024, 4096, 1024), (65536, 4096, 4096), (4096, 65536, 4096), (0, 4096, 512),
+    ])
+    func theGranuleIsTheBlockAtMostAPage(blksize: Int, page: Int, granule: Int64) {
+        var st = stat()
+        st.st_blksize = blksize
+        #expect(WipeRun.blockGranule(st, page: Int64(page)) == granule)
     }
 
     @Test func randomPassesWriteFreshKeystreamEveryTime() throws {
@@ -192,9 +212,9 @@ import Testing
         let (path, fd) = try fileWith(original, in: root)
         defer { close(fd) }
         let wipe = run(WipeOptions(pattern: .random))
-        _ = try wipe.writeData(fd, size: Int64(original.count)).get()
+        _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
         let first = try Data(contentsOf: URL(fileURLWithPath: path))
-        _ = try wipe.writeData(fd, size: Int64(original.count)).get()
+        _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
         let second = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(first.count == original.count && second.count == original.count)
         #expect(first != original && second != first)
@@ -219,7 +239,7 @@ import Testing
         #expect(pwrite(fd, [UInt8](repeating: 1, count: 8192), 8192, off_t(size - 8192)) == 8192)
         var before = stat()
         fstat(fd, &before)
-        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: size).get()
+        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: size, granule: 4096).get()
         var after = stat()
         fstat(fd, &after)
         #expect(written == 16384)

@@ -32,7 +32,7 @@ extension WipeRun {
         }
         var written: Int64 = 0
         for pass in 0..<options.passes {
-            switch writeData(fd, size: Int64(st.st_size)) {
+            switch writeData(fd, size: Int64(st.st_size), granule: Self.blockGranule(st)) {
             case .success(let bytes): written += bytes
             case .failure(let error):
                 close(fd)
@@ -59,11 +59,24 @@ extension WipeRun {
 
     struct WriteError: Error { var code: Int32 }
 
+    /// The unit a partial write would make the kernel read first: the file system's block
+    /// (`st_blksize`), at most a page (xfs may report a larger preferred I/O size, and
+    /// writing on past the last block would allocate new ones), at least 512 bytes.
+    static func blockGranule(_ st: stat, page: Int64 = Int64(sysconf(Int32(_SC_PAGESIZE)))) -> Int64 {
+        max(512, min(Int64(st.st_blksize), page > 0 ? page : 4096))
+    }
+
     /// Writes the pattern over every data range of the file (`SEEK_DATA`/`SEEK_HOLE`), so a
-    /// sparse file is not inflated. The file keeps its size: the last block goes to disk
-    /// whole from its page (the part past the end zeroed), so rounding up would only add
-    /// a size change to journal. Large chunks, positioned writes: no per-block calls.
-    func writeData(_ fd: Int32, size: Int64) -> Result<Int64, WriteError> {
+    /// sparse file is not inflated. Large chunks, positioned writes: no per-block calls.
+    ///
+    /// The range that ends at the end of the file is written on to the end of its last
+    /// block (`granule`): a write that covers only part of a block not in the page cache
+    /// makes the kernel read that block from the disk first, one synchronous read per file
+    /// (with 10,000 files of 100 KiB, more than half of the overwrite's time). The block is
+    /// the file's already, so nothing is allocated; only the size grows, by less than a
+    /// block, and the file is truncated and unlinked once the batch is durable. Returns
+    /// the file's own bytes overwritten, not the slack past its end.
+    func writeData(_ fd: Int32, size: Int64, granule: Int64) -> Result<Int64, WriteError> {
         var offset: Int64 = 0
         var written: Int64 = 0
         while offset < size {
@@ -78,18 +91,20 @@ extension WipeRun {
                 if hole < 0 { hole = off_t(size) }
             }
             let to = min(Int64(hole), size)
+            let end = to == size ? (size + granule - 1) / granule * granule : to
             var position = Int64(data)
-            while position < to {
+            while position < end {
                 if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
-                let length = Int(min(Int64(source.chunkSize), to - position))
+                let length = Int(min(Int64(source.chunkSize), end - position))
                 let n = source.withNext(length) { chunk in pwrite(fd, chunk.baseAddress, chunk.count, off_t(position)) }
                 if n < 0 {
                     if errno == EINTR { continue }
                     return .failure(WriteError(code: errno))
                 }
+                let own = max(0, min(position + Int64(n), size) - position)
                 position += Int64(n)
-                written += Int64(n)
-                progress.update { $0.bytesWritten += Int64(n) }
+                written += own
+                progress.update { $0.bytesWritten += own }
             }
             offset = max(Int64(hole), offset + 1)
         }
