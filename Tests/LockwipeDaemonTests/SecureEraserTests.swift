@@ -124,6 +124,56 @@ import Testing
         #expect(openDescriptors(under: root) == [])
     }
 
+    /// Batches of two files finished on the worker while the walk goes on, directories
+    /// removed after their files: everything inside goes, each entry counted once,
+    /// nothing outside changes, no descriptor is left open.
+    @Test func batchesFinishedBesideTheWalkRemoveEverythingOnce() async throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let vault = root + "/vault"
+        let outside = root + "/outside"
+        try fm.createDirectory(atPath: outside + "/dir", withIntermediateDirectories: true)
+        try Data("canary".utf8).write(to: URL(fileURLWithPath: outside + "/canary"))
+        for d in 0..<40 {
+            let dir = vault + "/d\(d)/inner"
+            try fm.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            for f in 0..<5 { try Data(repeating: UInt8(f + 1), count: 5_000 + f).write(to: URL(fileURLWithPath: dir + "/f\(f)")) }
+        }
+        #expect(link(outside + "/canary", vault + "/d7/inner/hard") == 0)
+        try fm.createSymbolicLink(atPath: vault + "/d9/link", withDestinationPath: outside + "/dir")
+        let before = try snapshot(outside)
+        let summary = await SecureEraser(maxOpenDirectories: 4, batchFiles: 2, batchDirectories: 3).erase(
+            directories: [try VaultDirectory.current(vault)], options: WipeOptions(), progress: WipeProgress())
+        #expect(summary.complete, "skipped: \(summary.skipped.prefix(3))")
+        #expect(summary.filesOverwritten == 200)
+        #expect(summary.bytesOverwritten == 40 * (5 * 5_000 + 10))
+        #expect(summary.entriesRemoved == 200 + 80 + 2)
+        #expect(try fm.contentsOfDirectory(atPath: vault).isEmpty)
+        #expect(try snapshot(outside) == before)
+        #expect(openDescriptors(under: root) == [])
+    }
+
+    @Test(arguments: [
+        // descriptor limit, open already -> files per batch (128 by default; 32 directories
+        // open, 32 per batch, 16 spare)
+        (1024, 30, 128), (160, 30, 9), (160, 200, 1), (64, 10, 1), (1 << 20, 30, 128),
+    ])
+    func twoBatchesAndTheWalkFitUnderTheDescriptorLimit(limit: Int, inUse: Int, files: Int) {
+        let engine = SecureEraser()
+        #expect(WipeRun.batchFiles(engine: engine, descriptorLimit: limit, inUse: inUse) == files)
+        if files > 1 {
+            let used = inUse + WipeRun.spareDescriptors + engine.maxOpenDirectories + 2 * (engine.batchDirectories + files)
+            #expect(used <= limit)
+        }
+    }
+
+    @Test func countsItsOwnOpenDescriptors() throws {
+        let before = try #require(WipeRun.openDescriptors())
+        let fd = open("/dev/null", O_RDONLY)
+        defer { close(fd) }
+        #expect(WipeRun.openDescriptors() == before + 1)
+    }
+
     @Test func unlinkOnlyWhenPassesIsZeroAndTheRootGoesWhenAsked() async throws {
         let root = try makeTemp()
         defer { try? fm.removeItem(atPath: root) }

@@ -32,9 +32,10 @@ public protocol VaultErasing: Sendable {
 ///   A hard link to a file outside loses only this name; its data is never written;
 /// - overwritten data is made durable (per batch: each file's writes waited for and one
 ///   device cache flush where the file system overwrites in place, an `fdatasync` per
-///   file elsewhere; `WipeRun.flush`) *before* the file is truncated and unlinked: dirty
-///   pages of an unlinked file may never reach the disk, and a crash after the unlink
-///   would leave the old data with no name left to resume from;
+///   file elsewhere; `WipeRun.finalize`, on a second thread beside the walk) *before*
+///   the file is truncated and unlinked: dirty pages of an unlinked file may never reach
+///   the disk, and a crash after the unlink would leave the old data with no name left
+///   to resume from; a directory is removed after the files in it that were waiting;
 /// - depth and size are limited by neither the stack nor descriptors: the walk is
 ///   iterative and keeps at most `maxOpenDirectories` directories open.
 public struct SecureEraser: VaultErasing {
@@ -74,6 +75,7 @@ public struct SecureEraser: VaultErasing {
             }
             progress.startErasing()
             for directory in directories { run.erase(root: directory) }
+            run.finish()
             return (run.tally, surveys)
         }
         let tally =

@@ -48,13 +48,13 @@ extension WipeRun {
         }
         // The disk starts on this file now, while the next one is generated; the batch's
         // flush waits for it and is what makes the pass durable. The descriptor is kept
-        // for that (and for the truncation): the batch holds at most `batchFiles`.
+        // for that (and for the truncation): the batch holds at most `batchFileLimit`.
         _ = lockwipe_start_writeback(fd)
         if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
         batch.append(Pending(fd: fd, dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
         batchBytes += written
-        if batch.count >= engine.batchFiles || batchBytes >= engine.batchBytes { flush() }
+        if batch.count >= batchFileLimit || batchBytes >= engine.batchBytes { flush() }
     }
 
     struct WriteError: Error { var code: Int32 }
@@ -111,86 +111,19 @@ extension WipeRun {
         return .success(written)
     }
 
-    private func batchDirsHold(_ dirFd: Int32) -> Bool {
+    func batchDirsHold(_ dirFd: Int32) -> Bool {
         var st = stat()
         fstat(dirFd, &st)
         return batchDirs.last.map { $0.dev == UInt64(st.st_dev) && $0.ino == UInt64(st.st_ino) } ?? false
     }
 
     /// A duplicate of `dirFd` that stays valid while the walk closes directories.
-    private func batchDirectory(_ dirFd: Int32) -> Int32 {
+    func batchDirectory(_ dirFd: Int32) -> Int32 {
         var st = stat()
         fstat(dirFd, &st)
         if let last = batchDirs.last, last.dev == UInt64(st.st_dev), last.ino == UInt64(st.st_ino) { return last.fd }
         let fd = dup(dirFd)
         batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
         return fd
-    }
-
-    /// Closes the batch's descriptors without unlinking anything.
-    func discardBatch() {
-        for file in batch { close(file.fd) }
-        for d in batchDirs { close(d.fd) }
-        batch.removeAll()
-        batchDirs.removeAll()
-        batchBytes = 0
-    }
-
-    /// File systems that overwrite a file's allocated blocks in place (statfs magic:
-    /// ext2/3/4, xfs): there the data reaching the device is all an overwrite needs.
-    static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
-
-    /// Makes the batch's overwrites durable, then truncates and unlinks its files. A file
-    /// whose overwrite cannot be made durable is left in place and reported.
-    ///
-    /// Durable, without waiting for anyone else's writes (as `syncfs` did): on a file
-    /// system that overwrites in place, each file's writes are waited for
-    /// (`sync_file_range` WAIT_BEFORE|WRITE|WAIT_AFTER) and one `fdatasync` then flushes
-    /// the device's volatile cache, which holds every write completed before it;
-    /// elsewhere (copy-on-write file systems write new extents, whose metadata must be
-    /// committed too) each file gets its own `fdatasync`.
-    func flush() {
-        defer {
-            for file in batch { close(file.fd) }
-            for d in batchDirs { close(d.fd) }
-            batchDirs.removeAll()
-            batch.removeAll()
-            batchBytes = 0
-        }
-        guard let first = batch.first else { return }
-        var magic: UInt32 = 0
-        let inPlace = lockwipe_fs_magic(first.fd, &magic) == 0 && Self.inPlaceFileSystems.contains(magic)
-        var failure = [Int32](repeating: 0, count: batch.count)
-        if inPlace {
-            for (i, file) in batch.enumerated() { failure[i] = lockwipe_wait_written(file.fd) }
-            // One cache flush for the batch: every file of it is on this file system.
-            if let last = batch.indices.last(where: { failure[$0] == 0 }), fdatasync(batch[last].fd) != 0 {
-                let code = errno
-                for i in batch.indices where failure[i] == 0 { failure[i] = -code }
-            }
-        } else {
-            for (i, file) in batch.enumerated() { failure[i] = fdatasync(file.fd) == 0 ? 0 : -errno }
-        }
-        for (i, file) in batch.enumerated() {
-            if failure[i] != 0 {
-                skip(file.path, "the overwrite could not be made durable (\(Self.reason(-failure[i]))); left in place")
-                continue
-            }
-            // The name must still be the file that was overwritten: anything else in its
-            // place is left for the next walk, which overwrites it first.
-            var st = stat()
-            guard fstatat(file.dirFd, file.name, &st, AT_SYMLINK_NOFOLLOW) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino
-            else { continue }
-            tally.filesOverwritten += 1
-            tally.bytesOverwritten += file.bytes
-            progress.update { $0.filesOverwritten += 1 }
-            var held = stat()
-            if fstat(file.fd, &held) == 0, held.st_nlink == 1 { _ = ftruncate(file.fd, 0) }  // a new link elsewhere keeps its data
-            if unlinkat(file.dirFd, file.name, 0) == 0 {
-                removed()
-            } else if errno != ENOENT {
-                skip(file.path, "overwritten, but cannot be unlinked: \(Self.reason(errno))")
-            }
-        }
     }
 }

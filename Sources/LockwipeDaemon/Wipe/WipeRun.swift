@@ -2,7 +2,8 @@ import CLockwipeFS
 import Foundation
 import LockwipeCore
 
-/// One wipe, on one thread: the walk, the overwrite batch and the tally.
+/// One wipe: the walk, the overwrite and the tally on the wipe's thread, each full batch
+/// finished beside it on a second one (`WipeRun+Batch.swift`).
 final class WipeRun {
     struct Tally: Sendable {
         var removed = 0
@@ -46,17 +47,64 @@ final class WipeRun {
     private var reported: Set<String> = []
     var batch: [Pending] = []
     var batchBytes: Int64 = 0
-    /// Duplicated directory descriptors the batch unlinks through, closed at each flush.
+    /// Directories the walk finished while files of theirs were waiting: removed after them.
+    var batchRemovals: [PendingDirectory] = []
+    /// Duplicated directory descriptors the batch unlinks through, closed with the batch.
     var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
+    /// The batch the worker is finishing, not yet accounted.
+    var inFlight: OutcomeBox?
+    private var workerThread: BatchWorker?
+    /// Started with the first batch: a wipe that overwrites nothing starts no thread.
+    var worker: BatchWorker {
+        if let worker = workerThread { return worker }
+        let worker = BatchWorker()
+        workerThread = worker
+        return worker
+    }
     /// Device and inode of the vault root as the walk opened it: `remove_root` removes
     /// that directory and no other.
     private var rootIdentity: (dev: UInt64, ino: UInt64)?
+
+    /// Files per batch: `engine.batchFiles`, fewer when the descriptor limit would not
+    /// hold two batches (one in flight, one filling) beside the walk's directories.
+    let batchFileLimit: Int
 
     init(engine: SecureEraser, options: WipeOptions, progress: WipeProgress) {
         self.engine = engine
         self.options = options
         self.progress = progress
         self.source = OverwriteSource(pattern: options.pattern)
+        var limit = rlimit()
+        let soft = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < 1 << 20 ? Int(limit.rlim_cur) : 1 << 20
+        batchFileLimit = Self.batchFiles(engine: engine, descriptorLimit: soft, inUse: Self.openDescriptors() ?? 64)
+    }
+
+    /// Descriptors left for the rest of the daemon to open while a wipe runs (new
+    /// connections, the survey after it), beyond those open when it starts.
+    static let spareDescriptors = 16
+
+    /// How many files a batch may hold under `descriptorLimit` with `inUse` open already:
+    /// two batches (one in flight, one filling), each with its directories, beside the
+    /// walk's open directories and a spare. At least one.
+    static func batchFiles(engine: SecureEraser, descriptorLimit: Int, inUse: Int) -> Int {
+        let free = descriptorLimit - inUse - spareDescriptors - engine.maxOpenDirectories - 2 * engine.batchDirectories
+        return max(1, min(engine.batchFiles, free / 2))
+    }
+
+    /// The process's open descriptors now (`/proc/self/fd`), or nil when unreadable.
+    static func openDescriptors() -> Int? {
+        guard let dir = opendir("/proc/self/fd") else { return nil }
+        defer { closedir(dir) }
+        var count = -3  // ".", ".." and the directory's own descriptor
+        while readdir(dir) != nil { count += 1 }
+        return max(0, count)
+    }
+
+    /// Waits for the last batch and ends the worker's thread; the tally is final after it.
+    func finish() {
+        settleInFlight()
+        workerThread?.stop()
+        workerThread = nil
     }
 
     // MARK: Reporting
@@ -108,7 +156,7 @@ final class WipeRun {
                 discardBatch()  // not durable yet: those files stay, and are overwritten again on resume
                 return skip(root, Self.cancelledReason)
             }
-            flush()
+            settle()
             guard let left = remainingEntries(vault) else { return }  // could not be opened: reported
             if left == 0 {
                 if options.removeRoot { removeRoot(vault) }
@@ -227,15 +275,11 @@ final class WipeRun {
                     stack[parent].dir = dir
                     openCount += 1
                 }
-                flush()  // the batch may hold files of this directory: they go first
                 closedir(child.dir!)
                 openCount -= 1
-                if unlinkat(stack[parent].fd, name, AT_REMOVEDIR) == 0 {
-                    removed()
-                } else if errno != ENOENT && errno != ENOTEMPTY {
-                    skip(child.path, Self.reason(errno))
-                }
-                // ENOTEMPTY: something inside was skipped, and that entry says why.
+                // After its files in the batch, if any; ENOTEMPTY: something inside was
+                // skipped, and that entry says why.
+                removeDirectory(parentFd: stack[parent].fd, name: name, path: child.path)
                 continue
             }
             let name = Self.name(of: entry)

@@ -1,0 +1,234 @@
+import CLockwipeFS
+import Foundation
+
+/// The batch: overwritten files waiting to be made durable before they may be truncated
+/// and unlinked, and directories the walk finished while files of theirs were waiting.
+///
+/// A full batch goes to a second thread (`BatchWorker`) while the walk overwrites the
+/// next one: freeing a file's blocks is the slow part of an unlink (with online
+/// `discard` each one waits for the device), and on one thread the disk sat idle while
+/// it ran. At most one batch is in flight; it is accounted (tally, progress, skipped)
+/// on the wipe's own thread before the next one is handed over, and before the walk's
+/// end is checked (`settle`). The order of the guarantees is the batch's own: no file is
+/// truncated or unlinked before its overwrite is durable, and a directory is removed
+/// only after the files and directories in it that were waiting.
+extension WipeRun {
+    /// A directory the walk finished while files in it were still waiting.
+    struct PendingDirectory: Sendable {
+        /// A duplicate of its parent's descriptor (`batchDirectory`).
+        var parentFd: Int32
+        var name: [CChar]
+        var path: String
+    }
+
+    /// One batch as the worker takes it over, descriptors included (it closes them).
+    struct Batch: Sendable {
+        var files: [Pending]
+        var directories: [PendingDirectory]
+        var directoryFds: [Int32]
+    }
+
+    /// What became of a batch's entry, accounted on the wipe's thread.
+    enum Outcome: Sendable {
+        case notDurable(path: String, code: Int32)
+        /// Overwritten and durable; `unlink` is 0, or the errno of the failed unlink.
+        case overwritten(path: String, bytes: Int64, unlink: Int32)
+        /// 0, or the errno of the failed `rmdir`.
+        case directory(path: String, code: Int32)
+    }
+
+    /// File systems that overwrite a file's allocated blocks in place (statfs magic:
+    /// ext2/3/4, xfs): there the data reaching the device is all an overwrite needs.
+    static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
+
+    /// Hands the batch to the worker, once the one before it is finished and accounted.
+    func flush() {
+        settleInFlight()
+        if batch.isEmpty && batchRemovals.isEmpty {
+            for d in batchDirs { close(d.fd) }
+            batchDirs.removeAll()
+            return
+        }
+        let job = Batch(files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd))
+        batch.removeAll()
+        batchRemovals.removeAll()
+        batchDirs.removeAll()
+        batchBytes = 0
+        let box = OutcomeBox()
+        inFlight = box
+        worker.submit { box.outcomes = WipeRun.finalize(job) }
+    }
+
+    /// Flushes the batch and waits until it is finished and accounted.
+    func settle() {
+        flush()
+        settleInFlight()
+    }
+
+    /// Waits for the batch in flight, if any, and accounts for it.
+    func settleInFlight() {
+        guard let box = inFlight else { return }
+        worker.wait()
+        inFlight = nil
+        for outcome in box.outcomes {
+            switch outcome {
+            case .notDurable(let path, let code):
+                skip(path, "the overwrite could not be made durable (\(Self.reason(code))); left in place")
+            case .overwritten(let path, let bytes, let unlink):
+                tally.filesOverwritten += 1
+                tally.bytesOverwritten += bytes
+                progress.update { $0.filesOverwritten += 1 }
+                if unlink == 0 {
+                    removed()
+                } else if unlink != ENOENT {
+                    skip(path, "overwritten, but cannot be unlinked: \(Self.reason(unlink))")
+                }
+            case .directory(let path, let code):
+                if code == 0 {
+                    removed()
+                } else if code != ENOENT && code != ENOTEMPTY {
+                    // ENOTEMPTY: something inside was skipped, and that entry says why.
+                    skip(path, Self.reason(code))
+                }
+            }
+        }
+    }
+
+    /// Removes a directory the walk finished: at once when nothing is waiting, else after
+    /// the batch (files of it may be in the batch or in flight).
+    func removeDirectory(parentFd: Int32, name: [CChar], path: String) {
+        if batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
+            if unlinkat(parentFd, name, AT_REMOVEDIR) == 0 {
+                removed()
+            } else if errno != ENOENT && errno != ENOTEMPTY {
+                skip(path, Self.reason(errno))
+            }
+            return
+        }
+        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(parentFd) { flush() }
+        batchRemovals.append(PendingDirectory(parentFd: batchDirectory(parentFd), name: name, path: path))
+    }
+
+    /// Closes the batch's descriptors without unlinking anything (the batch in flight,
+    /// already durable, is finished first).
+    func discardBatch() {
+        settleInFlight()
+        for file in batch { close(file.fd) }
+        for d in batchDirs { close(d.fd) }
+        batch.removeAll()
+        batchRemovals.removeAll()
+        batchDirs.removeAll()
+        batchBytes = 0
+    }
+
+    /// Makes the batch's overwrites durable, then truncates and unlinks its files, then
+    /// removes its directories; closes its descriptors. Runs on the worker: touches
+    /// nothing but the batch. A file whose overwrite cannot be made durable is left in
+    /// place and reported.
+    ///
+    /// Durable, without waiting for anyone else's writes (as `syncfs` did): on a file
+    /// system that overwrites in place, each file's writes are waited for
+    /// (`sync_file_range` WAIT_BEFORE|WRITE|WAIT_AFTER) and one `fdatasync` then flushes
+    /// the device's volatile cache, which holds every write completed before it;
+    /// elsewhere (copy-on-write file systems write new extents, whose metadata must be
+    /// committed too) each file gets its own `fdatasync`.
+    static func finalize(_ batch: Batch) -> [Outcome] {
+        defer {
+            for file in batch.files { close(file.fd) }
+            for fd in batch.directoryFds { close(fd) }
+        }
+        var outcomes: [Outcome] = []
+        let files = batch.files
+        var failure = [Int32](repeating: 0, count: files.count)
+        if let first = files.first {
+            var magic: UInt32 = 0
+            if lockwipe_fs_magic(first.fd, &magic) == 0 && inPlaceFileSystems.contains(magic) {
+                for (i, file) in files.enumerated() { failure[i] = lockwipe_wait_written(file.fd) }
+                // One cache flush for the batch: every file of it is on this file system.
+                if let last = files.indices.last(where: { failure[$0] == 0 }), fdatasync(files[last].fd) != 0 {
+                    let code = errno
+                    for i in files.indices where failure[i] == 0 { failure[i] = -code }
+                }
+            } else {
+                for (i, file) in files.enumerated() { failure[i] = fdatasync(file.fd) == 0 ? 0 : -errno }
+            }
+        }
+        for (i, file) in files.enumerated() {
+            if failure[i] != 0 {
+                outcomes.append(.notDurable(path: file.path, code: -failure[i]))
+                continue
+            }
+            // The name must still be the file that was overwritten: anything else in its
+            // place is left for the next walk, which overwrites it first.
+            var st = stat()
+            guard fstatat(file.dirFd, file.name, &st, AT_SYMLINK_NOFOLLOW) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino
+            else { continue }
+            var held = stat()
+            if fstat(file.fd, &held) == 0, held.st_nlink == 1 { _ = ftruncate(file.fd, 0) }  // a new link elsewhere keeps its data
+            let unlink = unlinkat(file.dirFd, file.name, 0) == 0 ? 0 : errno
+            outcomes.append(.overwritten(path: file.path, bytes: file.bytes, unlink: unlink))
+        }
+        for directory in batch.directories {
+            let code = unlinkat(directory.parentFd, directory.name, AT_REMOVEDIR) == 0 ? 0 : errno
+            outcomes.append(.directory(path: directory.path, code: code))
+        }
+        return outcomes
+    }
+}
+
+/// Where the worker leaves a batch's outcomes; read on the wipe's thread only after
+/// `BatchWorker.wait`, whose lock orders the two.
+final class OutcomeBox: @unchecked Sendable {
+    var outcomes: [WipeRun.Outcome] = []
+}
+
+/// A thread that runs a wipe's batches one at a time, in order, beside the walk.
+final class BatchWorker: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var job: (@Sendable () -> Void)?
+    private var stopping = false
+
+    init() {
+        let thread = Thread { [self] in run() }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Waits until the job before is done, then hands this one over and returns.
+    func submit(_ work: @escaping @Sendable () -> Void) {
+        condition.lock()
+        while job != nil { condition.wait() }
+        job = work
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Returns once no job is running or waiting.
+    func wait() {
+        condition.lock()
+        while job != nil { condition.wait() }
+        condition.unlock()
+    }
+
+    /// Lets the thread end once the last job is done.
+    func stop() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func run() {
+        condition.lock()
+        while true {
+            while job == nil && !stopping { condition.wait() }
+            guard let work = job else { break }
+            condition.unlock()
+            work()
+            condition.lock()
+            job = nil
+            condition.broadcast()
+        }
+        condition.unlock()
+    }
+}
