@@ -26,6 +26,13 @@ extension WipeRun {
         var files: [Pending]
         var directories: [PendingDirectory]
         var directoryFds: [Int32]
+
+        var isEmpty: Bool { files.isEmpty && directories.isEmpty }
+
+        func closeDescriptors() {
+            for file in files { close(file.fd) }
+            for fd in directoryFds { close(fd) }
+        }
     }
 
     /// What became of a batch's entry, accounted on the wipe's thread.
@@ -41,19 +48,22 @@ extension WipeRun {
     /// ext2/3/4, xfs): there the data reaching the device is all an overwrite needs.
     static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
 
+    /// The batch as it stands, leaving an empty one behind.
+    private func takeBatch() -> Batch {
+        defer {
+            batch.removeAll()
+            batchRemovals.removeAll()
+            batchDirs.removeAll()
+            batchBytes = 0
+        }
+        return Batch(files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd))
+    }
+
     /// Hands the batch to the worker, once the one before it is finished and accounted.
     func flush() {
         settleInFlight()
-        if batch.isEmpty && batchRemovals.isEmpty {
-            for d in batchDirs { close(d.fd) }
-            batchDirs.removeAll()
-            return
-        }
-        let job = Batch(files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd))
-        batch.removeAll()
-        batchRemovals.removeAll()
-        batchDirs.removeAll()
-        batchBytes = 0
+        let job = takeBatch()
+        if job.isEmpty { return job.closeDescriptors() }
         let box = OutcomeBox()
         inFlight = box
         worker.submit { box.outcomes = WipeRun.finalize(job) }
@@ -70,26 +80,29 @@ extension WipeRun {
         guard let box = inFlight else { return }
         worker.wait()
         inFlight = nil
-        for outcome in box.outcomes {
-            switch outcome {
-            case .notDurable(let path, let code):
-                skip(path, "the overwrite could not be made durable (\(Self.reason(code))); left in place")
-            case .overwritten(let path, let bytes, let unlink):
-                tally.filesOverwritten += 1
-                tally.bytesOverwritten += bytes
-                progress.update { $0.filesOverwritten += 1 }
-                if unlink == 0 {
-                    removed()
-                } else if unlink != ENOENT {
-                    skip(path, "overwritten, but cannot be unlinked: \(Self.reason(unlink))")
-                }
-            case .directory(let path, let code):
-                if code == 0 {
-                    removed()
-                } else if code != ENOENT && code != ENOTEMPTY {
-                    // ENOTEMPTY: something inside was skipped, and that entry says why.
-                    skip(path, Self.reason(code))
-                }
+        for outcome in box.outcomes { account(outcome) }
+    }
+
+    /// Enters one outcome in the tally, the progress and the skipped entries.
+    private func account(_ outcome: Outcome) {
+        switch outcome {
+        case .notDurable(let path, let code):
+            skip(path, "the overwrite could not be made durable (\(Self.reason(code))); left in place")
+        case .overwritten(let path, let bytes, let unlink):
+            tally.filesOverwritten += 1
+            tally.bytesOverwritten += bytes
+            progress.update { $0.filesOverwritten += 1 }
+            if unlink == 0 {
+                removed()
+            } else if unlink != ENOENT {
+                skip(path, "overwritten, but cannot be unlinked: \(Self.reason(unlink))")
+            }
+        case .directory(let path, let code):
+            if code == 0 {
+                removed()
+            } else if code != ENOENT && code != ENOTEMPTY {
+                // ENOTEMPTY: something inside was skipped, and that entry says why.
+                skip(path, Self.reason(code))
             }
         }
     }
@@ -98,27 +111,33 @@ extension WipeRun {
     /// the batch (files of it may be in the batch or in flight).
     func removeDirectory(parentFd: Int32, name: [CChar], path: String) {
         if batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
-            if unlinkat(parentFd, name, AT_REMOVEDIR) == 0 {
-                removed()
-            } else if errno != ENOENT && errno != ENOTEMPTY {
-                skip(path, Self.reason(errno))
-            }
-            return
+            return account(Self.removeDirectory(PendingDirectory(parentFd: parentFd, name: name, path: path)))
         }
-        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(parentFd) { flush() }
         batchRemovals.append(PendingDirectory(parentFd: batchDirectory(parentFd), name: name, path: path))
+    }
+
+    private static func removeDirectory(_ directory: PendingDirectory) -> Outcome {
+        .directory(path: directory.path, code: unlinkat(directory.parentFd, directory.name, AT_REMOVEDIR) == 0 ? 0 : errno)
     }
 
     /// Closes the batch's descriptors without unlinking anything (the batch in flight,
     /// already durable, is finished first).
     func discardBatch() {
         settleInFlight()
-        for file in batch { close(file.fd) }
-        for d in batchDirs { close(d.fd) }
-        batch.removeAll()
-        batchRemovals.removeAll()
-        batchDirs.removeAll()
-        batchBytes = 0
+        takeBatch().closeDescriptors()
+    }
+
+    /// A duplicate of `dirFd` for the batch, valid while the walk closes directories: the
+    /// batch's last one when it is the same directory, else a new one (the batch is handed
+    /// over first when it holds `batchDirectories` already).
+    func batchDirectory(_ dirFd: Int32) -> Int32 {
+        var st = stat()
+        fstat(dirFd, &st)
+        if let last = batchDirs.last, last.dev == UInt64(st.st_dev), last.ino == UInt64(st.st_ino) { return last.fd }
+        if batchDirs.count >= engine.batchDirectories { flush() }
+        let fd = dup(dirFd)
+        batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
+        return fd
     }
 
     /// Makes the batch's overwrites durable, then truncates and unlinks its files, then
@@ -133,10 +152,7 @@ extension WipeRun {
     /// elsewhere (copy-on-write file systems write new extents, whose metadata must be
     /// committed too) each file gets its own `fdatasync`.
     static func finalize(_ batch: Batch) -> [Outcome] {
-        defer {
-            for file in batch.files { close(file.fd) }
-            for fd in batch.directoryFds { close(fd) }
-        }
+        defer { batch.closeDescriptors() }
         var outcomes: [Outcome] = []
         let files = batch.files
         var failure = [Int32](repeating: 0, count: files.count)
@@ -168,10 +184,7 @@ extension WipeRun {
             let unlink = unlinkat(file.dirFd, file.name, 0) == 0 ? 0 : errno
             outcomes.append(.overwritten(path: file.path, bytes: file.bytes, unlink: unlink))
         }
-        for directory in batch.directories {
-            let code = unlinkat(directory.parentFd, directory.name, AT_REMOVEDIR) == 0 ? 0 : errno
-            outcomes.append(.directory(path: directory.path, code: code))
-        }
+        outcomes += batch.directories.map(removeDirectory)
         return outcomes
     }
 }

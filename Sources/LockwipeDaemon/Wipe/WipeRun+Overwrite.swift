@@ -50,7 +50,6 @@ extension WipeRun {
         // flush waits for it and is what makes the pass durable. The descriptor is kept
         // for that (and for the truncation): the batch holds at most `batchFileLimit`.
         _ = lockwipe_start_writeback(fd)
-        if batchDirs.count >= engine.batchDirectories, !batchDirsHold(dirFd) { flush() }
         let dup = batchDirectory(dirFd)
         batch.append(Pending(fd: fd, dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: written))
         batchBytes += written
@@ -109,21 +108,5 @@ extension WipeRun {
             offset = max(Int64(hole), offset + 1)
         }
         return .success(written)
-    }
-
-    func batchDirsHold(_ dirFd: Int32) -> Bool {
-        var st = stat()
-        fstat(dirFd, &st)
-        return batchDirs.last.map { $0.dev == UInt64(st.st_dev) && $0.ino == UInt64(st.st_ino) } ?? false
-    }
-
-    /// A duplicate of `dirFd` that stays valid while the walk closes directories.
-    func batchDirectory(_ dirFd: Int32) -> Int32 {
-        var st = stat()
-        fstat(dirFd, &st)
-        if let last = batchDirs.last, last.dev == UInt64(st.st_dev), last.ino == UInt64(st.st_ino) { return last.fd }
-        let fd = dup(dirFd)
-        batchDirs.append((UInt64(st.st_dev), UInt64(st.st_ino), fd))
-        return fd
     }
 }
