@@ -167,11 +167,15 @@ import Testing
         }
     }
 
-    @Test func countsItsOwnOpenDescriptors() throws {
+    /// Other tests open and close descriptors in this process at the same time, so the
+    /// count is checked against 400 opened here with a margin, not to the unit.
+    @Test func countsTheProcesssOpenDescriptors() throws {
         let before = try #require(WipeRun.openDescriptors())
-        let fd = open("/dev/null", O_RDONLY)
-        defer { close(fd) }
-        #expect(WipeRun.openDescriptors() == before + 1)
+        let fds = (0..<400).map { _ in open("/dev/null", O_RDONLY) }
+        defer { for fd in fds { close(fd) } }
+        #expect(fds.allSatisfy { $0 >= 0 })
+        let after = try #require(WipeRun.openDescriptors())
+        #expect((300...500).contains(after - before), "\(before) before, \(after) with 400 more open")
     }
 
     @Test func unlinkOnlyWhenPassesIsZeroAndTheRootGoesWhenAsked() async throws {
