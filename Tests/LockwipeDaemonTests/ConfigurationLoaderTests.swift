@@ -51,8 +51,9 @@ import Testing
             ("device_id = 7\n", 3, "server.device_id", "must be a string"),
         ]
         for (extra, line, key, phrase) in table {
-            try withFiles(["lockwiped.toml": base + extra]) { path in
-                let found = problems(path)
+            // This machine's /etc/machine-id is not read: a container or chroot may have none.
+            try withFiles(["lockwiped.toml": base + extra, "machine-id": "3d1219c7c4c5404aaa1f6d2a48adfda4\n"]) { path in
+                let found = problems(path, machineIDPath: (path as NSString).deletingLastPathComponent + "/machine-id")
                 #expect(found.count == 1 && found[0].line == line && found[0].key == key && found[0].message.contains(phrase), "\(found)")
             }
         }
@@ -225,9 +226,9 @@ import Testing
 
 /// What loading the configuration at `path` finds wrong (empty: it loads). Shared by the
 /// configuration test suites.
-func problems(_ path: String) -> [ConfigurationProblem] {
+func problems(_ path: String, machineIDPath: String = ConfigurationLoader.machineIDPath) -> [ConfigurationProblem] {
     do throws(ConfigurationError) {
-        _ = try ConfigurationLoader.load(path: path)
+        _ = try ConfigurationLoader.load(path: path, machineIDPath: machineIDPath)
         return []
     } catch {
         return error.problems
