@@ -30,6 +30,10 @@ public final class VarlinkClient {
     private let fd: Int32
     private var buffer: [UInt8] = []
 
+    /// The longest path a Unix socket can have (`sun_path` less its terminating NUL): 107
+    /// bytes on Linux.
+    public static let maxSocketPathBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+
     /// Connects to `path`; `timeout` bounds every later read and write (nil: wait as long
     /// as the daemon works, for actions whose length depends on the data, like a wipe).
     public init(path: String, timeout: TimeInterval? = 120) throws {
@@ -38,10 +42,9 @@ public final class VarlinkClient {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
-        guard bytes.count < capacity else {
+        guard bytes.count <= Self.maxSocketPathBytes else {
             close(fd)
-            throw ConnectionError.unreachable(path: path, reason: "socket path longer than \(capacity - 1) bytes")
+            throw ConnectionError.unreachable(path: path, reason: "socket path longer than \(Self.maxSocketPathBytes) bytes")
         }
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
             raw.copyBytes(from: bytes)

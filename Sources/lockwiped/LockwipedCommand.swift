@@ -35,6 +35,16 @@ struct LockwipedCommand: AsyncParsableCommand {
 
     init() {}
 
+    func validate() throws {
+        // Checked before anything starts, so that the error names the option and the limit
+        // (binding would fail later with NIO's bare "unixDomainSocketPathTooLong").
+        let bytes = socket.utf8.count
+        guard bytes <= VarlinkClient.maxSocketPathBytes else {
+            throw ValidationError(
+                "--socket \(socket): the path is \(bytes) bytes; a Unix socket's path can have at most \(VarlinkClient.maxSocketPathBytes)")
+        }
+    }
+
     func run() async throws {
         if checkConfig {
             do throws(ConfigurationError) {

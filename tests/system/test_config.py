@@ -212,3 +212,18 @@ def test_version(make_daemon):
     assert r.returncode == 0, show(r)
     version = d.status()["version"]
     assert version in r.stdout, f"--version says {r.stdout!r}, status says {version!r}"
+
+
+def test_a_socket_path_too_long_for_unix_sockets_is_named_before_start(make_daemon):
+    """A --socket longer than sun_path holds (107 bytes) is refused by name, with the
+    limit, for both programs, before the daemon touches anything."""
+    d = make_daemon(start=False)
+    long_path = str(d.root / ("s" * 60) / ("o" * 60) / "io.lockwipe.Manager")
+    r = subprocess.run([str(d.bins.lockwiped), "--config", str(d.config), "--socket", long_path],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode == 64, show(r)
+    assert f"--socket {long_path}" in r.stderr and "at most 107" in r.stderr, show(r)
+    assert not (d.root / ("s" * 60)).exists(), "lockwiped made the socket's directory before refusing it"
+    r = subprocess.run([str(d.bins.lockwipectl), "--socket", long_path, "status"],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert r.returncode != 0 and "longer than 107 bytes" in r.stderr, show(r)
