@@ -88,7 +88,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 /// How a wipe erases a vault (`[wipe]`).
 public struct WipeOptions: Sendable, Equatable {
     public enum Pattern: String, Sendable, CaseIterable {
-        /// A fresh ChaCha20 keystream, a new key per wipe.
+        /// A fresh AES-256-CTR keystream, a new key per wipe.
         case random
         case zeros
     }
