@@ -33,8 +33,12 @@ import Testing
     /// device id from the machine id unless device_id is set.
     @Test func serverProtocolAndSAPIdentity() throws {
         let base = "[server]\nurl = \"https://tenant.example.com\"\n"
-        try withFiles(["lockwiped.toml": base, "machine-id": "3d1219c7c4c5404aaa1f6d2a48adfda4\n"]) { path in
-            let machineID = (path as NSString).deletingLastPathComponent + "/machine-id"
+        // A machine id of its own beside the file: this machine's /etc/machine-id is not
+        // read (a container or chroot may have none).
+        let machineIDFile = "3d1219c7c4c5404aaa1f6d2a48adfda4\n"
+        func machineIDPath(beside path: String) -> String { (path as NSString).deletingLastPathComponent + "/machine-id" }
+        try withFiles(["lockwiped.toml": base, "machine-id": machineIDFile]) { path in
+            let machineID = machineIDPath(beside: path)
             #expect(try ConfigurationLoader.load(path: path, machineIDPath: machineID).configuration.server.serverProtocol == .lockwipe)
             #expect(try ConfigurationLoader.load(path: path, machineIDPath: machineID).configuration.server.sapIdentity == nil)
             try (base + "protocol = \"sap-mobile-services\"\napplication_id = \"com.example.app\"\n").write(toFile: path, atomically: true, encoding: .utf8)
@@ -51,9 +55,8 @@ import Testing
             ("device_id = 7\n", 3, "server.device_id", "must be a string"),
         ]
         for (extra, line, key, phrase) in table {
-            // This machine's /etc/machine-id is not read: a container or chroot may have none.
-            try withFiles(["lockwiped.toml": base + extra, "machine-id": "3d1219c7c4c5404aaa1f6d2a48adfda4\n"]) { path in
-                let found = problems(path, machineIDPath: (path as NSString).deletingLastPathComponent + "/machine-id")
+            try withFiles(["lockwiped.toml": base + extra, "machine-id": machineIDFile]) { path in
+                let found = problems(path, machineIDPath: machineIDPath(beside: path))
                 #expect(found.count == 1 && found[0].line == line && found[0].key == key && found[0].message.contains(phrase), "\(found)")
             }
         }
