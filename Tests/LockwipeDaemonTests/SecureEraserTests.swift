@@ -1,3 +1,4 @@
+import CLockwipeFS
 import Foundation
 import LockwipeCore
 import Testing
@@ -225,12 +226,23 @@ import Testing
         return (path, open(path, O_RDWR))
     }
 
-    func run(_ options: WipeOptions) -> WipeRun { WipeRun(engine: SecureEraser(), options: options, progress: WipeProgress()) }
+    func writer(_ pattern: WipeOptions.Pattern, direct: Bool = true) -> PatternWriter {
+        PatternWriter(pattern: pattern, progress: WipeProgress(), direct: direct)
+    }
+
+    /// The file system of `path` overwrites in place and takes `O_DIRECT` (ext4, xfs).
+    func inPlace(_ path: String) -> Bool {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(fd) }
+        var magic: UInt32 = 0
+        return fd >= 0 && lockwipe_fs_magic(fd, &magic) == 0 && WipeRun.inPlaceFileSystems.contains(magic)
+    }
 
     /// Every byte is replaced and the last block is written whole (no read of it first),
     /// without allocating anything: only the size grows to the block's end. The count is
-    /// the file's own bytes.
-    @Test func zerosReplaceEveryByteAndTheLastBlockWhole() throws {
+    /// the file's own bytes. The same with `O_DIRECT` and through the page cache.
+    @Test(arguments: [true, false])
+    func zerosReplaceEveryByteAndTheLastBlockWhole(direct: Bool) throws {
         let root = try makeTemp()
         defer { try? fm.removeItem(atPath: root) }
         let original = Data((0..<5000).map { UInt8(truncatingIfNeeded: $0 | 1) })
@@ -239,8 +251,14 @@ import Testing
         #expect(fsync(fd) == 0)
         var before = stat()
         fstat(fd, &before)
-        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: 5000, granule: 4096).get()
+        let zeros = writer(.zeros, direct: direct)
+        let written = try zeros.writeData(fd, size: 5000, granule: 4096).get()
         #expect(written == 5000)
+        if direct && inPlace(root) {
+            #expect(zeros.directWrites == 1 && zeros.bufferedWrites == 0)
+        } else if !direct {
+            #expect(zeros.directWrites == 0 && zeros.bufferedWrites == 1)
+        }
         let after = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(after.count == 8192 && after.allSatisfy { $0 == 0 })
         #expect(fsync(fd) == 0)
@@ -265,7 +283,7 @@ import Testing
         let original = Data(repeating: 0x41, count: 3 << 20)
         let (path, fd) = try fileWith(original, in: root)
         defer { close(fd) }
-        let wipe = run(WipeOptions(pattern: .random))
+        let wipe = writer(.random)
         _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
         let first = try Data(contentsOf: URL(fileURLWithPath: path))
         _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
@@ -293,12 +311,31 @@ import Testing
         #expect(pwrite(fd, [UInt8](repeating: 1, count: 8192), 8192, off_t(size - 8192)) == 8192)
         var before = stat()
         fstat(fd, &before)
-        let written = try run(WipeOptions(pattern: .zeros)).writeData(fd, size: size, granule: 4096).get()
+        let written = try writer(.zeros).writeData(fd, size: size, granule: 4096).get()
         var after = stat()
         fstat(fd, &after)
         #expect(written == 16384)
         #expect(after.st_blocks <= before.st_blocks)
         #expect(after.st_size == before.st_size)
+    }
+
+    /// A range `O_DIRECT` refuses (here a length that is no multiple of the device's
+    /// sector) is written through the page cache instead, whole: the wipe does not stop at
+    /// a file system's alignment rules.
+    @Test func whatODirectRefusesGoesThroughThePageCache() throws {
+        let root = try makeTemp()
+        defer { try? fm.removeItem(atPath: root) }
+        let original = Data(repeating: 0x5A, count: 1000)
+        let (path, fd) = try fileWith(original, in: root)
+        defer { close(fd) }
+        let zeros = writer(.zeros)
+        // A granule of 700 bytes: the write covers 1,400, which no block device aligns.
+        let written = try zeros.writeData(fd, size: 1000, granule: 700).get()
+        #expect(written == 1000)
+        let after = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(after.count == 1400 && after.allSatisfy { $0 == 0 })
+        #expect(zeros.bufferedWrites == 1)
+        if inPlace(root) { #expect(zeros.directWrites == 0) }  // refused, then written buffered
     }
 
     /// `chattr +i` and `+a` are cleared (CAP_LINUX_IMMUTABLE, so root only).

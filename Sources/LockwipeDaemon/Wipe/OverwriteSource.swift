@@ -3,8 +3,9 @@ import CryptoExtras
 import Foundation
 
 /// The bytes a wipe writes over file data: zeros, or an AES-256-CTR keystream under a
-/// fresh random key (one per wipe), produced a MiB at a time in user space and handed out
-/// in the lengths the writes need, every byte used once. That is one BoringSSL call per
+/// fresh random key (one per source: each writer thread of a wipe has its own), produced
+/// a MiB at a time in user space and handed out in the lengths the writes need, every
+/// byte used once. That is one BoringSSL call per
 /// MiB instead of one `getrandom` per block, which here runs at ~0.3 GiB/s and would make
 /// the CSPRNG, not the disk, the limit. AES-CTR rather than ChaCha20: with the AES
 /// instructions every x86-64 and arm64 server has, BoringSSL's CTR mode is several times

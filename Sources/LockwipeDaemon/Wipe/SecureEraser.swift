@@ -30,6 +30,8 @@ public protocol VaultErasing: Sendable {
 ///   the opened descriptor) and not entered; one swapped for a symlink is unlinked;
 /// - only regular files with one link are overwritten, checked on the opened descriptor.
 ///   A hard link to a file outside loses only this name; its data is never written;
+/// - the pattern is written through the descriptor the walk opened and checked, by writer
+///   threads (`OverwriteWriters`), with `O_DIRECT` where the file system takes it;
 /// - overwritten data is made durable (per batch: each file's writes waited for and one
 ///   device cache flush where the file system overwrites in place, an `fdatasync` per
 ///   file elsewhere; `WipeRun.finalize`, on a second thread beside the walk) *before*
@@ -49,12 +51,17 @@ public struct SecureEraser: VaultErasing {
     public var batchBytes: Int64
     /// Directories the batch's files are in, at most (each holds one descriptor).
     public var batchDirectories: Int
+    /// Threads that write the pattern, several files in flight (`OverwriteWriters`).
+    public var writers: Int
 
-    public init(maxOpenDirectories: Int = 32, batchFiles: Int = 128, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32) {
+    public init(
+        maxOpenDirectories: Int = 32, batchFiles: Int = 128, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32, writers: Int = 8
+    ) {
         self.maxOpenDirectories = max(2, maxOpenDirectories)
         self.batchFiles = max(1, batchFiles)
         self.batchBytes = max(1, batchBytes)
         self.batchDirectories = max(1, batchDirectories)
+        self.writers = max(1, writers)
     }
 
     public func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {

@@ -1,8 +1,11 @@
 import CLockwipeFS
 import Foundation
 
-/// The batch: overwritten files waiting to be made durable before they may be truncated
-/// and unlinked, and directories the walk finished while files of theirs were waiting.
+/// The batch: files handed to the writers, waiting to be made durable before they may be
+/// truncated and unlinked, and directories the walk finished while files of theirs were
+/// waiting. Whoever takes a batch over waits for the writers to be done with its files
+/// before anything else (`finalize`, `discardBatch`), so no descriptor is closed under a
+/// writer, and the walk goes on meanwhile.
 ///
 /// A full batch goes to a second thread (`BatchWorker`) while the walk overwrites the
 /// next one: freeing a file's blocks is the slow part of an unlink (with online
@@ -26,6 +29,15 @@ extension WipeRun {
         var files: [Pending]
         var directories: [PendingDirectory]
         var directoryFds: [Int32]
+        /// The writers' jobs for `files` (consecutive ids), to wait for before anything
+        /// else is done with them.
+        var writes: Range<Int>
+        var writers: OverwriteWriters?
+
+        /// What the writers made of each file, once they are done with all of them.
+        func written() -> [Int: OverwriteWriters.Outcome] {
+            writers?.wait(for: writes) ?? [:]
+        }
 
         var isEmpty: Bool { files.isEmpty && directories.isEmpty }
 
@@ -37,6 +49,8 @@ extension WipeRun {
 
     /// What became of a batch's entry, accounted on the wipe's thread.
     enum Outcome: Sendable {
+        /// The pattern could not be written (or a pass made durable); left in place.
+        case notWritten(path: String, error: PatternWriter.WriteError)
         case notDurable(path: String, code: Int32)
         /// Overwritten and durable; `unlink` is 0, or the errno of the failed unlink.
         case overwritten(path: String, bytes: Int64, unlink: Int32)
@@ -56,7 +70,10 @@ extension WipeRun {
             batchDirs.removeAll()
             batchBytes = 0
         }
-        return Batch(files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd))
+        let writes = (batch.first?.id ?? 0)..<((batch.last?.id ?? -1) + 1)
+        return Batch(
+            files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd), writes: writes,
+            writers: writes.isEmpty ? nil : writers)
     }
 
     /// Hands the batch to the worker, once the one before it is finished and accounted.
@@ -86,6 +103,14 @@ extension WipeRun {
     /// Enters one outcome in the tally, the progress and the skipped entries.
     private func account(_ outcome: Outcome) {
         switch outcome {
+        case .notWritten(let path, let error):
+            if error.code == ECANCELED {
+                skip(path, Self.cancelledReason)
+            } else if error.passNotDurable {
+                skip(path, "overwrite pass could not be made durable (\(Self.reason(error.code))); left in place")
+            } else {
+                skip(path, "could not be overwritten (\(Self.reason(error.code))); left in place")
+            }
         case .notDurable(let path, let code):
             skip(path, "the overwrite could not be made durable (\(Self.reason(code))); left in place")
         case .overwritten(let path, let bytes, let unlink):
@@ -124,7 +149,9 @@ extension WipeRun {
     /// already durable, is finished first).
     func discardBatch() {
         settleInFlight()
-        takeBatch().closeDescriptors()
+        let job = takeBatch()
+        _ = job.written()  // the writers stop at the cancellation; then the descriptors are free
+        job.closeDescriptors()
     }
 
     /// A duplicate of `dirFd` for the batch, valid while the walk closes directories: the
@@ -140,10 +167,10 @@ extension WipeRun {
         return fd
     }
 
-    /// Makes the batch's overwrites durable, then truncates and unlinks its files, then
-    /// removes its directories; closes its descriptors. Runs on the worker: touches
-    /// nothing but the batch. A file whose overwrite cannot be made durable is left in
-    /// place and reported.
+    /// Waits for the writers to be done with the batch's files, makes the overwrites
+    /// durable, then truncates and unlinks its files, then removes its directories;
+    /// closes its descriptors. Runs on the worker: touches nothing but the batch. A file
+    /// whose overwrite failed or cannot be made durable is left in place and reported.
     ///
     /// Durable, without waiting for anyone else's writes (as `syncfs` did): on a file
     /// system that overwrites in place, each file's writes are waited for
@@ -154,7 +181,19 @@ extension WipeRun {
     static func finalize(_ batch: Batch) -> [Outcome] {
         defer { batch.closeDescriptors() }
         var outcomes: [Outcome] = []
-        let files = batch.files
+        // Only what was written goes on; the rest is left in place and reported.
+        let written = batch.written()
+        var files: [Pending] = []
+        files.reserveCapacity(batch.files.count)
+        for var file in batch.files {
+            switch written[file.id] ?? .failure(.init(code: EIO)) {
+            case .success(let bytes):
+                file.bytes = bytes
+                files.append(file)
+            case .failure(let error):
+                outcomes.append(.notWritten(path: file.path, error: error))
+            }
+        }
         var failure = [Int32](repeating: 0, count: files.count)
         if let first = files.first {
             var magic: UInt32 = 0

@@ -2,8 +2,9 @@ import CLockwipeFS
 import Foundation
 import LockwipeCore
 
-/// One wipe: the walk, the overwrite and the tally on the wipe's thread, each full batch
-/// finished beside it on a second one (`WipeRun+Batch.swift`).
+/// One wipe: the walk and the tally on the wipe's thread, the writes on writer threads
+/// (`OverwriteWriters`), each full batch finished beside them on one more
+/// (`WipeRun+Batch.swift`).
 final class WipeRun {
     struct Tally: Sendable {
         var removed = 0
@@ -26,6 +27,8 @@ final class WipeRun {
     /// An overwritten file waiting for its batch to be made durable before it may be
     /// truncated and unlinked. Its descriptor stays open until then (`fd`).
     struct Pending {
+        /// The writers' job id (`OverwriteWriters.Job.id`).
+        var id: Int
         var fd: Int32
         var dirFd: Int32
         var name: [CChar]
@@ -42,7 +45,6 @@ final class WipeRun {
     let engine: SecureEraser
     let options: WipeOptions
     let progress: WipeProgress
-    var source: OverwriteSource
     var tally = Tally()
     private var reported: Set<String> = []
     var batch: [Pending] = []
@@ -54,6 +56,16 @@ final class WipeRun {
     /// The batch the worker is finishing, not yet accounted.
     var inFlight: OutcomeBox?
     private var workerThread: BatchWorker?
+    private var writerThreads: OverwriteWriters?
+    /// The id the next file handed to the writers gets (consecutive over the wipe).
+    var nextWriteID = 0
+    /// Started with the first file to overwrite, like the worker.
+    var writers: OverwriteWriters {
+        if let writers = writerThreads { return writers }
+        let writers = OverwriteWriters(count: engine.writers, pattern: options.pattern, passes: options.passes, progress: progress)
+        writerThreads = writers
+        return writers
+    }
     /// Started with the first batch: a wipe that overwrites nothing starts no thread.
     var worker: BatchWorker {
         if let worker = workerThread { return worker }
@@ -73,7 +85,6 @@ final class WipeRun {
         self.engine = engine
         self.options = options
         self.progress = progress
-        self.source = OverwriteSource(pattern: options.pattern)
         var limit = rlimit()
         let soft = getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < 1 << 20 ? Int(limit.rlim_cur) : 1 << 20
         batchFileLimit = Self.batchFiles(engine: engine, descriptorLimit: soft, inUse: Self.openDescriptors() ?? 64)
@@ -100,11 +111,14 @@ final class WipeRun {
         return max(0, count)
     }
 
-    /// Waits for the last batch and ends the worker's thread; the tally is final after it.
+    /// Waits for the last batch and ends the worker's and the writers' threads; the tally
+    /// is final after it.
     func finish() {
         settleInFlight()
         workerThread?.stop()
         workerThread = nil
+        writerThreads?.stop()
+        writerThreads = nil
     }
 
     // MARK: Reporting
