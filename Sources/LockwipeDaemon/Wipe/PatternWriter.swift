@@ -74,6 +74,7 @@ final class PatternWriter {
     }
 
     private func writeData(_ fd: Int32, size: Int64, granule: Int64, direct: inout Bool) -> Result<Int64, WriteError> {
+        let copiesPattern = source.pattern != .zeros
         var offset: Int64 = 0
         var written: Int64 = 0
         while offset < size {
@@ -94,7 +95,8 @@ final class PatternWriter {
                 if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
                 let length = Int(min(Int64(buffer.count), end - position))
                 let n = source.withNext(length) { chunk in
-                    buffer.baseAddress!.copyMemory(from: chunk.baseAddress!, byteCount: chunk.count)
+                    // The buffer holds zeros from the start: only a keystream is copied in.
+                    if copiesPattern { buffer.baseAddress!.copyMemory(from: chunk.baseAddress!, byteCount: chunk.count) }
                     return pwrite(fd, buffer.baseAddress, chunk.count, off_t(position))
                 }
                 if n < 0 {
