@@ -27,6 +27,13 @@ let package = Package(
             pkgConfig: "libsystemd",
             providers: [.apt(["libsystemd-dev"])]
         ),
+        // OpenSSL's libcrypto: the overwrite's AES-CTR keystream, generated straight into
+        // the writers' aligned buffers (swift-crypto returns a new Data for every call).
+        .systemLibrary(
+            name: "CLibcrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // Filesystem calls Swift cannot make directly (statx mount ids, inode-flag ioctls, syncfs).
         .systemLibrary(name: "CLockwipeFS"),
         // The pure policy core: no I/O, no clock reads, no globals.
@@ -42,7 +49,7 @@ let package = Package(
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS",
+                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,6 @@
 import CLockwipeFS
+import Crypto
+import CryptoExtras
 import Foundation
 import LockwipeCore
 import Testing
@@ -290,7 +292,7 @@ import Testing
         let second = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(first.count == original.count && second.count == original.count)
         #expect(first != original && second != first)
-        // Each MiB chunk has its own nonce: no chunk repeats another.
+        // No MiB repeats another.
         let chunks = Set(stride(from: 0, to: first.count, by: 1 << 20).map { first[$0..<($0 + (1 << 20))] })
         #expect(chunks.count == 3)
         // Keystream looks random: no byte value is far from 1/256 of the bytes.
@@ -298,6 +300,53 @@ import Testing
         for b in first { counts[Int(b)] += 1 }
         let expected = first.count / 256
         #expect(counts.allSatisfy { abs($0 - expected) < expected / 10 })
+    }
+
+    /// The keystream is AES-256-CTR from counter 0 as swift-crypto (BoringSSL) computes
+    /// it, encrypted into the buffer in place: a zeroed buffer becomes the keystream, a
+    /// later fill XORs the next keystream bytes into what the buffer held, and a fill of
+    /// part of the buffer leaves the rest alone. No keystream byte is used twice.
+    @Test func theKeystreamIsAESCTRWrittenIntoTheBufferInPlace() throws {
+        let key = SymmetricKey(size: .bits256)
+        let mib = 1 << 20
+        let stream = try AES._CTR.encrypt(
+            Data(count: 3 * mib), using: key, nonce: AES._CTR.Nonce(nonceBytes: [UInt8](repeating: 0, count: 16)))
+        let source = OverwriteSource(pattern: .random, key: key)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: mib, alignment: 4096)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+
+        source.fill(buffer)
+        var expected = [UInt8](stream[0..<mib])
+        #expect([UInt8](buffer) == expected)
+
+        source.fill(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<1000]))
+        for i in 0..<1000 { expected[i] ^= stream[mib + i] }
+        #expect([UInt8](buffer) == expected)
+
+        source.fill(buffer)
+        for i in 0..<mib { expected[i] ^= stream[mib + 1000 + i] }
+        #expect([UInt8](buffer) == expected)
+
+        // Zeros leave the buffer as it is.
+        OverwriteSource(pattern: .zeros).fill(buffer)
+        #expect([UInt8](buffer) == expected)
+    }
+
+    /// Two writers (two sources) never write the same bytes: each has its own key.
+    @Test func eachSourceHasItsOwnKey() {
+        let one = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096)
+        let two = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 4096)
+        defer {
+            one.deallocate()
+            two.deallocate()
+        }
+        one.initializeMemory(as: UInt8.self, repeating: 0)
+        two.initializeMemory(as: UInt8.self, repeating: 0)
+        OverwriteSource(pattern: .random).fill(one)
+        OverwriteSource(pattern: .random).fill(two)
+        #expect([UInt8](one) != [UInt8](two))
+        #expect(!one.allSatisfy { $0 == 0 })
     }
 
     @Test func holesInASparseFileStayHoles() throws {

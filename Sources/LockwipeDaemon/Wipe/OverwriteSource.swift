@@ -1,60 +1,65 @@
+import CLibcrypto
 import Crypto
-import CryptoExtras
 import Foundation
 
 /// The bytes a wipe writes over file data: zeros, or an AES-256-CTR keystream under a
-/// fresh random key (one per source: each writer thread of a wipe has its own), produced
-/// a MiB at a time in user space and handed out in the lengths the writes need, every
-/// byte used once. That is one BoringSSL call per
-/// MiB instead of one `getrandom` per block, which here runs at ~0.3 GiB/s and would make
-/// the CSPRNG, not the disk, the limit. AES-CTR rather than ChaCha20: with the AES
-/// instructions every x86-64 and arm64 server has, BoringSSL's CTR mode is several times
-/// faster than its ChaCha20 (which took a third of an overwrite's CPU time in
-/// `perf`, docs/benchmarks.md); both are keystreams no one can predict without the key,
+/// fresh random key (one per source: each writer thread of a wipe has its own).
+///
+/// The keystream is generated straight into the writer's buffer, the one `O_DIRECT`
+/// writes from: OpenSSL's `EVP_EncryptUpdate` encrypts the buffer in place, so it holds
+/// what it held XOR the next keystream bytes. Every keystream byte is used once (the
+/// counter runs on over the source's life), so what is written is as unpredictable as the
+/// keystream itself, and the very first fill of a zeroed buffer is the keystream. No other
+/// memory is touched: swift-crypto's `AES._CTR` returns a new zero-filled `Data` for each
+/// call, which then had to be copied into the aligned buffer; that allocation, fill and
+/// copy cost as much CPU as the AES itself (docs/benchmarks.md).
+///
+/// Why a keystream at all: one library call per MiB instead of one `getrandom` per block,
+/// which here runs at ~0.3 GiB/s and would make the CSPRNG, not the disk, the limit. AES
+/// rather than ChaCha20: with the AES instructions every x86-64 and arm64 server has, CTR
+/// mode is several times faster. Both are keystreams no one can predict without the key,
 /// which is all an overwrite pattern needs.
-struct OverwriteSource {
+final class OverwriteSource {
     let pattern: WipeOptions.Pattern
-    let chunkSize: Int
-    private let zeros: Data
-    private let key = SymmetricKey(size: .bits256)
-    /// Each keystream chunk uses its own nonce (a counter), so no counter block is ever repeated.
-    private var chunkCounter: UInt64 = 0
-    private var stream = Data()
-    private var used = 0
+    /// OpenSSL's cipher context (AES-256-CTR, counter from 0); nil for zeros.
+    private let context: OpaquePointer?
 
-    init(pattern: WipeOptions.Pattern, chunkSize: Int = 1 << 20) {
+    /// `key` is for the tests (a known-answer check); a wipe always takes a fresh one.
+    init(pattern: WipeOptions.Pattern, key: SymmetricKey = SymmetricKey(size: .bits256)) {
         self.pattern = pattern
-        self.chunkSize = chunkSize
-        self.zeros = Data(count: chunkSize)
+        guard pattern == .random else {
+            context = nil
+            return
+        }
+        precondition(key.bitCount == 256, "AES-256 needs a 256-bit key")
+        let context = EVP_CIPHER_CTX_new()
+        let iv = [UInt8](repeating: 0, count: 16)  // a new key per source: the counter may start at 0
+        let initialized = key.withUnsafeBytes { key in
+            EVP_EncryptInit_ex(context, EVP_aes_256_ctr(), nil, key.bindMemory(to: UInt8.self).baseAddress, iv)
+        }
+        // Fails only without memory or with a libcrypto that lacks AES-CTR.
+        precondition(context != nil && initialized == 1, "OpenSSL could not set up AES-256-CTR")
+        self.context = context
     }
 
-    /// Calls `body` with the next `min(length, chunkSize)` bytes of the pattern (fewer
-    /// only when the current keystream chunk runs out).
-    mutating func withNext<T>(_ length: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
-        let wanted = min(length, chunkSize)
-        switch pattern {
-        case .zeros:
-            return try zeros.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<wanted])) }
-        case .random:
-            if used == stream.count { refill() }
-            let n = min(wanted, stream.count - used)
-            defer { used += n }
-            return try stream.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[used..<(used + n)])) }
-        }
-    }
+    deinit { EVP_CIPHER_CTX_free(context) }
 
-    private mutating func refill() {
-        chunkCounter += 1
-        var nonceBytes = [UInt8](repeating: 0, count: 12)
-        withUnsafeBytes(of: chunkCounter.littleEndian) { nonceBytes.replaceSubrange(0..<8, with: $0) }
-        do {
-            // 96 bits of nonce and a 32-bit block counter from 0: a chunk of up to 64 GiB.
-            let nonce = try AES._CTR.Nonce(nonceBytes: nonceBytes)
-            stream = try AES._CTR.encrypt(zeros, using: key, nonce: nonce)
-        } catch {
-            // A 12-byte nonce and a 256-bit key are valid by construction.
-            preconditionFailure("AES-CTR refused a valid key and nonce: \(error)")
+    /// Makes `buffer` the pattern's next bytes: for zeros it is left as it is (the
+    /// writer's buffer holds zeros from the start and nothing else writes to it); for the
+    /// keystream it is encrypted in place.
+    func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let context, let base = buffer.baseAddress else { return }
+        let bytes = base.assumingMemoryBound(to: UInt8.self)
+        var offset = 0
+        while offset < buffer.count {
+            // EVP_EncryptUpdate takes an int length.
+            let length = min(buffer.count - offset, 1 << 30)
+            var out: Int32 = 0
+            let done = EVP_EncryptUpdate(context, bytes + offset, &out, bytes + offset, Int32(length))
+            // CTR mode is a stream: all of it, at once, or nothing (which cannot happen
+            // with a valid context).
+            precondition(done == 1 && out == Int32(length), "OpenSSL's AES-CTR failed")
+            offset += length
         }
-        used = 0
     }
 }

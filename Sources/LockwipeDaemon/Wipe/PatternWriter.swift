@@ -12,7 +12,7 @@ import Foundation
 /// the file is written through the page cache as before, and its writeback started.
 /// Either way the batch's flush (`WipeRun.finalize`) is what makes the writes durable.
 final class PatternWriter {
-    private var source: OverwriteSource
+    private let source: OverwriteSource
     private let buffer: UnsafeMutableRawBufferPointer
     let progress: WipeProgress
     /// Whether `O_DIRECT` is tried at all (tests turn it off to cover the buffered path).
@@ -24,7 +24,7 @@ final class PatternWriter {
     static let alignment = 4096
 
     init(pattern: WipeOptions.Pattern, progress: WipeProgress, direct: Bool = true, chunkSize: Int = 1 << 20) {
-        source = OverwriteSource(pattern: pattern, chunkSize: chunkSize)
+        source = OverwriteSource(pattern: pattern)
         buffer = .allocate(byteCount: chunkSize, alignment: Self.alignment)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
         self.progress = progress
@@ -74,7 +74,6 @@ final class PatternWriter {
     }
 
     private func writeData(_ fd: Int32, size: Int64, granule: Int64, direct: inout Bool) -> Result<Int64, WriteError> {
-        let copiesPattern = source.pattern != .zeros
         var offset: Int64 = 0
         var written: Int64 = 0
         while offset < size {
@@ -94,18 +93,15 @@ final class PatternWriter {
             while position < end {
                 if progress.isCancelled { return .failure(WriteError(code: ECANCELED)) }
                 let length = Int(min(Int64(buffer.count), end - position))
-                let n = source.withNext(length) { chunk in
-                    // The buffer holds zeros from the start: only a keystream is copied in.
-                    if copiesPattern { buffer.baseAddress!.copyMemory(from: chunk.baseAddress!, byteCount: chunk.count) }
-                    return pwrite(fd, buffer.baseAddress, chunk.count, off_t(position))
-                }
+                source.fill(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length]))
+                let n = pwrite(fd, buffer.baseAddress, length, off_t(position))
                 if n < 0 {
                     let code = errno
                     if code == EINTR { continue }
                     if code == EINVAL && direct {
                         // Refused for this range (alignment, or the file system): the
-                        // rest of the file goes through the page cache. The pattern bytes
-                        // not written are skipped, as a keystream never repeats anyway.
+                        // rest of the file goes through the page cache, the buffer's
+                        // pattern renewed for it.
                         direct = false
                         _ = Self.setDirect(fd, false)
                         continue
