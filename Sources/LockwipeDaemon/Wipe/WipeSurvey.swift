@@ -81,9 +81,10 @@ struct VaultSurvey: Sendable, Equatable {
             if name == [46, 0] || name == [46, 46, 0] { continue }
             var st = stat()
             guard fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-            let child = path + "/" + String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
+                // A path only for directories: a census of 10,000 files builds no string per file.
+                let child = path + "/" + String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 var mount: UInt64 = 0
                 if st.st_dev != rootStat.st_dev || (haveMountIDs && lockwipe_mount_id(dirfd(dir), name, &mount) == 0 && mount != rootMount) {
                     census.mountPoints.append(child)
