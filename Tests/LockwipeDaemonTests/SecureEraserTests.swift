@@ -157,9 +157,9 @@ import Testing
     }
 
     @Test(arguments: [
-        // descriptor limit, open already -> files per batch (128 by default; 32 directories
-        // open, 32 per batch, 16 spare)
-        (1024, 30, 128), (160, 30, 9), (160, 200, 1), (64, 10, 1), (1 << 20, 30, 128),
+        // descriptor limit, open already -> files per batch (1,024 by default; 32
+        // directories open, 32 per batch, 16 spare)
+        (8192, 30, 1024), (1024, 30, 441), (160, 30, 9), (160, 200, 1), (64, 10, 1), (1 << 20, 30, 1024),
     ])
     func twoBatchesAndTheWalkFitUnderTheDescriptorLimit(limit: Int, inUse: Int, files: Int) {
         let engine = SecureEraser()

@@ -58,7 +58,12 @@ final class OverwriteWriters: @unchecked Sendable {
     func wait(for ids: Range<Int>) -> [Int: Outcome] {
         condition.lock()
         defer { condition.unlock() }
-        while !ids.allSatisfy({ outcomes[$0] != nil }) { condition.wait() }
+        // An outcome stays until collected here: each id is looked at until it is there,
+        // and never again (a batch of 1,024 files, woken at every file, is not rescanned).
+        var first = ids.lowerBound
+        while first < ids.upperBound {
+            if outcomes[first] != nil { first += 1 } else { condition.wait() }
+        }
         var result: [Int: Outcome] = [:]
         for id in ids { result[id] = outcomes.removeValue(forKey: id) }
         return result

@@ -44,8 +44,11 @@ public struct SecureEraser: VaultErasing {
     /// Directory descriptors kept open at most; deeper walks re-open parents through `..`.
     public var maxOpenDirectories: Int
     /// Overwritten files waiting to be made durable together, at most; each holds its
-    /// descriptor until then (with `maxOpenDirectories` and `batchDirectories`, far below
-    /// the default limit of 1024 descriptors).
+    /// descriptor until then. Fewer when the descriptor limit would not hold two batches
+    /// (`WipeRun.batchFiles`): under systemd's default soft limit of 1024 about 440; the
+    /// unit sets `LimitNOFILE=8192`. One flush per 1,024 small files rather than per 128:
+    /// with `O_DIRECT` writers the flushes, not the walk, had become the limit
+    /// (docs/benchmarks.md).
     public var batchFiles: Int
     /// Overwritten bytes waiting to be made durable together, at most.
     public var batchBytes: Int64
@@ -55,7 +58,7 @@ public struct SecureEraser: VaultErasing {
     public var writers: Int
 
     public init(
-        maxOpenDirectories: Int = 32, batchFiles: Int = 128, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32, writers: Int = 8
+        maxOpenDirectories: Int = 32, batchFiles: Int = 1024, batchBytes: Int64 = 256 << 20, batchDirectories: Int = 32, writers: Int = 8
     ) {
         self.maxOpenDirectories = max(2, maxOpenDirectories)
         self.batchFiles = max(1, batchFiles)
