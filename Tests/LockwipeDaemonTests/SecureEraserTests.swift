@@ -254,7 +254,7 @@ import Testing
         var before = stat()
         fstat(fd, &before)
         let zeros = writer(.zeros, direct: direct)
-        let written = try zeros.writeData(fd, size: 5000, granule: 4096).get()
+        let written = try zeros.overwrite(fd, size: 5000, granule: 4096, passes: 1).get()
         #expect(written == 5000)
         if direct && inPlace(root) {
             #expect(zeros.directWrites == 1 && zeros.bufferedWrites == 0)
@@ -286,9 +286,9 @@ import Testing
         let (path, fd) = try fileWith(original, in: root)
         defer { close(fd) }
         let wipe = writer(.random)
-        _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
+        _ = try wipe.overwrite(fd, size: Int64(original.count), granule: 4096, passes: 1).get()
         let first = try Data(contentsOf: URL(fileURLWithPath: path))
-        _ = try wipe.writeData(fd, size: Int64(original.count), granule: 4096).get()
+        _ = try wipe.overwrite(fd, size: Int64(original.count), granule: 4096, passes: 1).get()
         let second = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(first.count == original.count && second.count == original.count)
         #expect(first != original && second != first)
@@ -360,7 +360,7 @@ import Testing
         #expect(pwrite(fd, [UInt8](repeating: 1, count: 8192), 8192, off_t(size - 8192)) == 8192)
         var before = stat()
         fstat(fd, &before)
-        let written = try writer(.zeros).writeData(fd, size: size, granule: 4096).get()
+        let written = try writer(.zeros).overwrite(fd, size: size, granule: 4096, passes: 1).get()
         var after = stat()
         fstat(fd, &after)
         #expect(written == 16384)
@@ -379,7 +379,7 @@ import Testing
         defer { close(fd) }
         let zeros = writer(.zeros)
         // A granule of 700 bytes: the write covers 1,400, which no block device aligns.
-        let written = try zeros.writeData(fd, size: 1000, granule: 700).get()
+        let written = try zeros.overwrite(fd, size: 1000, granule: 700, passes: 1).get()
         #expect(written == 1000)
         let after = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(after.count == 1400 && after.allSatisfy { $0 == 0 })

@@ -46,9 +46,9 @@ final class PatternWriter {
             }
             if pass < passes - 1, fdatasync(fd) != 0 { return .failure(WriteError(code: errno, passNotDurable: true)) }
         }
-        // Whatever went through the page cache starts for the disk now (for a file
-        // written with O_DIRECT there is nothing to start, and this returns at once).
-        _ = lockwipe_start_writeback(fd)
+        // Whatever went through the page cache starts for the disk now; a file written
+        // with O_DIRECT throughout has nothing to start, and costs no call.
+        if !direct { _ = lockwipe_start_writeback(fd) }
         return .success(written)
     }
 
@@ -68,11 +68,6 @@ final class PatternWriter {
     /// the file's already, so nothing is allocated; only the size grows, by less than a
     /// block, and the file is truncated and unlinked once the batch is durable. Returns
     /// the file's own bytes overwritten, not the slack past its end.
-    func writeData(_ fd: Int32, size: Int64, granule: Int64) -> Result<Int64, WriteError> {
-        var direct = self.direct && Self.setDirect(fd, true)
-        return writeData(fd, size: size, granule: granule, direct: &direct)
-    }
-
     private func writeData(_ fd: Int32, size: Int64, granule: Int64, direct: inout Bool) -> Result<Int64, WriteError> {
         var offset: Int64 = 0
         var written: Int64 = 0
