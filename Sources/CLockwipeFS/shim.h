@@ -94,6 +94,28 @@ static inline int lockwipe_open_directory_no_symlinks(const char *path) {
     return fd >= 0 ? (int)fd : -errno;
 }
 
+/// `openat2(dirfd, path, flags | O_CLOEXEC, resolve)`: fd, or -errno. With
+/// `RESOLVE_NO_XDEV` a mount point on the way (the last component included) is seen
+/// (EXDEV), not crossed; with `O_PATH` (`lockwipe_o_path`) the descriptor is taken without
+/// asking the filesystem that is opened anything (a FUSE server is never called).
+static inline int lockwipe_openat2(int dirfd, const char *path, uint64_t flags, uint64_t resolve) {
+    struct open_how how = {.flags = flags | O_CLOEXEC, .resolve = resolve};
+    long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+    return fd >= 0 ? (int)fd : -errno;
+}
+
+/// `umount2(path, MNT_DETACH)` (by the system call: <sys/mount.h> clashes with the
+/// <linux/fs.h> above in glibc 2.36). 0, or -errno.
+static inline int lockwipe_detach_mount(const char *path) {
+    return syscall(SYS_umount2, path, 2 /* MNT_DETACH */) == 0 ? 0 : -errno;
+}
+
+static const uint64_t lockwipe_o_path = O_PATH;
+static const uint64_t lockwipe_resolve_no_xdev = RESOLVE_NO_XDEV;
+static const uint64_t lockwipe_resolve_no_symlinks = RESOLVE_NO_SYMLINKS;
+static const uint64_t lockwipe_resolve_no_magiclinks = RESOLVE_NO_MAGICLINKS;
+static const uint64_t lockwipe_resolve_beneath = RESOLVE_BENEATH;
+
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writeback of the file's
 /// dirty pages and returns without waiting for it. It promises no durability (no
 /// metadata, no disk cache flush): a batch is still made durable (`WipeRun.flush`) before

@@ -61,6 +61,9 @@ public actor Manager {
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher
+    /// Every filesystem call on a vault: a thread of its own and a deadline
+    /// (`VaultCalls`), so a vault that never answers stalls nobody else.
+    let vaultCalls: VaultCalls
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
@@ -91,6 +94,11 @@ public actor Manager {
         self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
         let metrics = MetricsPublisher(path: configuration.metricsTextfile, logger: logger)
         self.metrics = metrics
+        self.vaultCalls = VaultCalls(timeout: Self.vaultCallTimeout) { [logger] user, what in
+            logger.notice(
+                "the vault of \(user) answers again (\(what) returned at last)",
+                metadata: ["user": .string(user), "message_id": MessageID.vaultUnresponsive.metadata])
+        }
         store.onDamage { [logger] damage in
             logger.critical(
                 "\(damage)",

@@ -50,6 +50,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// A lock was applied but did not verify (`root:root 0000`, or the key still in the
     /// kernel): the registration is `lock-failed` and the lock is retried.
     case lockFailed = "962008de2c2b4b24a1125629faed66bf"
+    /// Something a user mounted on or inside a vault (a FUSE filesystem) was detached from
+    /// the daemon's view before a lock or wipe, which then went on.
+    case mountDetached = "aa93b7810de84f93b215f503fa022762"
+    /// A filesystem call on a vault did not return within its deadline: the vault is
+    /// unresponsive; its actions fail until the call returns, everyone else is served.
+    case vaultUnresponsive = "37d502997d734cffb215f7ecb262366c"
 
     /// The policy server is reached over plain http:// (`[server] allow_insecure_http = true`).
     case insecureServer = "a58fa39160054e409371e2cf3cd254d8"

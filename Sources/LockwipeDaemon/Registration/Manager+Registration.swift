@@ -195,7 +195,7 @@ extension Manager {
             if r.state.isLockCommitted {
                 do {
                     let (records, vaults, protection) = (try await store.lockRecords(user), r.vaults, self.protection)
-                    try await BlockingPool.run { try protection.unlock(records, directories: vaults, key: nil) }
+                    try await vaultCalls.run(user: user, "the unlock at unregister") { try protection.unlock(records, directories: vaults, key: nil) }
                     detail = "unregistered; the lock was lifted (owner and mode restored)"
                 } catch let error as VaultOpenError {
                     // Nothing is touched: the path no longer leads to the registered vault.

@@ -17,7 +17,13 @@ extension Manager {
         // Decided from the key itself (key status on the recorded vault's filesystem), never
         // from the path: a vault that cannot be opened is not known to be locked.
         let (encryption, vaults) = (self.encryption, r.vaults)
-        let kernelGone = (try? await BlockingPool.run { encryption.isLocked(vaults) }) ?? false
+        let kernelGone: Bool
+        do {
+            kernelGone = try await vaultCalls.run(user: user, "the check that the key left the kernel") { encryption.isLocked(vaults) }
+        } catch {
+            await vaultStalled(r, "wipe", error)
+            kernelGone = false
+        }
         let elapsed = ContinuousClock.now - requested
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let now = clock.now().wall

@@ -40,9 +40,10 @@ extension Manager {
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
         await observers.notify(.willLock, event)
-        // What can be reached now is recorded; a directory that cannot is recorded at the
-        // retry that reaches it (the lock is committed either way, and fails below).
-        let records = recordableState(r)
+        // What can be reached now is recorded (after taking back what its user mounted
+        // over it); a directory that cannot is recorded at the retry that reaches it (the
+        // lock is committed either way, and fails below).
+        let records = await recordableState(r)
         let now = clock.now().wall
         try await store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
@@ -66,21 +67,30 @@ extension Manager {
     }
 
     /// Applies `r`'s lock (idempotent), ending the user's processes that hold the vault when
-    /// `[lock] terminate_processes` is on; returns the pids that were ended.
+    /// `[lock] terminate_processes` is on; returns the pids that were ended. First takes back
+    /// what the user mounted on or inside the vault (`VaultMountTakeback`). It all runs as
+    /// one vault call (`VaultCalls`): bounded by a deadline, off the actor and the pool.
     func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
         let p = protection(for: r)
         let vaults = r.vaults
         let dirs = r.directories
         let uid = r.uid
-        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
-        return try await BlockingPool.run {
-            var ended: [Int32] = []
-            try p.lock(vaults, uid: uid) {
-                let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
-                ended += pids
-                return pids
+        let grace = configuration.terminateGraceSeconds
+        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(grace)) : nil
+        let (outcome, takebacks) = try await vaultCalls.run(user: r.user, "the lock", timeout: Self.vaultCallTimeout + .seconds(grace)) {
+            let takebacks = vaults.map(VaultMountTakeback.takeBack)
+            let outcome = Result { () throws -> [Int32] in
+                var ended: [Int32] = []
+                try p.lock(vaults, uid: uid) {
+                    let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
+                    ended += pids
+                    return pids
+                }
+                return ended
             }
-            return ended
+            return (outcome, takebacks)
         }
+        journalTakebacks(r, takebacks, action: "lock")
+        return try outcome.get()
     }
 }

@@ -104,12 +104,18 @@ extension Manager {
         return ActionResult(user: user, action: "unlock", state: .active, detail: detail)
     }
 
-    /// Lifts the lock of `r` from its vaults (on the pool); a vault that cannot be reached
-    /// as registered is reported (`vaultFailure`), and nothing is touched.
+    /// Lifts the lock of `r` from its vaults (a vault call, after taking back what was
+    /// mounted over them in the daemon's view); a vault that cannot be reached as
+    /// registered is reported (`vaultFailure`), and nothing is touched.
     private func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
         let vaults = r.vaults
         do {
-            try await BlockingPool.run { try lock.unlock(records, directories: vaults, key: key) }
+            let takebacks = try await vaultCalls.run(user: r.user, "the unlock") {
+                let takebacks = vaults.map(VaultMountTakeback.takeBack)
+                try lock.unlock(records, directories: vaults, key: key)
+                return takebacks
+            }
+            journalTakebacks(r, takebacks, action: "unlock")
         } catch {
             throw await vaultFailure(r, "unlock", error)
         }
@@ -147,7 +153,7 @@ extension Manager {
         await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
         let dirs = r.vaults
         let encryption = self.encryption
-        try await BlockingPool.run {
+        try await vaultCalls.run(user: r.user, "adding the vault key") {
             var k = key
             defer { k.wipe() }
             try encryption.unlock([], directories: dirs, key: k)
@@ -165,7 +171,17 @@ extension Manager {
         for r in (try? await store.registrations()) ?? [] where r.protection == .encrypted && r.state == .active {
             // A vault that cannot be opened (missing, replaced) is not "locked": it is
             // reported by `checkVaults`, and nothing here touches it.
-            guard r.vaults.allSatisfy({ (try? VaultPath.open($0))?.close() != nil }), encryption.isLocked(r.vaults) else { continue }
+            let (vaults, encryption) = (r.vaults, self.encryption)
+            let keyGone: Bool
+            do {
+                keyGone = try await vaultCalls.run(user: r.user, "the start-up check") {
+                    vaults.allSatisfy({ (try? VaultPath.open($0))?.close() != nil }) && encryption.isLocked(vaults)
+                }
+            } catch {
+                await vaultStalled(r, "start-up check", error)
+                continue
+            }
+            guard keyGone else { continue }
             do {
                 if try await unlockAfterContact(r) {
                     logger.info("re-added the vault key of \(r.user) (default passcode) after start-up", metadata: ["user": .string(r.user)])

@@ -9,49 +9,157 @@ import Logging
 /// `vault_error`), the journal gets a warning, and the lock is retried at start-up and at
 /// every evaluation until it holds.
 extension Manager {
+    /// The deadline of one filesystem call on a vault (`VaultCalls`); a lock adds the
+    /// grace it gives processes to end.
+    static let vaultCallTimeout: Duration = .seconds(10)
+
     /// Start-up: records the device and inode of directories registered before they were
     /// kept (only when the path passes the ancestor rule now), then checks that every vault
     /// of a registration that is not wiped can be reached, and shows those that cannot.
+    /// Every look at a vault is a vault call: one that never answers costs its deadline,
+    /// and start-up goes on.
     func checkVaults() async {
-        for r in (try? await store.registrations()) ?? [] where r.state != .wiped {
+        for r in await registrationsOrLog("the start-up check of vaults") where r.state != .wiped {
             for v in r.vaults where v.identity == nil {
-                let problems = VaultPath.ancestorProblems(v.path)
-                guard problems.isEmpty, let current = try? VaultDirectory.current(v.path), let identity = current.identity else {
+                let path = v.path
+                let found: (problems: [String], identity: VaultDirectory.Identity?)
+                do {
+                    found = try await vaultCalls.run(user: r.user, "the start-up check") {
+                        let problems = VaultPath.ancestorProblems(path)
+                        return (problems, problems.isEmpty ? (try? VaultDirectory.current(path))?.identity : nil)
+                    }
+                } catch {
+                    await vaultStalled(r, "start-up check", error)
+                    continue
+                }
+                guard found.problems.isEmpty, let identity = found.identity else {
                     logger.warning(
                         "the vault directory \(v.path) of \(r.user) was registered before lockwipe recorded device and inode, and its path does not pass the ancestor rule: it is not acted on until it is unregistered and registered again",
                         metadata: [
-                            "user": .string(r.user), "path": .string(v.path), "problems": .string(problems.joined(separator: "; ")),
+                            "user": .string(r.user), "path": .string(v.path), "problems": .string(found.problems.joined(separator: "; ")),
                             "message_id": MessageID.vaultUnreachable.metadata,
                         ])
                     continue
                 }
                 let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
-                try? await store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, .vaultIdentity, .resume, detail, at: clock.now().wall))
-                logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
+                do {
+                    try await store.recordIdentity(r.user, path: v.path, identity, event: event(r.user, .vaultIdentity, .resume, detail, at: clock.now().wall))
+                    logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
+                } catch {
+                    logger.error(
+                        "cannot record the identity of the vault directory \(v.path) of \(r.user); it is not acted on until it is: \(error)",
+                        metadata: ["user": .string(r.user), "path": .string(v.path), "message_id": MessageID.stateDamaged.metadata])
+                }
             }
         }
-        for r in (try? await store.registrations()) ?? [] where r.state != .wiped {
-            let errors = r.vaults.compactMap { v -> VaultOpenError? in
-                do throws(VaultOpenError) {
-                    try VaultPath.open(v).close()
-                    return nil
-                } catch {
-                    return error
+        for r in await registrationsOrLog("the start-up check of vaults") where r.state != .wiped {
+            let vaults = r.vaults
+            let errors: [VaultOpenError]
+            do {
+                errors = try await vaultCalls.run(user: r.user, "the start-up check") {
+                    vaults.compactMap { v -> VaultOpenError? in
+                        do throws(VaultOpenError) {
+                            try VaultPath.open(v).close()
+                            return nil
+                        } catch {
+                            return error
+                        }
+                    }
                 }
+            } catch {
+                await vaultStalled(r, "start-up check", error)
+                continue
             }
             if let first = errors.first {
                 await vaultWarning(r, "start-up check", first)
             } else if r.vaultError != nil, r.state != .lockFailed {
-                try? await store.setVaultError(r.user, nil)
+                await setVaultErrorOrLog(r.user, nil)
             }
         }
     }
 
+    /// Every registration, or none after logging why (a start-up check that cannot read
+    /// the store checks nothing, and says so).
+    func registrationsOrLog(_ purpose: String) async -> [RegistrationRecord] {
+        do {
+            return try await store.registrations()
+        } catch {
+            logger.error(
+                "\(purpose): cannot read the registrations: \(error)", metadata: ["message_id": MessageID.stateDamaged.metadata])
+            return []
+        }
+    }
+
+    /// Records `text` as the vault error of `user`, or logs that it could not.
+    func setVaultErrorOrLog(_ user: String, _ text: String?) async {
+        do {
+            try await store.setVaultError(user, text)
+        } catch {
+            logger.error(
+                "cannot record the vault state of \(user): \(error)", metadata: ["user": .string(user), "message_id": MessageID.stateDamaged.metadata])
+        }
+    }
+
+    /// A vault call that did not answer (`VaultUnresponsive`) or failed otherwise: the
+    /// journal (MESSAGE_ID `vaultUnresponsive`) and the `vault_error` in `status`.
+    func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error) async {
+        let text = "\(error)"
+        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
+        logger.warning(
+            "\(action) of \(r.user): \(text)",
+            metadata: [
+                "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(r.directories.joined(separator: " ")),
+                "error": .string(text),
+                "message_id": (error is VaultUnresponsive ? MessageID.vaultUnresponsive : MessageID.vaultUnreachable).metadata,
+            ])
+    }
+
     /// The permission state of every vault directory that can be reached now (the lock
-    /// records); one that cannot is recorded by the retry that reaches it.
-    func recordableState(_ r: RegistrationRecord) -> [LockRecord] {
-        let p = protection(for: r)
-        return r.vaults.compactMap { try? p.recordState(of: [$0], user: r.user).first }
+    /// records), after taking back what its user mounted over it; one that cannot is
+    /// recorded by the retry that reaches it.
+    func recordableState(_ r: RegistrationRecord) async -> [LockRecord] {
+        let (p, vaults, user) = (protection(for: r), r.vaults, r.user)
+        do {
+            let (records, takebacks) = try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
+                let takebacks = vaults.map(VaultMountTakeback.takeBack)
+                return (vaults.compactMap { try? p.recordState(of: [$0], user: user).first }, takebacks)
+            }
+            journalTakebacks(r, takebacks, action: "lock")
+            return records
+        } catch {
+            await vaultStalled(r, "lock", error)
+            return []
+        }
+    }
+
+    /// Says in the journal what was taken back from `r`'s vault (MESSAGE_ID
+    /// `mountDetached`), what could not be, and what was left (debug).
+    func journalTakebacks(_ r: RegistrationRecord, _ reports: [VaultMountTakeback.Report], action: String) {
+        for report in reports {
+            for d in report.detached {
+                logger.warning(
+                    "\(action) of \(r.user): detached \(d.mount) from the vault\(d.aborted ? " and aborted its FUSE connection" : "")",
+                    metadata: mountFields(r, d.mount, action: action, extra: ["fuse_aborted": .string(d.aborted ? "yes" : "no")]))
+            }
+            for f in report.failed {
+                logger.error(
+                    "\(action) of \(r.user): could not detach \(f.mount) from the vault: \(f.reason)",
+                    metadata: mountFields(r, f.mount, action: action, extra: ["error": .string(f.reason)]))
+            }
+            for l in report.left {
+                logger.debug("\(action) of \(r.user): left \(l.mount) in place: \(l.reason)", metadata: ["user": .string(r.user)])
+            }
+        }
+    }
+
+    private func mountFields(_ r: RegistrationRecord, _ m: MountEntry, action: String, extra: Logger.Metadata) -> Logger.Metadata {
+        var meta: Logger.Metadata = [
+            "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "mount_point": .string(m.mountPoint),
+            "mount_fstype": .string(m.fsType), "mount_source": .string(m.source), "message_id": MessageID.mountDetached.metadata,
+        ]
+        if let owner = m.fuseOwner { meta["mount_owner_uid"] = "\(owner)" }
+        meta.merge(extra) { _, new in new }
+        return meta
     }
 
     /// Applies the committed lock of `r` again (start-up, evaluations, `lock` of a
@@ -65,7 +173,15 @@ extension Manager {
             let missing = r.vaults.filter { !known.contains($0.path) }
             if !missing.isEmpty {
                 let (protection, user) = (self.protection, r.user)
-                let found = (try? await BlockingPool.run { missing.compactMap { try? protection.recordState(of: [$0], user: user).first } }) ?? []
+                let found: [LockRecord]
+                do {
+                    found = try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
+                        missing.compactMap { try? protection.recordState(of: [$0], user: user).first }
+                    }
+                } catch {
+                    await vaultStalled(r, "lock", error)
+                    found = []
+                }
                 let records = found.filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
                     try? await store.commitLock(
@@ -110,7 +226,7 @@ extension Manager {
         if changed {
             var meta = journalFields(
                 r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: text,
-                id: error is VaultOpenError ? .vaultUnreachable : .lockFailed)
+                id: error is VaultOpenError ? .vaultUnreachable : error is VaultUnresponsive ? .vaultUnresponsive : .lockFailed)
             meta["error"] = .string(text)
             logger.warning("the lock of \(r.user) FAILED and is not in force (it is retried): \(text)", metadata: meta)
         }

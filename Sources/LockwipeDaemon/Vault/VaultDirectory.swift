@@ -1,4 +1,6 @@
+import CLockwipeFS
 import Foundation
+import LockwipeCore
 
 /// A vault directory as registered: its path and the inode it was at registration.
 ///
@@ -48,11 +50,14 @@ public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible 
     case replaced(path: String, expected: VaultDirectory.Identity, found: VaultDirectory.Identity)
     /// No identity was recorded for this path (see `VaultDirectory`).
     case unrecorded(path: String)
+    /// Something is mounted on the vault's path that is not the vault's own filesystem
+    /// (a user's FUSE filesystem, say): the walk does not cross into it.
+    case mountedOver(path: String, mount: String)
     case failed(path: String, component: String, code: Int32)
 
     public var path: String {
         switch self {
-        case .missing(let p, _), .notADirectory(let p, _), .replaced(let p, _, _), .unrecorded(let p), .failed(let p, _, _): return p
+        case .missing(let p, _), .notADirectory(let p, _), .replaced(let p, _, _), .unrecorded(let p), .mountedOver(let p, _), .failed(let p, _, _): return p
         }
     }
 
@@ -69,6 +74,8 @@ public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible 
         case .unrecorded(let path):
             return "\(path): no device and inode were recorded for this vault (registered before lockwipe recorded them, "
                 + "and its path does not pass the ancestor rule); unregister and register it again"
+        case .mountedOver(let path, let mount):
+            return "\(path): another filesystem is mounted over the vault directory (\(mount)); it is not entered"
         case .failed(let path, let component, let code):
             return "\(path): cannot open \(component): \(String(cString: strerror(code)))"
         }
@@ -119,10 +126,35 @@ enum VaultPath {
         return try walk(path, checkAncestors: false, problems: &ignored)
     }
 
+    /// Opens the last component of a recorded vault (fd, or -errno) without crossing into anything mounted
+    /// on it (`RESOLVE_NO_XDEV`): a mount there is the vault only when it is the vault's own
+    /// filesystem (the recorded device, not FUSE); anything else is `mountedOver`, and no
+    /// call reaches the filesystem mounted there.
+    private static func openVault(_ parent: Int32, _ name: String, path: String, expected: VaultDirectory.Identity) throws(VaultOpenError) -> Int32 {
+        let fd = lockwipe_openat2(
+            parent, name, UInt64(directoryFlags), lockwipe_resolve_no_xdev | lockwipe_resolve_no_symlinks | lockwipe_resolve_no_magiclinks)
+        if fd >= 0 { return fd }
+        guard fd == -EXDEV else { return fd }
+        let top = MountTable.parse(mountInfo()).last { $0.mountPoint == path }
+        guard let top, top.device == expected.device, !top.isFUSE else {
+            throw .mountedOver(path: path, mount: top.map(\.description) ?? "a mount the mount table does not show")
+        }
+        let crossed = openat(parent, name, directoryFlags)
+        return crossed >= 0 ? crossed : -errno
+    }
+
+    /// The daemon's mount table (`/proc/self/mountinfo`); empty when it cannot be read,
+    /// which makes any mount on a vault `mountedOver` (fail closed).
+    static func mountInfo() -> String {
+        (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+    }
+
     /// The walk; with `checkAncestors`, every directory opened on the way *before* the
     /// vault itself (the root and every ancestor) is judged by `ancestorProblem` and what
     /// is wrong is added to `problems`.
-    static func walk(_ path: String, checkAncestors: Bool, problems: inout [String]) throws(VaultOpenError) -> OpenedVault {
+    static func walk(
+        _ path: String, checkAncestors: Bool, problems: inout [String], expected: VaultDirectory.Identity? = nil
+    ) throws(VaultOpenError) -> OpenedVault {
         let parts = try components(path)
         var current = Glibc.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard current >= 0 else { throw .failed(path: path, component: "/", code: errno) }
@@ -138,7 +170,19 @@ enum VaultPath {
                 if let problem = ancestorProblem(fd: current, st, dir: currentPath, next: name, vault: path) { problems.append(problem) }
             }
             let componentPath = currentPath == "/" ? "/" + name : currentPath + "/" + name
-            let next = openat(current, name, directoryFlags)
+            let last = i == parts.count - 1
+            let next: Int32
+            if last, let expected {
+                do throws(VaultOpenError) {
+                    next = try openVault(current, name, path: componentPath, expected: expected)
+                } catch {
+                    close(current)
+                    throw error
+                }
+                if next < 0 { errno = -next }
+            } else {
+                next = openat(current, name, directoryFlags)
+            }
             if next < 0 {
                 let code = errno
                 close(current)
@@ -171,7 +215,8 @@ enum VaultPath {
     /// reaches a vault.
     static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
         guard let expected = directory.identity else { throw .unrecorded(path: directory.path) }
-        let opened = try walk(directory.path)
+        var ignored: [String] = []
+        let opened = try walk(directory.path, checkAncestors: false, problems: &ignored, expected: expected)
         guard opened.identity == expected else {
             opened.close()
             throw .replaced(path: directory.path, expected: expected, found: opened.identity)

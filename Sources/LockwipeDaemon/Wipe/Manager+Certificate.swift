@@ -40,8 +40,11 @@ extension Manager {
                         ? "no wrapped copy of the vault key is left in the state directory"
                         : "a wrapped copy of the vault key is still stored"))
         }
-        let walk = (try? await BlockingPool.run { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
-        verification.append(walk ?? .init(check: "vault-empty", passed: false, detail: "the re-walk could not run"))
+        do {
+            verification.append(try await vaultCalls.run(user: r.user, "the certificate's re-walk") { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
+        } catch {
+            verification.append(.init(check: "vault-empty", passed: false, detail: "the re-walk could not run: \(error)"))
+        }
         let finished = clock.now().wall
         let hostname = Self.hostname()
         return SanitizationCertificate.make(

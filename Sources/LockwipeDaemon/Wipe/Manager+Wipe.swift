@@ -50,6 +50,11 @@ extension Manager {
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
             await vaultWarning(r, "wipe", error)
+        } catch let error as VaultUnresponsive {
+            // The erase would stall its thread and this user's turn for good: it is not
+            // started, and the wipe stays pending (retried like any pending wipe).
+            await vaultStalled(r, "wipe", error)
+            return nil
         } catch {
             logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
         }

@@ -1,0 +1,94 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// A filesystem call on a vault that did not return within its deadline.
+struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
+    var user: String
+    /// What was asked of the vault when it stopped answering.
+    var what: String
+    var seconds: Int
+    /// True when this call found an earlier one still stuck (it did not start).
+    var earlier: Bool
+
+    var description: String {
+        earlier
+            ? "the vault's filesystem has not answered since \(what) (over \(seconds) s ago); nothing more is asked of it until it does"
+            : "the vault's filesystem did not answer \(what) within \(seconds) s; nothing more is asked of it until it does"
+    }
+}
+
+/// Where every filesystem call on a user's vault runs: on a thread of its own, never on
+/// an actor or a pool thread, with a deadline. A user controls what her vault's path
+/// leads to (a FUSE server that never answers, a stalled network filesystem), so any
+/// call on it may block for ever; the caller waits at most `timeout`, then the call is
+/// left to its thread and the vault is *unresponsive*: further calls for that user fail
+/// at once (no second thread is left behind) until the stuck one returns. Everyone
+/// else's calls are never queued behind it.
+final class VaultCalls: Sendable {
+    let timeout: Duration
+    private let stuck = Mutex<[String: (what: String, since: ContinuousClock.Instant)]>([:])
+    private let recovered: @Sendable (_ user: String, _ what: String) -> Void
+
+    /// `recovered` is told when a call that had timed out returns at last.
+    init(timeout: Duration, recovered: @escaping @Sendable (_ user: String, _ what: String) -> Void = { _, _ in }) {
+        self.timeout = timeout
+        self.recovered = recovered
+    }
+
+    /// Whether a call on `user`'s vault is stuck now, and since what.
+    func unresponsive(_ user: String) -> String? { stuck.withLock { $0[user]?.what } }
+
+    /// Runs `body` (`what`: the words for it, "the lock") on a new thread and returns its
+    /// result, or throws `VaultUnresponsive` after `timeout` (the default one unless given). The call is not abandoned
+    /// when the caller's task is cancelled: it runs to its end or its deadline.
+    func run<T: Sendable>(
+        user: String, _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable () throws -> T
+    ) async throws -> T {
+        if let earlier = stuck.withLock({ $0[user] }) {
+            let seconds = Int((ContinuousClock.now - earlier.since).components.seconds) + Int(self.timeout.components.seconds)
+            throw VaultUnresponsive(user: user, what: earlier.what, seconds: seconds, earlier: true)
+        }
+        let seconds = Int((timeout ?? self.timeout).components.seconds)
+        return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            // One outcome: whichever of the thread and the deadline comes first resumes the
+            // caller; the state of the call and the user's mark change under one lock.
+            let call = Call()
+            let thread = Thread { [self] in
+                let result = Result { try body() }
+                let outcome = call.state.withLock { state -> (resume: Bool, recover: Bool) in
+                    if !state.done {
+                        state.done = true
+                        return (true, false)
+                    }
+                    return (false, state.timedOut)
+                }
+                if outcome.resume {
+                    continuation.resume(with: result)
+                } else if outcome.recover {
+                    stuck.withLock { _ = $0.removeValue(forKey: user) }
+                    recovered(user, what)
+                }
+            }
+            thread.name = "lockwiped-vault"
+            thread.start()
+            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [self] in
+                let timedOut = call.state.withLock { state -> Bool in
+                    guard !state.done else { return false }
+                    state.done = true
+                    state.timedOut = true
+                    stuck.withLock { $0[user] = (what, ContinuousClock.now) }
+                    return true
+                }
+                if timedOut {
+                    continuation.resume(throwing: VaultUnresponsive(user: user, what: what, seconds: seconds, earlier: false))
+                }
+            }
+        }
+    }
+
+    /// The outcome of one call: done (the caller was resumed), and whether by the deadline.
+    private final class Call: Sendable {
+        let state = Mutex<(done: Bool, timedOut: Bool)>((false, false))
+    }
+}
