@@ -38,6 +38,11 @@ public struct MetricsFileOptions: Sendable, Equatable {
     }
 }
 
+extension Configuration {
+    /// What `--check-config` says about the metrics file (`MetricsTextfile.checkLine`).
+    public var metricsSummary: String { MetricsTextfile.checkLine(self) }
+}
+
 /// The metrics file (`[metrics] textfile`): which paths may be one, and writing it so that
 /// node_exporter's textfile collector never reads half of it.
 enum MetricsTextfile {
@@ -70,7 +75,7 @@ enum MetricsTextfile {
 
     /// What `--check-config` says about the metrics file: where, readable by whom, and
     /// with which labels.
-    public static func checkLine(_ configuration: Configuration) -> String {
+    static func checkLine(_ configuration: Configuration) -> String {
         guard let path = configuration.metricsTextfile else { return "none ([metrics] textfile)" }
         let options = configuration.metrics
         let group: String
