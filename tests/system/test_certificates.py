@@ -346,7 +346,7 @@ def test_a_new_account_with_an_old_name_sees_nothing_of_the_old_ones(daemon, mak
     old = make_user()
     vault = daemon.make_vault(old, "work")
     daemon.ok("register", "--user", old.name, "--dir", vault)
-    registration_id = daemon.registration(old)["registration_id"]
+    registration_id = daemon.registration(old).get("registration_id")
     daemon.ok("wipe", "--user", old.name, "--yes")
     cert = certificate(daemon, old)
     daemon.ok("unregister", "--user", old.name)
@@ -354,7 +354,6 @@ def test_a_new_account_with_an_old_name_sees_nothing_of_the_old_ones(daemon, mak
     # While the account exists, its history and certificate are its own to read.
     own = json.loads(daemon.ok("history", "--json", user=old).out)["events"]
     assert [e["kind"] for e in own if e["kind"] in ("register", "wipe", "unregister")] == ["register", "wipe", "unregister"], own
-    assert all(e["uid"] == old.uid and e["registration_id"] == registration_id for e in own), own
     assert certificate(daemon, old, as_user=old)["id"] == cert["id"]
 
     new = recreate_account(old)
@@ -367,7 +366,10 @@ def test_a_new_account_with_an_old_name_sees_nothing_of_the_old_ones(daemon, mak
         assert r.code == 1 and r.out == "", r.describe()
         assert answer in r.err and str(vault) not in r.err, r.describe()
 
-    # Root sees all of it, each event with its registration's uid and id.
+    # Root sees all of it, each event with its registration's uid and id (as the old
+    # account saw its own).
+    assert all(e.get("uid") == old.uid and e.get("registration_id") == registration_id for e in own), own
+    assert re.fullmatch(r"[0-9a-f]{32}", registration_id or ""), registration_id
     events = daemon.history(new)
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "register" and kinds[-1] == "unregister" and "wipe" in kinds, events
