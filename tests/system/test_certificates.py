@@ -383,3 +383,41 @@ def test_a_new_account_with_an_old_name_sees_nothing_of_the_old_ones(daemon, mak
     assert [e["kind"] for e in mine] == ["register"] and mine[0]["uid"] == new.uid, mine
     r = daemon.ctl("certificate", "--user", new.name, user=new)
     assert r.code == 1 and "no wipe of user" in r.err, r.describe()
+
+
+def test_history_of_a_database_from_before_owners_stays_with_root(daemon, make_user):
+    """A state database from before events were attributed (no uid or registration id on
+    them; made here by taking them off and forgetting the migration): at the next start
+    what can be known is attributed (a registration that still exists, from its own
+    `register` event on) and the rest is root's only, so a re-created account reads
+    nothing of the old one's while a user still registered keeps her own history."""
+    import sqlite3
+    old, staying = make_user(), make_user()
+    daemon.ok("register", "--user", old.name, "--dir", daemon.make_vault(old, "old"))
+    daemon.ok("wipe", "--user", old.name, "--yes")
+    cert = certificate(daemon, old)
+    daemon.ok("unregister", "--user", old.name)
+    daemon.ok("register", "--user", staying.name, "--dir", daemon.make_vault(staying, "staying"))
+    daemon.ok("lock", "--user", staying.name)
+
+    daemon.stop()
+    db = sqlite3.connect(str(daemon.state_dir / "state.sqlite"))
+    with db:
+        db.execute("DROP INDEX events_owner")
+        for table in ("events", "certificates"):
+            db.execute(f"ALTER TABLE {table} DROP COLUMN uid")
+            db.execute(f"ALTER TABLE {table} DROP COLUMN registration_id")
+        db.execute("DELETE FROM grdb_migrations WHERE identifier = 'v11-event-owners'")
+    db.close()
+    new = recreate_account(old)
+    daemon.start()
+
+    assert json.loads(daemon.ok("history", "--json", user=new).out)["events"] == []
+    r = daemon.ctl("certificate", "--user", new.name, user=new)
+    assert r.code == 1 and f"no wipe of user {new.name} has a certificate" in r.err, r.describe()
+    mine = json.loads(daemon.ok("history", "--json", user=staying).out)["events"]
+    assert [e["kind"] for e in mine] == ["register", "lock"] and all(e["uid"] == staying.uid for e in mine), mine
+    # Root: everything, the old registration's events without an owner.
+    events = daemon.history(new)
+    assert events and "wipe" in [e["kind"] for e in events] and all("uid" not in e for e in events), events
+    assert certificate(daemon, new)["id"] == cert["id"]
