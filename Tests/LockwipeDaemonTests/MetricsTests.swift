@@ -153,8 +153,8 @@ func temporaryDirectory(_ prefix: String) throws -> String {
     @Test func theDefaultIsNotReadableByOthers() throws {
         let dir = try temporaryDirectory("lwmetrics-write")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let oldMask = umask(0)
-        defer { umask(oldMask) }
+        // The mode is set with fchmod, so the umask (process-wide, shared with tests
+        // running in parallel) is left alone here.
         try MetricsTextfile.write("x 1\n", to: dir + "/lockwipe.prom")
         var st = stat()
         #expect(stat(dir + "/lockwipe.prom", &st) == 0 && st.st_mode & 0o7777 == 0o640)
@@ -165,8 +165,6 @@ func temporaryDirectory(_ prefix: String) throws -> String {
     @Test func theConfiguredModeAndGroupAreGiven() throws {
         let dir = try temporaryDirectory("lwmetrics-write")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let oldMask = umask(0o077)
-        defer { umask(oldMask) }
         try #require(getuid() == 0, "giving the file another group takes root")
         let gid = try #require(MetricsTextfile.groupID("daemon"))
         try MetricsTextfile.write("x 1\n", to: dir + "/lockwipe.prom", options: MetricsFileOptions(mode: 0o604, group: "daemon"))
