@@ -61,6 +61,13 @@ class NodeExporter:
 
     def start(self):
         binary = find_node_exporter()
+        if self.user is not None:
+            # Another account may not reach the repository (a checkout under /root): a copy
+            # beside the log, in the test's own 0755 directory.
+            copy = self.log.parent / "prometheus-node-exporter"
+            shutil.copy2(binary, copy)
+            os.chmod(copy, 0o755)
+            binary = str(copy)
         for _ in range(5):  # the port picked may be taken by someone else meanwhile
             port = free_port()
             with open(self.log, "ab") as log:
