@@ -465,8 +465,14 @@ struct History: ParsableCommand {
     func run() throws {
         let reply = try global.call(.getHistory, HistoryRequest(user: user, limit: limit), HistoryReply.self)
         if json { return try printJSON(reply) }
-        var rows = [["TIME", "USER", "EVENT", "TRIGGER", "DETAIL"]]
-        for e in reply.events { rows.append([e.time, e.user, e.kind, e.trigger?.rawValue ?? "-", e.detail]) }
+        // UID and REGISTRATION (its id's first 8 digits) tell apart the registrations one
+        // name had; "-" for an event that belongs to none.
+        var rows = [["TIME", "USER", "UID", "REGISTRATION", "EVENT", "TRIGGER", "DETAIL"]]
+        for e in reply.events {
+            rows.append([
+                e.time, e.user, e.uid.map { "\($0)" } ?? "-", e.registrationId.map { String($0.prefix(8)) } ?? "-", e.kind, e.trigger?.rawValue ?? "-", e.detail,
+            ])
+        }
         print(table(rows))
     }
 }

@@ -4,6 +4,9 @@ public struct MetricsSnapshot: Sendable, Equatable {
     public struct Registration: Sendable, Equatable {
         public var user: String
         public var uid: UInt32
+        /// The registration id (`RegistrationRecord.id`): the only label of its series
+        /// when user labels are left out.
+        public var id: String
         public var state: RegistrationState
         public var protection: Protection
         public var blocked: Bool
@@ -16,11 +19,12 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var failedCheckIns: Int
 
         public init(
-            user: String, uid: UInt32, state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
+            user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
             lastContact: Int64, next: ScheduledAction?, failedCheckIns: Int
         ) {
             self.user = user
             self.uid = uid
+            self.id = id
             self.state = state
             self.protection = protection
             self.blocked = blocked
@@ -61,8 +65,12 @@ public struct MetricsSnapshot: Sendable, Equatable {
 /// The order is fixed (metrics as listed here, registrations by user name then uid,
 /// states in their declared order) so that two readings of the same state are the same
 /// text. A metric without samples (no registration, nothing due) is left out whole.
+///
+/// Without user labels (`[metrics] user_labels = false`) every per-registration series
+/// carries the one label `registration` (the registration id) instead of `user` and
+/// `uid`, and registrations are ordered by it: nothing in the file names an account.
 public enum MetricsExposition {
-    public static func render(_ snapshot: MetricsSnapshot) -> String {
+    public static func render(_ snapshot: MetricsSnapshot, userLabels: Bool = true) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: [(String, String)], value: String)]) {
             guard !samples.isEmpty else { return }
@@ -89,9 +97,14 @@ public enum MetricsExposition {
             "lockwipe_wipes_total", "counter", "Wipes that finished, by result (complete, or incomplete with exceptions), as the history records them.",
             [([("result", "complete")], "\(snapshot.wipesComplete)"), ([("result", "incomplete")], "\(snapshot.wipesIncomplete)")])
 
-        let registrations = snapshot.registrations.sorted { ($0.user, $0.uid) < ($1.user, $1.uid) }
+        let registrations =
+            userLabels
+            ? snapshot.registrations.sorted { ($0.user, $0.uid) < ($1.user, $1.uid) } : snapshot.registrations.sorted { $0.id < $1.id }
+        func identity(_ r: MetricsSnapshot.Registration) -> [(String, String)] {
+            userLabels ? [("user", r.user), ("uid", "\(r.uid)")] : [("registration", r.id)]
+        }
         func each(_ extra: (MetricsSnapshot.Registration) -> [(labels: [(String, String)], value: String)]) -> [(labels: [(String, String)], value: String)] {
-            registrations.flatMap { r in extra(r).map { ([("user", r.user), ("uid", "\(r.uid)")] + $0.labels, $0.value) } }
+            registrations.flatMap { r in extra(r).map { (identity(r) + $0.labels, $0.value) } }
         }
         family("lockwipe_registration_info", "gauge", "A registration and how its vault is protected (always 1).", each { [([("protection", $0.protection.rawValue)], "1")] })
         family(

@@ -12,9 +12,21 @@ public enum Ownership {
         registrationUID == callerUID
     }
 
-    /// Whether the history kept under `user` is the caller's to read. While `user` is
-    /// registered (`registrationUID` is its uid) the registration decides; the history of
-    /// a name no longer registered is its user's, found by the caller's own name.
+    /// Whether the caller may ask for the history (or certificates) kept under `user`.
+    /// While `user` is registered (`registrationUID` is its uid) the registration decides;
+    /// a name no longer registered only by the caller's own name. Even then only the
+    /// entries the caller owns (`ownsRecord`) are shown: a new account that carries an old
+    /// name is let ask, and finds nothing of the old one's.
+    /// Whether a history event or certificate recorded for the registration
+    /// `registrationID` of `uid` is the caller's: it belongs to the uid its registration
+    /// had, never to a name; one that belongs to no registration (recorded before events
+    /// were attributed, or for a name that was not registered) is nobody's but the
+    /// administrators'. Fail closed: unknown is not the caller's.
+    public static func ownsRecord(uid: UInt32?, registrationID: String?, callerUID: UInt32) -> Bool {
+        guard let uid, let registrationID, !registrationID.isEmpty else { return false }
+        return uid == callerUID
+    }
+
     public static func mayReadHistory(of user: String, registrationUID: UInt32?, callerUID: UInt32, callerName: String?) -> Bool {
         if let registrationUID { return isOwn(registrationUID: registrationUID, callerUID: callerUID) }
         return callerName != nil && user == callerName

@@ -13,14 +13,24 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     public var detail: String
     /// The sanitization certificate of a wipe's result event ("wipe", "wipe-incomplete").
     public var certificate: SanitizationCertificate?
+    /// The uid and id of the registration the event belongs to; absent for an event that
+    /// belongs to none (recorded before events were attributed, or for a name that was
+    /// not registered), which only administrators see.
+    public var uid: UInt32?
+    public var registrationId: String?
 
-    public init(time: String, user: String, kind: String, trigger: Trigger?, detail: String, certificate: SanitizationCertificate? = nil) {
+    public init(
+        time: String, user: String, kind: String, trigger: Trigger?, detail: String, certificate: SanitizationCertificate? = nil, uid: UInt32? = nil,
+        registrationId: String? = nil
+    ) {
         self.time = time
         self.user = user
         self.kind = kind
         self.trigger = trigger
         self.detail = detail
         self.certificate = certificate
+        self.uid = uid
+        self.registrationId = registrationId
     }
 }
 

@@ -76,7 +76,8 @@ public enum InterfaceDescription {
           failed_unlocks: ?int,
           retry_limit: ?int,
           vault_error: ?string,
-          warning: ?Warning
+          warning: ?Warning,
+          registration_id: ?string
         )
 
         type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)
@@ -130,7 +131,18 @@ public enum InterfaceDescription {
         )
 
         # certificate: on a wipe's result event (kind wipe or wipe-incomplete).
-        type Event (time: string, user: string, kind: string, trigger: ?string, detail: string, certificate: ?Certificate)
+        # uid and registration_id: the registration the event belongs to; absent for one that
+        # belongs to none (only administrators see those).
+        type Event (
+          time: string,
+          user: string,
+          kind: string,
+          trigger: ?string,
+          detail: string,
+          certificate: ?Certificate,
+          uid: ?int,
+          registration_id: ?string
+        )
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         method GetStatus(user: ?string) -> (
@@ -146,7 +158,7 @@ public enum InterfaceDescription {
         method GetHistory(user: ?string, limit: ?int) -> (events: []Event)
 
         # The newest certificate of the user's wipes, or the one with id (administrators,
-        # and the user whose data it is).
+        # and the user whose data it is: the uid of the registration it was made for).
         method GetCertificate(user: string, id: ?string) -> (certificate: Certificate)
 
         # Exactly one of user or all.

@@ -143,6 +143,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// The offline lock or wipe due within `[notify] warn_before`; null when none is.
     /// Always present.
     public var warning: WarningInfo?
+    /// Which registration this is (a random id, new at every registration): the label of
+    /// its metrics series without user labels, and what its history events belong to.
+    public var registrationId: String?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -199,6 +202,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
             try c.encodeIfPresent(failedUnlocks, forKey: .failedUnlocks)
             try c.encodeIfPresent(retryLimit, forKey: .retryLimit)
         }
+        try c.encodeIfPresent(registrationId, forKey: .registrationId)
     }
 }
 

@@ -60,7 +60,7 @@ struct LockwipedCommand: AsyncParsableCommand {
                 } else {
                     print("policy server: none configured ([server] url)")
                 }
-                print("metrics: \(loaded.configuration.metricsTextfile.map { "written to \($0)" } ?? "none ([metrics] textfile)")")
+                print("metrics: \(loaded.configuration.metricsSummary)")
                 return
             } catch {
                 for problem in error.problems { FileHandle.standardError.write(Data("\(problem)\n".utf8)) }

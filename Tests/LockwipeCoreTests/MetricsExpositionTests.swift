@@ -5,11 +5,12 @@ import Testing
 /// collector reads, byte for byte.
 struct MetricsExpositionTests {
     static func registration(
-        _ user: String, uid: UInt32 = 1000, state: RegistrationState = .active, protection: Protection = .permissions, blocked: Bool = false,
+        _ user: String, uid: UInt32 = 1000, id: String = "0123456789abcdef0123456789abcdef", state: RegistrationState = .active, protection: Protection = .permissions,
+        blocked: Bool = false,
         offline: Int64 = 0, lastContact: Int64 = 1_800_000_000, next: ScheduledAction? = nil, failures: Int = 0
     ) -> MetricsSnapshot.Registration {
         MetricsSnapshot.Registration(
-            user: user, uid: uid, state: state, protection: protection, blocked: blocked, offlineSeconds: offline, lastContact: lastContact, next: next,
+            user: user, uid: uid, id: id, state: state, protection: protection, blocked: blocked, offlineSeconds: offline, lastContact: lastContact, next: next,
             failedCheckIns: failures)
     }
 
@@ -144,6 +145,34 @@ struct MetricsExpositionTests {
         #expect(
             text.split(separator: "\n").filter { $0.hasPrefix("lockwipe_registration_next_action_seconds") } == [
                 "lockwipe_registration_next_action_seconds{user=\"b\",uid=\"1000\",action=\"lock\"} 5"
+            ])
+    }
+
+    /// Without user labels every per-registration series is labelled by the registration
+    /// id alone, in id order, and the file holds no user name or uid anywhere; the same
+    /// series (names, other labels, values) remain for the alert rules.
+    @Test func withoutUserLabelsOnlyTheRegistrationIDIsShown() {
+        let a = Self.registration(
+            "alice", uid: 1001, id: "ffff0000ffff0000ffff0000ffff0000", state: .locked, next: ScheduledAction(action: .wipe, inSeconds: 3600), failures: 2)
+        let b = Self.registration("bob", uid: 1002, id: "00000000aaaaaaaa00000000aaaaaaaa")
+        let labelled = MetricsExposition.render(Self.snapshot([a, b]))
+        let text = MetricsExposition.render(Self.snapshot([a, b]), userLabels: false)
+        #expect(text == MetricsExposition.render(Self.snapshot([b, a]), userLabels: false))
+        for secret in ["alice", "bob", "1001", "1002", "user=", "uid="] {
+            #expect(!text.contains(secret), "\(secret) in:\n\(text)")
+        }
+        // The same lines as with user labels, the labels swapped.
+        let relabelled = labelled.replacingOccurrences(of: "user=\"alice\",uid=\"1001\"", with: "registration=\"\(a.id)\"")
+            .replacingOccurrences(of: "user=\"bob\",uid=\"1002\"", with: "registration=\"\(b.id)\"")
+        #expect(Set(text.split(separator: "\n")) == Set(relabelled.split(separator: "\n")))
+        let lines = text.split(separator: "\n")
+        #expect(lines.contains("lockwipe_registration_state{registration=\"\(a.id)\",state=\"locked\"} 1"))
+        #expect(lines.contains("lockwipe_registration_next_action_seconds{registration=\"\(a.id)\",action=\"wipe\"} 3600"))
+        #expect(lines.contains("lockwipe_registration_check_in_failures{registration=\"\(a.id)\"} 2"))
+        // Ordered by id: b's id sorts first.
+        #expect(
+            lines.filter { $0.hasPrefix("lockwipe_registration_blocked") } == [
+                "lockwipe_registration_blocked{registration=\"\(b.id)\"} 0", "lockwipe_registration_blocked{registration=\"\(a.id)\"} 0",
             ])
     }
 }

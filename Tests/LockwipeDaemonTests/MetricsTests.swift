@@ -74,6 +74,61 @@ func temporaryDirectory(_ prefix: String) throws -> String {
         #expect(error.problems.first?.message.contains(phrase) == true, "\(error.problems)")
     }
 
+    /// `[metrics] mode`, `group`, `user_labels`: parsed, and every bad value named with
+    /// its file and line.
+    @Test func modeGroupAndUserLabelsAreRead() throws {
+        let dir = try temporaryDirectory("lwmetrics-cfg")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let defaults = try load("[metrics]\ntextfile = \"\(dir)/lockwipe.prom\"\n", in: dir).get().configuration.metrics
+        #expect(defaults == MetricsFileOptions(mode: 0o640, group: nil, userLabels: true))
+        let loaded = try load(
+            "[metrics]\ntextfile = \"\(dir)/lockwipe.prom\"\nmode = \"0604\"\ngroup = \"root\"\nuser_labels = false\n", in: dir
+        ).get()
+        #expect(loaded.configuration.metrics == MetricsFileOptions(mode: 0o604, group: "root", userLabels: false))
+        #expect(loaded.machineProblems.isEmpty)
+        #expect(try load("[metrics]\nmode = \"600\"\n", in: dir).get().configuration.metrics.mode == 0o600)
+    }
+
+    @Test(arguments: [
+        ("mode = 640", "metrics.mode", "octal file mode as a string"),
+        ("mode = \"0648\"", "metrics.mode", "octal file mode of 3 or 4 digits"),
+        ("mode = \"4640\"", "metrics.mode", "no setuid"),
+        ("mode = \"00640\"", "metrics.mode", "3 or 4 digits"),
+        ("mode = \"rw-r-----\"", "metrics.mode", "octal file mode"),
+        ("mode = \"0664\"", "metrics.mode", "lets others than root write"),
+        ("mode = \"0646\"", "metrics.mode", "lets others than root write"),
+        ("group = \"\"", "metrics.group", "must be a group name"),
+        ("group = \"a b\"", "metrics.group", "must be a group name"),
+        ("group = 0", "metrics.group", "must be a string"),
+        ("user_labels = \"no\"", "metrics.user_labels", "must be true or false"),
+    ])
+    func aBadModeGroupOrLabelSettingIsAProblemWithItsLine(_ line: String, _ key: String, _ phrase: String) throws {
+        let dir = try temporaryDirectory("lwmetrics-cfg")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        guard case .failure(let error) = load("# fleet\n[metrics]\n\(line)\n", in: dir) else {
+            Issue.record("\(line) was accepted")
+            return
+        }
+        #expect(error.problems.count == 1)
+        #expect(error.problems.first?.line == 3 && error.problems.first?.key == key, "\(error.problems)")
+        #expect(error.problems.first?.message.contains(phrase) == true, "\(error.problems)")
+    }
+
+    /// A group that does not exist is the machine's problem: `--check-config` fails, and
+    /// the file is not written (never readable by everyone instead).
+    @Test func aMissingGroupIsAMachineProblem() throws {
+        let dir = try temporaryDirectory("lwmetrics-cfg")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let loaded = try load("[metrics]\ntextfile = \"\(dir)/lockwipe.prom\"\ngroup = \"lwt-no-such-group\"\n", in: dir).get()
+        #expect(loaded.machineProblems.count == 1)
+        let problem = loaded.machineProblems.first
+        #expect(problem?.line == 3 && problem?.key == "metrics.group" && problem?.message.contains("does not exist") == true, "\(loaded.machineProblems)")
+        #expect(throws: MetricsTextfile.MetricsGroupMissing.self) {
+            try MetricsTextfile.write("x 1\n", to: dir + "/lockwipe.prom", options: loaded.configuration.metrics)
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir + "/lockwipe.prom"))
+    }
+
     @Test func aMissingOrUnusableDirectoryIsAMachineProblem() throws {
         let dir = try temporaryDirectory("lwmetrics-cfg")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -89,10 +144,36 @@ func temporaryDirectory(_ prefix: String) throws -> String {
     }
 }
 
-/// The file is replaced whole, never written in place, with mode 0644, and nothing but
-/// the file is left in the directory, also when a write fails.
+/// The file is replaced whole, never written in place, with its configured mode and
+/// group, and nothing but the file is left in the directory, also when a write fails.
 @Suite struct MetricsTextfileTests {
     func entries(_ dir: String) -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).sorted() }
+
+    /// The default: 0640, group prometheus where it exists, else root's group.
+    @Test func theDefaultIsNotReadableByOthers() throws {
+        let dir = try temporaryDirectory("lwmetrics-write")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The mode is set with fchmod, so the umask (process-wide, shared with tests
+        // running in parallel) is left alone here.
+        try MetricsTextfile.write("x 1\n", to: dir + "/lockwipe.prom")
+        var st = stat()
+        #expect(stat(dir + "/lockwipe.prom", &st) == 0 && st.st_mode & 0o7777 == 0o640)
+        #expect(st.st_gid == MetricsTextfile.groupID("prometheus") ?? 0)
+    }
+
+    /// The configured mode and group, whatever the umask.
+    @Test func theConfiguredModeAndGroupAreGiven() throws {
+        let dir = try temporaryDirectory("lwmetrics-write")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try #require(getuid() == 0, "giving the file another group takes root")
+        let gid = try #require(MetricsTextfile.groupID("daemon"))
+        try MetricsTextfile.write("x 1\n", to: dir + "/lockwipe.prom", options: MetricsFileOptions(mode: 0o604, group: "daemon"))
+        var st = stat()
+        #expect(stat(dir + "/lockwipe.prom", &st) == 0 && st.st_mode & 0o7777 == 0o604 && st.st_gid == gid)
+        try MetricsTextfile.write("x 2\n", to: dir + "/lockwipe.prom", options: MetricsFileOptions(mode: 0o640, group: "root"))
+        #expect(stat(dir + "/lockwipe.prom", &st) == 0 && st.st_mode & 0o7777 == 0o640 && st.st_gid == 0)
+        #expect(entries(dir) == ["lockwipe.prom"])
+    }
 
     @Test func theFileIsReplacedAtomicallyWithMode0644() throws {
         let dir = try temporaryDirectory("lwmetrics-write")
@@ -100,7 +181,8 @@ func temporaryDirectory(_ prefix: String) throws -> String {
         let path = dir + "/lockwipe.prom"
         let oldMask = umask(0o077)  // what the service's UMask= gives the daemon
         defer { umask(oldMask) }
-        try MetricsTextfile.write("first 1\n", to: path)
+        let everyone = MetricsFileOptions(mode: 0o644)
+        try MetricsTextfile.write("first 1\n", to: path, options: everyone)
         #expect(try String(contentsOfFile: path, encoding: .utf8) == "first 1\n")
         var st = stat()
         #expect(stat(path, &st) == 0 && st.st_mode & 0o7777 == 0o644)
@@ -110,7 +192,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
         // arrives by rename, not by rewriting the file it reads.
         let reader = open(path, O_RDONLY)
         defer { close(reader) }
-        try MetricsTextfile.write("second 2\n", to: path)
+        try MetricsTextfile.write("second 2\n", to: path, options: everyone)
         var buffer = [UInt8](repeating: 0, count: 64)
         let n = read(reader, &buffer, buffer.count)
         #expect(n > 0 && String(decoding: buffer[0..<n], as: UTF8.self) == "first 1\n")
@@ -173,7 +255,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
 
     @Test func aBurstOfChangesIsOneWrite() async {
         let h = Harness()
-        let p = h.publisher { text, _ in h.written.withLock { $0.append(text) } }
+        let p = h.publisher { text, _, _ in h.written.withLock { $0.append(text) } }
         for _ in 0..<200 { p.changed() }
         #expect(h.postedCount == 1)
         await h.runPosted()
@@ -187,7 +269,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
     @Test func changesDuringAWriteMakeOneMoreWrite() async {
         let h = Harness()
         let publisher = Mutex<MetricsPublisher?>(nil)
-        let p = h.publisher { text, _ in
+        let p = h.publisher { text, _, _ in
             h.written.withLock { $0.append(text) }
             if h.writes.count == 1 {
                 for _ in 0..<50 { publisher.withLock { $0 }?.changed() }
@@ -210,7 +292,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
     @Test func aFailureStreakIsLoggedOnce() async {
         let h = Harness()
         let script = Mutex<[Bool]>([false, false, false, true, true, false, false])
-        let p = h.publisher { text, _ in
+        let p = h.publisher { text, _, _ in
             let ok = script.withLock { $0.isEmpty ? true : $0.removeFirst() }
             guard ok else { throw WriteFailed() }
             h.written.withLock { $0.append(text) }
@@ -228,7 +310,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
 
     @Test func withoutAPathNothingIsWritten() async {
         let h = Harness()
-        let p = h.publisher(path: nil) { text, _ in h.written.withLock { $0.append(text) } }
+        let p = h.publisher(path: nil) { text, _, _ in h.written.withLock { $0.append(text) } }
         p.changed()
         #expect(h.postedCount == 0)
         p.setPath("/m/lockwipe.prom")

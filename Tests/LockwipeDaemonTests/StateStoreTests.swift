@@ -164,6 +164,95 @@ import Testing
         }
     }
 
+    /// Events and certificates belong to the uid and id of the registration their name
+    /// had when they were recorded: a later registration of the same name, for another
+    /// uid, owns none of the earlier one's, and the unregister event is the old one's.
+    @Test func eventsAndCertificatesBelongToTheirRegistration() async throws {
+        try await withStore { store, _ in
+            let old = record("bob")
+            try await store.insert(old, event: ev("bob", "register"))
+            try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            try await store.beginWipeAttempt("bob", event: nil)
+            let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
+            let first = certificate("11111111-1111-4111-8111-111111111111", done)
+            try await store.finishWipe("bob", summary: done, certificate: first, event: ev("bob", "wipe"))
+            try await store.delete("bob", event: ev("bob", "unregister"))
+            try await store.append(ev("bob", "unlock-failed"))  // a name with no registration: nobody's
+
+            var new = record("bob")
+            new.uid = 2002
+            new.id = RegistrationRecord.newID()
+            try await store.insert(new, event: ev("bob", "register"))
+
+            let all = try await store.events(user: "bob", limit: 10)
+            #expect(all.map(\.kind) == ["register", "wipe-started", "wipe", "unregister", "unlock-failed", "register"])
+            #expect(all.map(\.uid) == [1001, 1001, 1001, 1001, nil, 2002])
+            #expect(all.map(\.registrationID) == [old.id, old.id, old.id, old.id, nil, new.id])
+            await #expect(try store.events(user: "bob", limit: 10, owner: 2002).map(\.kind) == ["register"])
+            await #expect(try store.events(user: "bob", limit: 10, owner: 1001).map(\.kind) == ["register", "wipe-started", "wipe", "unregister"])
+            await #expect(try store.events(user: "bob", limit: 10, owner: 0).isEmpty)
+            await #expect(try store.certificate(user: "bob") == first)
+            await #expect(try store.certificate(user: "bob", owner: 2002) == nil)
+            await #expect(try store.certificate(user: "bob", id: first.id, owner: 2002) == nil)
+            await #expect(try store.certificate(user: "bob", owner: 1001) == first)
+            await #expect(try store.certificate(user: "bob", id: first.id, owner: 1001) == first)
+        }
+    }
+
+    /// A database from before events were attributed (v10): what can be known is kept
+    /// (the current registration's events from its own `register` on, and the
+    /// certificates they name); earlier registrations of the name and names no longer
+    /// registered belong to nobody (administrators only).
+    @Test func eventsOfAnOlderDatabaseAreAttributedWhereTheyCanBe() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let path = dir + "/" + StateStore.fileName
+        let oldCertificate = certificate(
+            "11111111-1111-4111-8111-111111111111", WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [], elapsedSeconds: 0))
+        let newCertificate = certificate(
+            "22222222-2222-4222-8222-222222222222", WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [], elapsedSeconds: 0))
+        do {
+            try StateStore.migrate(path: path, keyFiles: KeyFiles(stateDirectory: dir), upTo: "v10-certificates")
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                // bob: registered, wiped, unregistered; a new bob registered and wiped; carol: gone.
+                let events: [(String, String, String?)] = [
+                    ("bob", "register", nil), ("bob", "wipe", oldCertificate.id), ("bob", "unregister", nil),
+                    ("carol", "register", nil), ("carol", "unregister", nil),
+                    ("bob", "register", nil), ("bob", "lock", nil), ("bob", "wipe", newCertificate.id),
+                ]
+                for (user, kind, certificate) in events {
+                    try db.execute(
+                        sql: "INSERT INTO events (time, user, kind, trigger, detail, certificate) VALUES (100, ?, ?, 'admin', '', ?)",
+                        arguments: [user, kind, certificate])
+                }
+                for c in [oldCertificate, newCertificate] {
+                    try db.execute(
+                        sql: "INSERT INTO certificates (id, user, finished_at, complete, body) VALUES (?, 'bob', 100, 1, ?)",
+                        arguments: [c.id, String(decoding: try StateStore.certificateEncoder.encode(c), as: UTF8.self)])
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO registrations (user, uid, state, protection, blocked, created_at, clock_last_contact,
+                            clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id)
+                        VALUES ('bob', 2002, 'wiped', 'permissions', 0, 100, 100, 0, 'x', 5, 100, 0, 'feedfeedfeedfeedfeedfeedfeedfeed')
+                        """)
+            }
+            try queue.close()
+        }
+        let store = try StateStore(directory: dir)
+        let events = try await store.events(user: nil, limit: 20)
+        #expect(events.map(\.kind) == ["register", "wipe", "unregister", "register", "unregister", "register", "lock", "wipe"])
+        #expect(events.map(\.uid) == [nil, nil, nil, nil, nil, 2002, 2002, 2002])
+        #expect(events.map(\.registrationID).compactMap { $0 } == Array(repeating: "feedfeedfeedfeedfeedfeedfeedfeed", count: 3))
+        await #expect(try store.events(user: "bob", limit: 20, owner: 2002).map(\.kind) == ["register", "lock", "wipe"])
+        await #expect(try store.events(user: "carol", limit: 20, owner: 2002).isEmpty)
+        await #expect(try store.certificate(user: "bob", owner: 2002) == newCertificate)
+        await #expect(try store.certificate(user: "bob", id: oldCertificate.id, owner: 2002) == nil)
+        await #expect(try store.certificate(user: "bob", id: oldCertificate.id) == oldCertificate)
+    }
+
     private func certificate(_ id: String, _ s: WipeSummary) -> SanitizationCertificate {
         .make(
             id: id, host: .init(hostname: "h", machineID: nil), subject: .init(user: "bob", uid: 1000, directories: ["/x"], protection: "permissions"),

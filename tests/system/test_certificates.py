@@ -315,3 +315,109 @@ def test_wipe_dry_run_changes_nothing_and_says_what_a_wipe_would_do(daemon, make
         assert bad.code == 2 and "--json goes with --dry-run" in bad.err, bad.describe()
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def recreate_account(old):
+    """Deletes `old`'s account and creates a new, unrelated one with the same name and
+    another uid (useradd alone may hand the freed uid out again); make_user's teardown
+    removes it by name."""
+    import pwd
+    from host_helpers import User
+    uid = old.uid + 1
+    while True:
+        try:
+            pwd.getpwuid(uid)
+            uid += 1
+        except KeyError:
+            break
+    subprocess.run(["userdel", old.name], check=True, capture_output=True)
+    subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", "-u", str(uid), old.name],
+                   check=True, capture_output=True)
+    new = User(old.name)
+    assert new.name == old.name and new.uid != old.uid
+    return new
+
+
+def test_a_new_account_with_an_old_name_sees_nothing_of_the_old_ones(daemon, make_user):
+    """History and certificates belong to a uid and a registration, not a name: after an
+    account was wiped, unregistered and deleted, a new, unrelated account that gets its
+    name reads neither its history nor its certificate; the old account could, and root
+    still does, with the uid and registration each belongs to."""
+    old = make_user()
+    vault = daemon.make_vault(old, "work")
+    daemon.ok("register", "--user", old.name, "--dir", vault)
+    registration_id = daemon.registration(old).get("registration_id")
+    daemon.ok("wipe", "--user", old.name, "--yes")
+    cert = certificate(daemon, old)
+    daemon.ok("unregister", "--user", old.name)
+
+    # While the account exists, its history and certificate are its own to read.
+    own = json.loads(daemon.ok("history", "--json", user=old).out)["events"]
+    assert [e["kind"] for e in own if e["kind"] in ("register", "wipe", "unregister")] == ["register", "wipe", "unregister"], own
+    assert certificate(daemon, old, as_user=old)["id"] == cert["id"]
+
+    new = recreate_account(old)
+    r = daemon.ok("history", "--json", user=new)
+    assert json.loads(r.out)["events"] == [], r.out
+    r = daemon.ok("history", "--user", new.name, "--json", user=new)
+    assert json.loads(r.out)["events"] == [], r.out
+    for extra, answer in (((), f"no wipe of user {new.name} has a certificate"), (("--id", cert["id"]), f"no certificate {cert['id']} for user {new.name}")):
+        r = daemon.ctl("certificate", "--user", new.name, "--json", *extra, user=new)
+        assert r.code == 1 and r.out == "", r.describe()
+        assert answer in r.err and str(vault) not in r.err, r.describe()
+
+    # Root sees all of it, each event with its registration's uid and id (as the old
+    # account saw its own).
+    assert all(e.get("uid") == old.uid and e.get("registration_id") == registration_id for e in own), own
+    assert re.fullmatch(r"[0-9a-f]{32}", registration_id or ""), registration_id
+    events = daemon.history(new)
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "register" and kinds[-1] == "unregister" and "wipe" in kinds, events
+    assert all(e["uid"] == old.uid and e["registration_id"] == registration_id for e in events), events
+    assert certificate(daemon, new)["id"] == cert["id"]
+    assert certificate(daemon, new)["subject"]["uid"] == old.uid
+
+    # The new account's own registration is its own, and only that.
+    daemon.ok("register", "--user", new.name, "--dir", daemon.make_vault(new, "mine"))
+    mine = json.loads(daemon.ok("history", "--json", user=new).out)["events"]
+    assert [e["kind"] for e in mine] == ["register"] and mine[0]["uid"] == new.uid, mine
+    r = daemon.ctl("certificate", "--user", new.name, user=new)
+    assert r.code == 1 and "no wipe of user" in r.err, r.describe()
+
+
+def test_history_of_a_database_from_before_owners_stays_with_root(daemon, make_user):
+    """A state database from before events were attributed (no uid or registration id on
+    them; made here by taking them off and forgetting the migration): at the next start
+    what can be known is attributed (a registration that still exists, from its own
+    `register` event on) and the rest is root's only, so a re-created account reads
+    nothing of the old one's while a user still registered keeps her own history."""
+    import sqlite3
+    old, staying = make_user(), make_user()
+    daemon.ok("register", "--user", old.name, "--dir", daemon.make_vault(old, "old"))
+    daemon.ok("wipe", "--user", old.name, "--yes")
+    cert = certificate(daemon, old)
+    daemon.ok("unregister", "--user", old.name)
+    daemon.ok("register", "--user", staying.name, "--dir", daemon.make_vault(staying, "staying"))
+    daemon.ok("lock", "--user", staying.name)
+
+    daemon.stop()
+    db = sqlite3.connect(str(daemon.state_dir / "state.sqlite"))
+    with db:
+        db.execute("DROP INDEX events_owner")
+        for table in ("events", "certificates"):
+            db.execute(f"ALTER TABLE {table} DROP COLUMN uid")
+            db.execute(f"ALTER TABLE {table} DROP COLUMN registration_id")
+        db.execute("DELETE FROM grdb_migrations WHERE identifier = 'v11-event-owners'")
+    db.close()
+    new = recreate_account(old)
+    daemon.start()
+
+    assert json.loads(daemon.ok("history", "--json", user=new).out)["events"] == []
+    r = daemon.ctl("certificate", "--user", new.name, user=new)
+    assert r.code == 1 and f"no wipe of user {new.name} has a certificate" in r.err, r.describe()
+    mine = json.loads(daemon.ok("history", "--json", user=staying).out)["events"]
+    assert [e["kind"] for e in mine] == ["register", "lock"] and all(e["uid"] == staying.uid for e in mine), mine
+    # Root: everything, the old registration's events without an owner.
+    events = daemon.history(new)
+    assert events and "wipe" in [e["kind"] for e in events] and all("uid" not in e for e in events), events
+    assert certificate(daemon, new)["id"] == cert["id"]

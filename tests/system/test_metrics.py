@@ -9,6 +9,7 @@ cannot write (root can write anywhere else).
 
 from __future__ import annotations
 
+import grp
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from daemon_harness import config_text
-from host_helpers import REPO, child_env, wait_until
+from host_helpers import REPO, as_user_argv, child_env, run_as, wait_until
 
 DAY = 86_400
 
@@ -51,25 +52,33 @@ def free_port() -> int:
 
 
 class NodeExporter:
-    def __init__(self, directory: Path, log: Path):
+    def __init__(self, directory: Path, log: Path, user=None):
         self.directory = directory
         self.log = log
+        self.user = user
         self.proc = None
         self.url = None
 
     def start(self):
         binary = find_node_exporter()
+        if self.user is not None:
+            # Another account may not reach the repository (a checkout under /root): a copy
+            # beside the log, in the test's own 0755 directory.
+            copy = self.log.parent / "prometheus-node-exporter"
+            shutil.copy2(binary, copy)
+            os.chmod(copy, 0o755)
+            binary = str(copy)
         for _ in range(5):  # the port picked may be taken by someone else meanwhile
             port = free_port()
             with open(self.log, "ab") as log:
                 self.proc = subprocess.Popen(
-                    [
+                    as_user_argv(self.user, [
                         binary,
                         f"--web.listen-address=127.0.0.1:{port}",
                         "--collector.disable-defaults",
                         "--collector.textfile",
                         f"--collector.textfile.directory={self.directory}",
-                    ],
+                    ]),
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=child_env(),
                 )
             self.url = f"http://127.0.0.1:{port}/metrics"
@@ -103,12 +112,12 @@ class NodeExporter:
 
 @pytest.fixture
 def node_exporter():
-    """Factory: node_exporter(directory) started on a free loopback port; ended at
-    teardown, also when the test fails."""
+    """Factory: node_exporter(directory, user=None) started on a free loopback port (as
+    `user` when given, as root otherwise); ended at teardown, also when the test fails."""
     started = []
 
-    def make(directory: Path):
-        e = NodeExporter(directory, directory.parent / "node-exporter.log")
+    def make(directory: Path, user=None):
+        e = NodeExporter(directory, directory.parent / "node-exporter.log", user)
         started.append(e)
         return e.start()
 
@@ -147,14 +156,14 @@ def value(metrics: dict, name: str, **labels):
 # --------------------------------------------------------------------------- helpers
 
 
-def metrics_daemon(make_daemon, textfile_dir_name="textfile", create_dir=True, lock=7, wipe=30, start=True):
+def metrics_daemon(make_daemon, textfile_dir_name="textfile", create_dir=True, lock=7, wipe=30, start=True, metrics=""):
     d = make_daemon(config=None, start=False)
     directory = d.root / textfile_dir_name
     if create_dir:
         directory.mkdir(mode=0o755)
     d.metrics_dir = directory
     d.metrics_file = directory / "lockwipe.prom"
-    d.write_config(config_text(lock=lock, wipe=wipe, extra=f'\n[metrics]\ntextfile = "{d.metrics_file}"\n'))
+    d.write_config(config_text(lock=lock, wipe=wipe, extra=f'\n[metrics]\ntextfile = "{d.metrics_file}"\n{metrics}'))
     if start:
         d.start()
     return d
@@ -230,8 +239,8 @@ def test_node_exporter_serves_the_registrations_state(make_daemon, make_user, no
     assert value(m, "lockwipe_wipes_total", result="complete") == 0
     assert value(m, "lockwipe_degraded") == 0
 
-    # The file node_exporter reads: 0644, and nothing else left in the directory.
-    assert os.stat(d.metrics_file).st_mode & 0o7777 == 0o644
+    # The file node_exporter reads (as root here): 0640, and nothing else left in the directory.
+    assert os.stat(d.metrics_file).st_mode & 0o7777 == 0o640
     assert sorted(os.listdir(d.metrics_dir)) == ["lockwipe.prom"]
 
     # A lock shows at the next scrape: every state change rewrites the file.
@@ -313,3 +322,127 @@ def test_a_metrics_file_that_cannot_be_written_never_stops_enforcement(make_daem
         file_shows(d, f'lockwipe_registration_state{{user="{user.name}",uid="{user.uid}",state="active"}} 1')
     assert d.state_of(user) == "active"
     assert sorted(os.listdir(d.metrics_dir)) == ["lockwipe.prom"]
+
+
+# --------------------------------------------------------------------------- who reads it
+
+
+def default_group() -> tuple[str, int]:
+    """The group the file gets by default: prometheus where it exists, else root's."""
+    try:
+        return "prometheus", grp.getgrnam("prometheus").gr_gid
+    except KeyError:
+        return "root", 0
+
+
+def cannot_read(user, path):
+    r = run_as(user, ["cat", str(path)])
+    return r.returncode != 0 and "Permission denied" in r.stderr and r.stdout == ""
+
+
+def test_by_default_other_users_cannot_read_the_metrics_file(make_daemon, make_user, node_exporter):
+    """The file lists every registration (user, uid, state, last contact), which `status`
+    shows an ordinary user only for her own: by default it is 0640 to the group
+    node_exporter runs as (root's group where there is no prometheus group), never
+    world-readable; node_exporter (as root here) still serves it."""
+    d = metrics_daemon(make_daemon)
+    owner, other = make_user(), make_user()
+    d.ok("register", "--user", owner.name, "--dir", d.make_vault(owner, "work"))
+    file_shows(d, f'user="{owner.name}"')
+
+    st = os.stat(d.metrics_file)
+    name, gid = default_group()
+    assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 0, gid), (oct(st.st_mode), st.st_uid, st.st_gid)
+    for u in (owner, other):
+        assert cannot_read(u, d.metrics_file), f"{u.name} can read {d.metrics_file}: {run_as(u, ['cat', str(d.metrics_file)])}"
+    # Not even for a moment: every rewrite comes with the same mode and group.
+    d.ok("lock", "--user", owner.name)
+    file_shows(d, f'lockwipe_registration_state{{user="{owner.name}",uid="{owner.uid}",state="locked"}} 1')
+    st = os.stat(d.metrics_file)
+    assert (st.st_mode & 0o7777, st.st_gid) == (0o640, gid)
+    assert sorted(os.listdir(d.metrics_dir)) == ["lockwipe.prom"]
+
+    m = node_exporter(d.metrics_dir).scrape()
+    assert value(m, "node_textfile_scrape_error") == 0
+    assert value(m, "lockwipe_registration_state", user=owner.name, uid=owner.uid, state="locked") == 1
+
+    r = check_config(d)
+    assert r.returncode == 0, r.stderr
+    assert f"metrics: written to {d.metrics_file}, mode 0640, group {name}" in r.stdout, r.stdout
+
+
+def test_mode_and_group_as_configured_and_node_exporter_reads_it_through_the_group(
+        make_daemon, make_user, make_group, node_exporter):
+    """`[metrics] mode` and `group`: the file has them; node_exporter running as an
+    account of that group (as Debian's runs as prometheus) scrapes it, a user outside
+    the group cannot read it."""
+    group = make_group()
+    exporter_account = make_user(groups=(group,))
+    d = metrics_daemon(make_daemon, metrics=f'mode = "0640"\ngroup = "{group}"\n')
+    user, other = make_user(), make_user()
+    d.ok("register", "--user", user.name, "--dir", d.make_vault(user, "work"))
+    file_shows(d, f'user="{user.name}"')
+
+    st = os.stat(d.metrics_file)
+    assert (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o640, 0, grp.getgrnam(group).gr_gid)
+    assert cannot_read(other, d.metrics_file)
+    assert run_as(exporter_account, ["cat", str(d.metrics_file)]).returncode == 0
+
+    exporter = node_exporter(d.metrics_dir, user=exporter_account)
+    m = exporter.scrape()
+    assert value(m, "node_textfile_scrape_error") == 0, exporter.scrape_text()
+    assert value(m, "lockwipe_registration_state", user=user.name, uid=user.uid, state="active") == 1
+
+    # A mode that lets every local user read it is the operator's explicit choice.
+    d.write_config(config_text(extra=f'\n[metrics]\ntextfile = "{d.metrics_file}"\nmode = "0644"\ngroup = "{group}"\n'))
+    d.hup()
+    wait_until(lambda: os.stat(d.metrics_file).st_mode & 0o7777 == 0o644, 10, "the reload to rewrite the file 0644", details=d.log_tail)
+    assert run_as(other, ["cat", str(d.metrics_file)]).returncode == 0
+
+
+def test_check_config_names_a_bad_mode_or_a_missing_group(make_daemon):
+    d = metrics_daemon(make_daemon, start=False)
+    for extra, key, phrase in (
+        ('mode = "0666"', "metrics.mode", "lets others than root write the file"),
+        ('mode = "rw-r-----"', "metrics.mode", "octal file mode"),
+        ("mode = 640", "metrics.mode", "as a string"),
+        ('user_labels = "no"', "metrics.user_labels", "must be true or false"),
+        ('group = "lwt-no-such-group"', "metrics.group", 'the group "lwt-no-such-group" does not exist'),
+    ):
+        d.write_config(config_text(extra=f'\n[metrics]\ntextfile = "{d.metrics_file}"\n{extra}\n'))
+        line = d.config.read_text().splitlines().index(extra) + 1
+        r = check_config(d)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"{d.config}:{line}: {key}: " in r.stderr and phrase in r.stderr, r.stderr
+
+
+def test_without_user_labels_no_user_name_or_uid_is_shown(make_daemon, make_user, node_exporter):
+    """`[metrics] user_labels = false`: node_exporter serves the file to anyone who reaches
+    its port; every per-registration series is labelled by the registration id (which
+    `status --json` shows root), and no user name or uid appears anywhere."""
+    d = metrics_daemon(make_daemon, metrics="user_labels = false\n")
+    alice, bob = make_user(), make_user()
+    d.ok("register", "--user", alice.name, "--dir", d.make_vault(alice, "a"))
+    d.ok("register", "--user", bob.name, "--dir", d.make_vault(bob, "b"))
+    d.ok("lock", "--user", bob.name)
+    ids = {u.name: d.registration(u)["registration_id"] for u in (alice, bob)}
+    assert all(re.fullmatch(r"[0-9a-f]{32}", i) for i in ids.values()), ids
+    file_shows(d, f'lockwipe_registration_state{{registration="{ids[bob.name]}",state="locked"}} 1')
+
+    exporter = node_exporter(d.metrics_dir)
+    text = exporter.scrape_text()
+    lockwipe_lines = [l for l in text.splitlines() if "lockwipe_" in l]
+    for u in (alice, bob):
+        for needle in (u.name, f'"{u.uid}"'):
+            assert needle not in text and needle not in d.metrics_file.read_text(), f"{needle} is shown:\n" + "\n".join(lockwipe_lines)
+    assert not [l for l in lockwipe_lines if "user=" in l or "uid=" in l], lockwipe_lines
+
+    # The series and the alert rules' selectors (docs/fleet.md) work by registration.
+    m = exporter.scrape()
+    assert value(m, "node_textfile_scrape_error") == 0
+    assert value(m, "lockwipe_registration_state", registration=ids[alice.name], state="active") == 1
+    assert value(m, "lockwipe_registration_state", registration=ids[bob.name], state="locked") == 1
+    assert value(m, "lockwipe_registration_info", registration=ids[bob.name], protection=d.registration(bob)["protection"]) == 1
+    assert 7 * DAY - 60 < value(m, "lockwipe_registration_next_action_seconds", registration=ids[alice.name], action="lock") <= 7 * DAY
+    assert value(m, "lockwipe_registration_next_action_seconds", registration=ids[bob.name], action="wipe") > 29 * DAY
+    assert len([1 for l, _ in m["lockwipe_registration_blocked"]]) == 2

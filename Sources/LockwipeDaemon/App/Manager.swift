@@ -92,7 +92,7 @@ public actor Manager {
         self.notifier = notifier
         self.paths = paths
         self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
-        let metrics = MetricsPublisher(path: configuration.metricsTextfile, logger: logger)
+        let metrics = MetricsPublisher(path: configuration.metricsTextfile, options: configuration.metrics, logger: logger)
         self.metrics = metrics
         self.vaultCalls = VaultCalls(timeout: Self.vaultCallTimeout) { [logger] user, what in
             logger.notice(
@@ -173,7 +173,7 @@ public actor Manager {
         let serverChanged = configuration.server != new.server
         configuration = new
         authorizer = Authorizer(adminGroup: new.adminGroup)
-        metrics.setPath(new.metricsTextfile)
+        metrics.setPath(new.metricsTextfile, options: new.metrics)
         metrics.changed()
         await evaluate()
         if serverChanged {

@@ -33,6 +33,8 @@ public struct Configuration: Sendable, Equatable {
     /// Where the Prometheus metrics are written for node_exporter's textfile collector
     /// (`[metrics] textfile`, an absolute path ending in `.prom`); nil: no metrics.
     public var metricsTextfile: String?
+    /// Who may read the metrics file (`[metrics] mode`, `group`, `user_labels`).
+    public var metrics = MetricsFileOptions()
 
     public init() {}
 }
@@ -148,7 +150,8 @@ public enum ConfigurationLoader {
     }
 
     private enum Kind {
-        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue, metricsTextfile
+        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue,
+            metricsTextfile, fileMode
     }
 
     private struct Key {
@@ -195,6 +198,9 @@ public enum ConfigurationLoader {
             $0.vaultAllowedUnder = ($1.array ?? []).compactMap { $0.string.flatMap(DirectoryRules.normalize) }
         },
         Key(table: "metrics", name: "textfile", kind: .metricsTextfile) { $0.metricsTextfile = $1.string! },
+        Key(table: "metrics", name: "mode", kind: .fileMode) { $0.metrics.mode = MetricsFileOptions.parseMode($1.string!)! },
+        Key(table: "metrics", name: "group", kind: .groupName) { $0.metrics.group = $1.string! },
+        Key(table: "metrics", name: "user_labels", kind: .bool) { $0.metrics.userLabels = $1.bool! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -247,6 +253,13 @@ public enum ConfigurationLoader {
         if let textfile = configuration.metricsTextfile, let message = MetricsTextfile.directoryProblem(textfile) {
             let place = lastSetIn["metrics.textfile"] ?? (files.last ?? path, nil)
             machineProblems.append(ConfigurationProblem(file: place.file, line: place.line, key: "metrics.textfile", message: message))
+        }
+        if configuration.metricsTextfile != nil, let group = configuration.metrics.group, MetricsTextfile.groupID(group) == nil {
+            let place = lastSetIn["metrics.group"] ?? (files.last ?? path, nil)
+            machineProblems.append(
+                ConfigurationProblem(
+                    file: place.file, line: place.line, key: "metrics.group",
+                    message: "the group \"\(group)\" does not exist; the metrics file is not written until it does (never readable by everyone instead)"))
         }
         return Loaded(configuration: configuration, files: files, notices: notices, machineProblems: machineProblems)
     }
@@ -390,6 +403,17 @@ public enum ConfigurationLoader {
         case .metricsTextfile:
             guard value.type == .string, let s = value.string else { return "must be a string (a path ending in .prom), not a \(value.type)" }
             return MetricsTextfile.pathProblem(s)
+        case .fileMode:
+            guard value.type == .string, let s = value.string else {
+                return "must be an octal file mode as a string (\"0640\"), not a \(value.type) (\(value.debugDescription))"
+            }
+            guard let mode = MetricsFileOptions.parseMode(s) else {
+                return "must be an octal file mode of 3 or 4 digits such as \"0640\" (no setuid, setgid or sticky bit), not \"\(s.prefix(20))\""
+            }
+            if mode & 0o022 != 0 {
+                return "\"\(s)\" lets others than root write the file (they could feed the fleet false readings); use \"0640\" or \"0644\""
+            }
+            return nil
         case .groupName:
             guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }

@@ -17,7 +17,7 @@ extension Manager {
             registrations: list.map { r in
                 let o = outlook(r, reading)
                 return MetricsSnapshot.Registration(
-                    user: r.user, uid: r.uid, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
+                    user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures)
             })
     }

@@ -16,11 +16,12 @@ import Synchronization
 /// write succeeds again, which is logged too.
 final class MetricsPublisher: Sendable {
     typealias Snapshot = @Sendable () async throws -> MetricsSnapshot
-    typealias Write = @Sendable (_ text: String, _ path: String) async throws -> Void
+    typealias Write = @Sendable (_ text: String, _ path: String, _ options: MetricsFileOptions) async throws -> Void
     typealias Post = @Sendable (@escaping TimerEvents.Work) -> Void
 
     private struct State {
         var path: String?
+        var options: MetricsFileOptions
         /// A run is posted or running.
         var scheduled = false
         /// Something changed since the running write took its reading.
@@ -37,10 +38,13 @@ final class MetricsPublisher: Sendable {
     private let spacing: Duration
 
     /// The write the daemon uses: `MetricsTextfile.write` on the blocking pool.
-    static let fileWrite: Write = { text, path in try await BlockingPool.run { try MetricsTextfile.write(text, to: path) } }
+    static let fileWrite: Write = { text, path, options in try await BlockingPool.run { try MetricsTextfile.write(text, to: path, options: options) } }
 
-    init(path: String?, logger: Logger, spacing: Duration = .seconds(1), write: @escaping Write = MetricsPublisher.fileWrite) {
-        state = Mutex(State(path: path))
+    init(
+        path: String?, options: MetricsFileOptions = MetricsFileOptions(), logger: Logger, spacing: Duration = .seconds(1),
+        write: @escaping Write = MetricsPublisher.fileWrite
+    ) {
+        state = Mutex(State(path: path, options: options))
         self.logger = logger
         self.spacing = spacing
         self.write = write
@@ -55,12 +59,13 @@ final class MetricsPublisher: Sendable {
         }
     }
 
-    /// A new path (a reload); nil stops writing. The old file is left as it is: its
-    /// timestamp stops moving, which is what an alert on a stale file is for.
-    func setPath(_ path: String?) {
+    /// A new path and options (a reload); nil stops writing. The old file is left as it
+    /// is: its timestamp stops moving, which is what an alert on a stale file is for.
+    func setPath(_ path: String?, options: MetricsFileOptions = MetricsFileOptions()) {
         state.withLock {
-            if $0.path != path { $0.failing = false }
+            if $0.path != path || $0.options != options { $0.failing = false }
             $0.path = path
+            $0.options = options
         }
     }
 
@@ -83,14 +88,14 @@ final class MetricsPublisher: Sendable {
 
     private func run() async {
         while true {
-            let (path, snapshot) = state.withLock { s in
+            let (path, options, snapshot) = state.withLock { s in
                 s.dirty = false
-                return (s.path, s.snapshot)
+                return (s.path, s.options, s.snapshot)
             }
             if let path, let snapshot {
                 do {
-                    let text = MetricsExposition.render(try await snapshot())
-                    try await write(text, path)
+                    let text = MetricsExposition.render(try await snapshot(), userLabels: options.userLabels)
+                    try await write(text, path, options)
                     succeeded(path)
                 } catch {
                     failed(path, error)

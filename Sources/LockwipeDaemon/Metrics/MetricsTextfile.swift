@@ -1,9 +1,102 @@
 import CLockwipeFS
 import Foundation
 
+/// Who may read the metrics file, and what it shows (`[metrics] mode`, `group`,
+/// `user_labels`). The file lists every registration's user, uid, state and last contact,
+/// which `status` shows an ordinary user only for her own: so it is not readable by
+/// everyone unless the operator says so.
+public struct MetricsFileOptions: Sendable, Equatable {
+    /// The file's permission bits; never with write bits for group or others.
+    public var mode: UInt32 = 0o640
+    /// The group the file belongs to; nil: `defaultGroup` where it exists, else root's
+    /// group (then only root reads it: never world-readable as a fallback).
+    public var group: String?
+    /// Label per-registration series with `user` and `uid`; false: with `registration`
+    /// (the registration id) only.
+    public var userLabels = true
+
+    public init(mode: UInt32 = 0o640, group: String? = nil, userLabels: Bool = true) {
+        self.mode = mode
+        self.group = group
+        self.userLabels = userLabels
+    }
+
+    /// The group Debian's prometheus-node-exporter runs as.
+    public static let defaultGroup = "prometheus"
+
+    /// "0640" or "640" as permission bits; nil for anything else (not octal, more than
+    /// 4 digits, setuid/setgid/sticky bits).
+    public static func parseMode(_ text: String) -> UInt32? {
+        guard (3...4).contains(text.count), text.allSatisfy({ ("0"..."7").contains($0) }), let mode = UInt32(text, radix: 8) else { return nil }
+        return mode <= 0o777 ? mode : nil
+    }
+
+    /// The mode as the configuration spells it ("0640").
+    public static func modeText(_ mode: UInt32) -> String {
+        let digits = String(mode, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+    }
+}
+
+extension Configuration {
+    /// What `--check-config` says about the metrics file (`MetricsTextfile.checkLine`).
+    public var metricsSummary: String { MetricsTextfile.checkLine(self) }
+}
+
 /// The metrics file (`[metrics] textfile`): which paths may be one, and writing it so that
 /// node_exporter's textfile collector never reads half of it.
 enum MetricsTextfile {
+    /// The gid of the group named `name`, nil when there is no such group.
+    static func groupID(_ name: String) -> gid_t? {
+        var entry = Glibc.group()
+        var result: UnsafeMutablePointer<Glibc.group>? = nil
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        while true {
+            let rc = getgrnam_r(name, &entry, &buffer, buffer.count, &result)
+            if rc == ERANGE, buffer.count < 1 << 20 {
+                buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                continue
+            }
+            return rc == 0 && result != nil ? entry.gr_gid : nil
+        }
+    }
+
+    /// The group the file is given: the configured one (which must exist: a missing group
+    /// is an error, and the file is not written), else `MetricsFileOptions.defaultGroup`
+    /// where it exists, else root's group.
+    static func resolveGroup(_ options: MetricsFileOptions) throws(MetricsGroupMissing) -> (name: String, gid: gid_t) {
+        if let name = options.group {
+            guard let gid = groupID(name) else { throw MetricsGroupMissing(group: name) }
+            return (name, gid)
+        }
+        if let gid = groupID(MetricsFileOptions.defaultGroup) { return (MetricsFileOptions.defaultGroup, gid) }
+        return ("root", 0)
+    }
+
+    /// What `--check-config` says about the metrics file: where, readable by whom, and
+    /// with which labels.
+    static func checkLine(_ configuration: Configuration) -> String {
+        guard let path = configuration.metricsTextfile else { return "none ([metrics] textfile)" }
+        let options = configuration.metrics
+        let group: String
+        if let name = options.group {
+            group = "group \(name)"
+        } else if groupID(MetricsFileOptions.defaultGroup) != nil {
+            group = "group \(MetricsFileOptions.defaultGroup)"
+        } else {
+            group = "group root (there is no group \(MetricsFileOptions.defaultGroup): set [metrics] group to the group node_exporter runs as)"
+        }
+        let labels = options.userLabels ? "with user and uid labels" : "without user labels (by registration id)"
+        return "written to \(path), mode \(MetricsFileOptions.modeText(options.mode)), \(group), \(labels)"
+    }
+
+    struct MetricsGroupMissing: Error, CustomStringConvertible {
+        var group: String
+        var description: String {
+            "the group \"\(group)\" ([metrics] group) does not exist; the file is not written until it does (never readable by everyone instead)"
+        }
+    }
+
     /// What is wrong with `path` as a metrics file name, if anything. node_exporter reads
     /// only `*.prom` files of its directory, and the file is replaced by a rename in that
     /// same directory, so the path must name a file in a directory.
@@ -55,13 +148,16 @@ enum MetricsTextfile {
 
     /// Replaces the file at `path` with `text`, atomically: a temporary file is created in
     /// the same directory (its name does not end in `.prom`, so the collector never reads
-    /// it), made mode 0644 (whatever the umask), written whole, and renamed over `path`.
+    /// it) readable by root alone, given its group and mode (`options`, whatever the
+    /// umask) through its descriptor, written whole, and renamed over `path`: the file is
+    /// never readable by more than the configured readers, not even for a moment.
     /// The directory is opened once and every step acts through that descriptor. On any
     /// failure the temporary file is removed and `path` keeps its previous content.
     ///
     /// Not fsynced: the file is rewritten at every change and at start-up, and a reading
     /// lost in a crash costs nothing (its timestamp says how old the file is).
-    static func write(_ text: String, to path: String) throws {
+    static func write(_ text: String, to path: String, options: MetricsFileOptions = MetricsFileOptions()) throws {
+        let group = try resolveGroup(options)
         let directory = directory(of: path)
         let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])
         let dirFD = try openDirectory(directory)
@@ -72,7 +168,8 @@ enum MetricsTextfile {
         var renamed = false
         defer { if !renamed { unlinkat(dirFD, temporary, 0) } }
         let shown = directory + "/" + temporary
-        var failure: FileSystemError? = fchmod(fd, 0o644) == 0 ? nil : FileSystemError("chmod", shown)
+        var failure: FileSystemError? = fchown(fd, uid_t.max, group.gid) == 0 ? nil : FileSystemError("chown to group \(group.name)", shown)
+        if failure == nil, fchmod(fd, mode_t(options.mode)) != 0 { failure = FileSystemError("chmod", shown) }
         if failure == nil {
             failure = Array(text.utf8).withUnsafeBytes { bytes -> FileSystemError? in
                 var offset = 0

@@ -82,6 +82,7 @@ extension Manager {
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
+            info.registrationId = r.id
             if case .warn(let w) = warningDecision(evaluated) {
                 info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
             }
@@ -96,8 +97,12 @@ extension Manager {
             policy: policyInfo(list), registrations: infos, warnings: warnings)
     }
 
+    /// The history: everything for administrators, each event with the uid and
+    /// registration it belongs to; for a user, only the events of her own registrations
+    /// (`Ownership.ownsRecord`), never those of another account that had her name.
     public func history(for caller: Caller, user: String?, limit: Int) async throws -> HistoryReply {
         var filter = user
+        var owner: UInt32? = nil
         if !caller.isAdmin {
             guard let name = user ?? caller.userName else { return HistoryReply(events: []) }
             let registrationUID = try await store.registration(name)?.uid
@@ -110,14 +115,15 @@ extension Manager {
                 throw ManagerError.notPermitted("only administrators may read the history of other users")
             }
             filter = name
+            owner = caller.credentials.uid
         }
-        let events = try await store.events(user: filter, limit: max(1, min(limit, 10_000)))
+        let events = try await store.events(user: filter, limit: max(1, min(limit, 10_000)), owner: owner)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
                 HistoryEvent(
                     time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail,
-                    certificate: $0.certificate.flatMap { certificates[$0] })
+                    certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID)
             })
     }
 

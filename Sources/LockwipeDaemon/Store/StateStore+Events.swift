@@ -8,27 +8,49 @@ extension StateStore {
         }
     }
 
+    /// Records `e` as an event of the registration `e.user` has now (its uid and id, read
+    /// in the same transaction): history belongs to a registration, not to a name that a
+    /// later, unrelated account may carry. Callers that remove a registration append its
+    /// last event before the row goes.
     static func append(_ e: StoredEvent, _ db: Database) throws {
         try db.execute(
-            sql: "INSERT INTO events (time, user, kind, trigger, detail, certificate) VALUES (?, ?, ?, ?, ?, ?)",
-            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate])
+            sql: """
+                INSERT INTO events (time, user, kind, trigger, detail, certificate, uid, registration_id)
+                VALUES (?, ?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?))
+                """,
+            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate, e.user, e.user])
     }
 
-    /// The newest `limit` events (of `user`, when given), oldest first.
-    public nonisolated(nonsending) func events(user: String?, limit: Int) async throws -> [StoredEvent] {
+    /// The newest `limit` events (of `user`, when given), oldest first. With `owner`, only
+    /// the events that belong to a registration of that uid (`Ownership.ownsRecord`).
+    public nonisolated(nonsending) func events(user: String?, limit: Int, owner: UInt32? = nil) async throws -> [StoredEvent] {
         try await perform { [self] in
             try db.read { db in
-                let rows =
-                    user == nil
-                    ? try Row.fetchAll(db, sql: "SELECT * FROM events ORDER BY id DESC LIMIT ?", arguments: [limit])
-                    : try Row.fetchAll(db, sql: "SELECT * FROM events WHERE user = ? ORDER BY id DESC LIMIT ?", arguments: [user, limit])
-                return rows.reversed().map {
-                    StoredEvent(
-                        time: $0["time"], user: $0["user"], kind: $0["kind"],
-                        trigger: ($0["trigger"] as String?).flatMap(Trigger.init(rawValue:)), detail: $0["detail"],
-                        certificate: $0["certificate"])
+                var conditions: [String] = []
+                var arguments: [any DatabaseValueConvertible] = []
+                if let user {
+                    conditions.append("user = ?")
+                    arguments.append(user)
                 }
+                if let owner {
+                    conditions.append("uid = ? AND registration_id IS NOT NULL")
+                    arguments.append(Int64(owner))
+                }
+                arguments.append(limit)
+                let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM events \(filter) ORDER BY id DESC LIMIT ?", arguments: StatementArguments(arguments))
+                let events = rows.reversed().map(Self.storedEvent(from:))
+                guard let owner else { return events }
+                return events.filter { Ownership.ownsRecord(uid: $0.uid, registrationID: $0.registrationID, callerUID: owner) }
             }
         }
+    }
+
+    static func storedEvent(from row: Row) -> StoredEvent {
+        StoredEvent(
+            time: row["time"], user: row["user"], kind: row["kind"], trigger: (row["trigger"] as String?).flatMap(Trigger.init(rawValue:)),
+            detail: row["detail"], certificate: row["certificate"], uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) },
+            registrationID: row["registration_id"])
     }
 }

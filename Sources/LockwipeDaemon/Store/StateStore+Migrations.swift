@@ -186,6 +186,31 @@ extension StateStore {
                     ALTER TABLE pending_wipes ADD COLUMN requester TEXT;
                     """)
         }
+        // History and certificates belong to a registration (its uid and id), not to a
+        // name a later, unrelated account may carry. What can be known is kept: the events
+        // of a registration that still exists, from its own `register` event on (the newest
+        // of that name: a name has one registration at a time), and the certificates those
+        // events name. Everything older (earlier registrations of the name, names no longer
+        // registered) stays unattributed: administrators see it, no user does.
+        m.registerMigration("v11-event-owners") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE events ADD COLUMN uid INTEGER;
+                    ALTER TABLE events ADD COLUMN registration_id TEXT;
+                    ALTER TABLE certificates ADD COLUMN uid INTEGER;
+                    ALTER TABLE certificates ADD COLUMN registration_id TEXT;
+                    UPDATE events
+                        SET uid = (SELECT r.uid FROM registrations r WHERE r.user = events.user),
+                            registration_id = (SELECT r.id FROM registrations r WHERE r.user = events.user)
+                        WHERE EXISTS (SELECT 1 FROM registrations r WHERE r.user = events.user)
+                          AND events.id >= (SELECT max(e.id) FROM events e WHERE e.user = events.user AND e.kind = 'register');
+                    UPDATE certificates
+                        SET uid = (SELECT e.uid FROM events e WHERE e.certificate = certificates.id AND e.registration_id IS NOT NULL),
+                            registration_id = (SELECT e.registration_id FROM events e WHERE e.certificate = certificates.id AND e.registration_id IS NOT NULL)
+                        WHERE EXISTS (SELECT 1 FROM events e WHERE e.certificate = certificates.id AND e.registration_id IS NOT NULL);
+                    CREATE INDEX events_owner ON events(uid, user, id);
+                    """)
+        }
         return m
     }
 

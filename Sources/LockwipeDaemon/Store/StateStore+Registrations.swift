@@ -146,8 +146,9 @@ extension StateStore {
                     keyFile = name
                 }
                 try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
-                try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
+                // The event first: it belongs to the registration that is removed.
                 try Self.append(event, db)
+                try db.execute(sql: "DELETE FROM registrations WHERE user = ?", arguments: [user])
             }
         }
     }

@@ -78,8 +78,11 @@ extension StateStore {
             try db.write { db in
                 if let certificate, let certificateJSON {
                     try db.execute(
-                        sql: "INSERT INTO certificates (id, user, finished_at, complete, body) VALUES (?, ?, ?, ?, ?)",
-                        arguments: [certificate.id, user, event.time, summary.complete, certificateJSON])
+                        sql: """
+                            INSERT INTO certificates (id, user, finished_at, complete, body, uid, registration_id)
+                            VALUES (?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?))
+                            """,
+                        arguments: [certificate.id, user, event.time, summary.complete, certificateJSON, user, user])
                 }
                 if summary.complete {
                     try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
@@ -105,16 +108,29 @@ extension StateStore {
         return e
     }()
 
-    /// The newest certificate of `user`'s wipes, or the one with `id`.
-    public nonisolated(nonsending) func certificate(user: String, id: String? = nil) async throws -> SanitizationCertificate? {
+    /// The newest certificate of `user`'s wipes, or the one with `id`. With `owner`, only
+    /// a certificate that belongs to a registration of that uid (`Ownership.ownsRecord`).
+    public nonisolated(nonsending) func certificate(user: String, id: String? = nil, owner: UInt32? = nil) async throws -> SanitizationCertificate? {
         try await perform { [self] in
-            let body = try db.read { db in
-                id == nil
-                    ? try String.fetchOne(
-                        db, sql: "SELECT body FROM certificates WHERE user = ? ORDER BY finished_at DESC, rowid DESC LIMIT 1", arguments: [user])
-                    : try String.fetchOne(db, sql: "SELECT body FROM certificates WHERE user = ? AND id = ?", arguments: [user, id])
+            let row = try db.read { db in
+                let owned = owner == nil ? "" : " AND uid = ? AND registration_id IS NOT NULL"
+                var arguments: [any DatabaseValueConvertible] = [user]
+                if let id { arguments.append(id) }
+                if let owner { arguments.append(Int64(owner)) }
+                return id == nil
+                    ? try Row.fetchOne(
+                        db, sql: "SELECT body, uid, registration_id FROM certificates WHERE user = ?\(owned) ORDER BY finished_at DESC, rowid DESC LIMIT 1",
+                        arguments: StatementArguments(arguments))
+                    : try Row.fetchOne(
+                        db, sql: "SELECT body, uid, registration_id FROM certificates WHERE user = ? AND id = ?\(owned)", arguments: StatementArguments(arguments))
             }
-            return try body.map { try JSONDecoder().decode(SanitizationCertificate.self, from: Data($0.utf8)) }
+            guard let row else { return nil }
+            if let owner {
+                let uid = (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) }
+                guard Ownership.ownsRecord(uid: uid, registrationID: row["registration_id"], callerUID: owner) else { return nil }
+            }
+            let body: String = row["body"]
+            return try JSONDecoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
         }
     }
 

@@ -64,7 +64,8 @@ extension Manager {
     }
 
     /// The newest certificate of `user` (or the one with `id`), for administrators and for
-    /// the user whose data it is (as `history`).
+    /// the user whose data it is (as `history`): a certificate belongs to the uid and
+    /// registration it was made for, so a new account with an old name finds none.
     public func certificate(for caller: Caller, user: String, id: String?) async throws -> SanitizationCertificate {
         if !caller.isAdmin {
             let registrationUID = try await store.registration(user)?.uid
@@ -72,7 +73,8 @@ extension Manager {
                 Ownership.mayReadHistory(of: user, registrationUID: registrationUID, callerUID: caller.credentials.uid, callerName: caller.userName)
             else { throw ManagerError.notPermitted("only administrators may read the certificates of other users") }
         }
-        guard let certificate = try await store.certificate(user: user, id: id) else {
+        let owner = caller.isAdmin ? nil : caller.credentials.uid
+        guard let certificate = try await store.certificate(user: user, id: id, owner: owner) else {
             throw ManagerError.noSuchCertificate(user: user, id: id)
         }
         return certificate

@@ -9,4 +9,10 @@ public struct StoredEvent: Sendable, Equatable {
     public var detail: String
     /// The sanitization certificate of a wipe's result event.
     public var certificate: String? = nil
+    /// Whose event it is: the uid and id of the registration `user` had when it was
+    /// recorded (filled in by the store, `StateStore.append`); nil when it had none, or for
+    /// an event recorded before `v11-event-owners` that cannot be attributed: such an event
+    /// is shown to administrators only.
+    public var uid: UInt32? = nil
+    public var registrationID: String? = nil
 }
