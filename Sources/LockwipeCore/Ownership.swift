@@ -12,11 +12,6 @@ public enum Ownership {
         registrationUID == callerUID
     }
 
-    /// Whether the caller may ask for the history (or certificates) kept under `user`.
-    /// While `user` is registered (`registrationUID` is its uid) the registration decides;
-    /// a name no longer registered only by the caller's own name. Even then only the
-    /// entries the caller owns (`ownsRecord`) are shown: a new account that carries an old
-    /// name is let ask, and finds nothing of the old one's.
     /// Whether a history event or certificate recorded for the registration
     /// `registrationID` of `uid` is the caller's: it belongs to the uid its registration
     /// had, never to a name; one that belongs to no registration (recorded before events
@@ -27,6 +22,11 @@ public enum Ownership {
         return uid == callerUID
     }
 
+    /// Whether the caller may ask for the history (or certificates) kept under `user`.
+    /// While `user` is registered (`registrationUID` is its uid) the registration decides;
+    /// a name no longer registered only by the caller's own name. Even then only the
+    /// entries the caller owns (`ownsRecord`) are shown: a new account that carries an old
+    /// name is let ask, and finds nothing of the old one's.
     public static func mayReadHistory(of user: String, registrationUID: UInt32?, callerUID: UInt32, callerName: String?) -> Bool {
         if let registrationUID { return isOwn(registrationUID: registrationUID, callerUID: callerUID) }
         return callerName != nil && user == callerName
