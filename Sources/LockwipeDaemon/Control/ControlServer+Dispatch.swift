@@ -47,7 +47,14 @@ extension ControlServer {
             for user in users {
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
                 let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
-                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
+                // A user locking herself: her client is left to read the answer, and ended
+                // with the rest of her processes once it has (`Peer.afterOwnLock`).
+                var sparing: Int32?
+                if try await isOwn(user, caller) {
+                    sparing = caller.credentials.pid
+                    peer.afterOwnLock = (user, caller.credentials.uid, caller.credentials.pid)
+                }
+                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason, sparing: sparing))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .unlock:
@@ -68,6 +75,15 @@ extension ControlServer {
                 ]))
         case .previewWipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            // One dry-run per caller at a time: a survey counts a whole vault, and a user's
+            // connections must not turn into as many walks of it.
+            let uid = caller.credentials.uid
+            guard dryRuns.withLock({ $0.insert(uid).inserted }) else {
+                let who = caller.userName.map { "\($0) (uid \(uid))" } ?? "uid \(uid)"
+                throw ManagerError.actionFailed(
+                    "a wipe dry-run by \(who) is already running: one at a time per user; try again when it has finished")
+            }
+            defer { _ = dryRuns.withLock { $0.remove(uid) } }
             var previews: [WipePreview] = []
             for user in try await wipeTargets(p, caller: caller) { previews += try await manager.previewWipe(user: user) }
             return try VarlinkMessage.encodeReply(WipePreviewReply(previews: previews))

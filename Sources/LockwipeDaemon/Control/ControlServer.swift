@@ -18,6 +18,8 @@ public final class ControlServer: Sendable {
     private let admission: Mutex<ConnectionAdmission>
     private let refusalLog = Mutex(RefusalLogThrottle())
     let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
+    /// The uids with a wipe dry-run running now: one at a time per caller.
+    let dryRuns = Mutex(Set<UInt32>())
 
     public struct Limits: Sendable {
         public var maxConnections: Int
@@ -116,6 +118,9 @@ public final class ControlServer: Sendable {
         } catch {
             logger.debug("connection ended", metadata: ["error": .string("\(error)")])
         }
+        if let own = peer.afterOwnLock {
+            await manager.endProcessesAfterOwnLock(user: own.user, uid: own.uid, client: own.pid)
+        }
     }
 
     struct Reply {
@@ -131,6 +136,9 @@ public final class ControlServer: Sendable {
     final class Peer {
         let credentials: PeerCredentials?
         private var known: Caller?
+        /// Set by a lock the caller asked for herself: the connection is closed after its
+        /// answer, and then her processes are ended (her client among them).
+        var afterOwnLock: (user: String, uid: UInt32, pid: Int32)?
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }
 
@@ -160,7 +168,7 @@ public final class ControlServer: Sendable {
             } catch let error as ManagerError {
                 throw Self.wireError(error)
             }
-            return oneway ? nil : Reply(data: result)
+            return oneway ? nil : Reply(data: result, close: peer.afterOwnLock != nil)
         } catch let error as VarlinkError {
             if error.name == VarlinkError.notPermittedName {
                 logger.warning(

@@ -6,8 +6,10 @@ import Logging
 /// Lock and the unlock request: the lock is committed first, then applied and verified
 /// on the thread pool (ending the processes that hold the vault when configured to).
 extension Manager {
-    public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
+    /// `sparing`: the pid of the client of a user who locks herself, left running to read
+    /// the answer (then `endProcessesAfterOwnLock`).
+    public func lock(user: String, trigger: Trigger, reason: String, sparing: Int32? = nil) async throws -> ActionResult {
+        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason, sparing: sparing) }
         await reschedule()
         return result
     }
@@ -27,7 +29,7 @@ extension Manager {
 
     // MARK: Lock
 
-    func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    func lockLocked(user: String, trigger: Trigger, reason: String, sparing: Int32? = nil) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
@@ -47,7 +49,7 @@ extension Manager {
         try await store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
-            ended = try await applyLock(r)
+            ended = try await applyLock(r, sparing: sparing)
         } catch {
             throw await lockFailed(r, error)
         }
@@ -56,7 +58,7 @@ extension Manager {
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)
         await observers.notify(.didLock, event)
-        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) holding the vault open"
+        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) of \(user)"
         return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
     }
 
@@ -65,22 +67,14 @@ extension Manager {
         r.protection == .encrypted ? encryption : protection
     }
 
-    /// Applies `r`'s lock (idempotent), ending the user's processes that hold the vault when
-    /// `[lock] terminate_processes` is on; returns the pids that were ended.
-    func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
+    /// Applies `r`'s lock (idempotent), ending all of the user's processes when
+    /// `[lock] terminate_processes` is on (even when the vault cannot be opened); returns
+    /// the pids that were ended.
+    func applyLock(_ r: RegistrationRecord, sparing: Int32? = nil) async throws -> [Int32] {
         let p = protection(for: r)
         let vaults = r.vaults
-        let dirs = r.directories
         let uid = r.uid
-        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds)) : nil
-        return try await BlockingPool.run {
-            var ended: [Int32] = []
-            try p.lock(vaults, uid: uid) {
-                let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
-                ended += pids
-                return pids
-            }
-            return ended
-        }
+        let terminator = terminator(sparing: sparing)
+        return try await BlockingPool.run { try p.lock(vaults, uid: uid, ending: terminator) }
     }
 }

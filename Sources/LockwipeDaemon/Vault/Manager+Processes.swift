@@ -1,0 +1,42 @@
+import Foundation
+import Logging
+
+/// Ending a user's processes (`[lock] terminate_processes`): all of them, at every lock
+/// (`ProcessTerminator`); after a lock she asked for herself, once more when her client
+/// has read the answer.
+extension Manager {
+    /// The terminator the configuration asks for; nil when `terminate_processes` is off.
+    func terminator(sparing: Int32? = nil) -> ProcessTerminator? {
+        guard configuration.terminateProcesses else { return nil }
+        return ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds), sparing: sparing)
+    }
+
+    /// After a user's own lock has been answered: the client that asked (spared by the
+    /// lock so that it could read the answer) has up to `clientExit` to exit, then every
+    /// process of hers is ended again, that client included if it is still there. A
+    /// client of her own making that stays gains no more than that moment.
+    public func endProcessesAfterOwnLock(user: String, uid: UInt32, client: Int32, clientExit: TimeInterval = 1) async {
+        guard let terminator = terminator() else { return }
+        let outcome: ProcessTerminator.Outcome
+        do {
+            outcome = try await BlockingPool.run {
+                let deadline = Date().addingTimeInterval(clientExit)
+                while ProcessTerminator.isRunning(client), Date() < deadline { usleep(20_000) }
+                return terminator.terminate(uid: uid)
+            }
+        } catch {
+            logger.error("cannot end the processes of \(user) after her own lock: \(error)", metadata: ["user": .string(user)])
+            return
+        }
+        if !outcome.ended.isEmpty {
+            logger.notice(
+                "ended \(outcome.ended.count) more process(es) of \(user) after the lock she asked for",
+                metadata: ["user": .string(user), "terminated_pids": .string(outcome.ended.map(String.init).joined(separator: " "))])
+        }
+        if !outcome.survivors.isEmpty {
+            logger.error(
+                "after the lock \(user) asked for: \(ProcessesSurvived(uid: uid, pids: outcome.survivors))",
+                metadata: ["user": .string(user)])
+        }
+    }
+}
