@@ -48,7 +48,7 @@ extension ControlServer {
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
                 let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
                 // A user locking herself: her client is left to read the answer, and ended
-                // with the rest of her processes once it has (`Peer.afterOwnLock`).
+                // if it has not exited soon after (`Peer.afterOwnLock`).
                 var sparing: Int32?
                 if try await isOwn(user, caller) {
                     sparing = caller.credentials.pid

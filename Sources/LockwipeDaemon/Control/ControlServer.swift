@@ -119,7 +119,7 @@ public final class ControlServer: Sendable {
             logger.debug("connection ended", metadata: ["error": .string("\(error)")])
         }
         if let own = peer.afterOwnLock {
-            await manager.endProcessesAfterOwnLock(user: own.user, uid: own.uid, client: own.pid)
+            await manager.endClientAfterOwnLock(user: own.user, uid: own.uid, client: own.pid)
         }
     }
 
@@ -137,7 +137,7 @@ public final class ControlServer: Sendable {
         let credentials: PeerCredentials?
         private var known: Caller?
         /// Set by a lock the caller asked for herself: the connection is closed after its
-        /// answer, and then her processes are ended (her client among them).
+        /// answer, and then her client is ended if it has not exited.
         var afterOwnLock: (user: String, uid: UInt32, pid: Int32)?
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }

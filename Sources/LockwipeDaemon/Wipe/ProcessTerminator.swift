@@ -40,13 +40,15 @@ public struct ProcessTerminator: Sendable {
         public var survivors: [Int32]
     }
 
-    /// Ends every process of `uid` (none for uid 0).
-    public func terminate(uid: UInt32) -> Outcome {
+    /// Ends every process of `uid` (none for uid 0); with `only`, that one process if it
+    /// is still hers.
+    public func terminate(uid: UInt32, only: Int32? = nil) -> Outcome {
         guard uid != 0 else { return Outcome(ended: [], survivors: []) }
+        let processes = { only.map { pid in self.processes(of: uid).filter { $0 == pid } } ?? self.processes(of: uid) }
         var signalled = Set<Int32>()
         let graceEnd = Date().addingTimeInterval(grace)
         while true {
-            let found = processes(of: uid)
+            let found = processes()
             if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
             if Date() >= graceEnd { break }
             for pid in found where !signalled.contains(pid) { kill(pid, SIGTERM) }
@@ -56,7 +58,7 @@ public struct ProcessTerminator: Sendable {
         let end = Date().addingTimeInterval(limit)
         var pass = 0
         while true {
-            var found = Set(processes(of: uid))
+            var found = Set(processes())
             if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
             pass += 1
             if pass > passes || Date() >= end { return Outcome(ended: signalled.sorted(), survivors: found.sorted()) }
@@ -68,7 +70,7 @@ public struct ProcessTerminator: Sendable {
                 freezes += 1
                 for pid in found.subtracting(stopped) { kill(pid, SIGSTOP) }
                 stopped.formUnion(found)
-                found = Set(processes(of: uid))
+                found = Set(processes())
             }
             for pid in stopped.union(found) { kill(pid, SIGKILL) }
             signalled.formUnion(stopped.union(found))
