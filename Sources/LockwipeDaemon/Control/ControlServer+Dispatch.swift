@@ -92,14 +92,20 @@ extension ControlServer {
             let users = try await wipeTargets(p, caller: caller)
             var results: [ActionResult] = []
             for user in users {
+                // Her own wipe: her client reads the report, as at her own lock.
+                var sparing: Int32?
+                if try await isOwn(user, caller) {
+                    sparing = caller.credentials.pid
+                    peer.afterOwnLock = (user, caller.credentials.uid, caller.credentials.pid)
+                }
                 results.append(
                     caller.isAdmin
                         ? try await manager.wipe(
                             user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid))
+                            requester: WipeRequester(peerUID: caller.credentials.uid), sparing: sparing)
                         : try await manager.wipe(
                             user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid)))
+                            requester: WipeRequester(peerUID: caller.credentials.uid), sparing: sparing))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .register:

@@ -7,10 +7,14 @@ import NIOCore
 /// Wipes: the request, the committed intent, the erase on its own thread, the honest
 /// report, and the resumption of an interrupted wipe at start-up.
 extension Manager {
-    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> ActionResult {
+    /// `sparing`: the pid of the client of a user who wipes her own vault, left running to
+    /// read the report (as for her own lock).
+    public func wipe(
+        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), sparing: Int32? = nil
+    ) async throws -> ActionResult {
         let requested = ContinuousClock.now
         let result = try await withUser(user) {
-            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested)
+            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested, sparing: sparing)
         }
         await reschedule()
         return result
@@ -19,7 +23,8 @@ extension Manager {
     // MARK: Wipe
 
     func wipeLocked(
-        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now
+        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now,
+        sparing: Int32? = nil
     ) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
@@ -29,7 +34,7 @@ extension Manager {
         try await store.commitWipeIntent(
             user, reason: reason, trigger: trigger, requester: requester, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
+        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested, sparing: sparing)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
         return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)
@@ -38,7 +43,9 @@ extension Manager {
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
-    func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
+    func performWipe(
+        user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now, sparing: Int32? = nil
+    ) async -> WipeSummary? {
         guard let r = try? await store.registration(user) else { return nil }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
@@ -46,7 +53,7 @@ extension Manager {
         }
         await observers.notify(.willWipe, event)
         do {
-            _ = try await applyLock(r)
+            _ = try await applyLock(r, sparing: sparing)
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
             await vaultWarning(r, "wipe", error)

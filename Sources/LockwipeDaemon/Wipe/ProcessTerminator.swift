@@ -88,7 +88,7 @@ public struct ProcessTerminator: Sendable {
                 let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
                 ProcessOwnership.belongs(status: status, to: uid)
             else { return false }
-            return isRunning(pid)
+            return Self.isRunning(pid)
         }.sorted()
     }
 
