@@ -38,7 +38,12 @@ if mode == "scm":
     a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
     for fd in fds:
         os.close(fd)
-    held = [p for p in os.listdir("/proc/self/fd") if os.readlink("/proc/self/fd/" + p).startswith(vault)]
+    def target(p):
+        try:
+            return os.readlink("/proc/self/fd/" + p)
+        except OSError:
+            return ""
+    held = [p for p in os.listdir("/proc/self/fd") if target(p).startswith(vault)]
     assert not held, held
 print("ready", flush=True)
 sys.stdin.readline()

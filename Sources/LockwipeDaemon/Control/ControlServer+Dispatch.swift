@@ -47,14 +47,7 @@ extension ControlServer {
             for user in users {
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
                 let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
-                // A user locking herself: her client is left to read the answer, and ended
-                // if it has not exited soon after (`Peer.afterOwnLock`).
-                var sparing: Int32?
-                if try await isOwn(user, caller) {
-                    sparing = caller.credentials.pid
-                    peer.afterOwnLock = (user, caller.credentials.uid, caller.credentials.pid)
-                }
-                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason, sparing: sparing))
+                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .unlock:
@@ -92,20 +85,14 @@ extension ControlServer {
             let users = try await wipeTargets(p, caller: caller)
             var results: [ActionResult] = []
             for user in users {
-                // Her own wipe: her client reads the report, as at her own lock.
-                var sparing: Int32?
-                if try await isOwn(user, caller) {
-                    sparing = caller.credentials.pid
-                    peer.afterOwnLock = (user, caller.credentials.uid, caller.credentials.pid)
-                }
                 results.append(
                     caller.isAdmin
                         ? try await manager.wipe(
                             user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid), sparing: sparing)
+                            requester: WipeRequester(peerUID: caller.credentials.uid))
                         : try await manager.wipe(
                             user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid), sparing: sparing))
+                            requester: WipeRequester(peerUID: caller.credentials.uid)))
             }
             return try VarlinkMessage.encodeReply(ActionReply(results: results))
         case .register:

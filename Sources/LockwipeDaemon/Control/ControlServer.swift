@@ -107,19 +107,21 @@ public final class ControlServer: Sendable {
                     let data = Data(message.readableBytesView)
                     guard let reply = await self.respond(to: data, peer: peer) else {
                         try await outbound.write(ByteBuffer())  // answered (oneway): no longer in flight
+                        if peer.afterOwnRequest != nil { break }
                         continue
                     }
                     var out = ByteBuffer(bytes: reply.data)
                     out.writeInteger(UInt8(0))
                     try await outbound.write(out)
-                    if reply.close { break }
+                    // After her own lock or wipe, nothing more from that client.
+                    if reply.close || peer.afterOwnRequest != nil { break }
                 }
             }
         } catch {
             logger.debug("connection ended", metadata: ["error": .string("\(error)")])
         }
-        if let own = peer.afterOwnLock {
-            await manager.endClientAfterOwnLock(user: own.user, uid: own.uid, client: own.pid)
+        if let own = peer.afterOwnRequest {
+            await manager.endClientAfterOwnRequest(user: own.user, own.client)
         }
     }
 
@@ -136,9 +138,10 @@ public final class ControlServer: Sendable {
     final class Peer {
         let credentials: PeerCredentials?
         private var known: Caller?
-        /// Set by a lock the caller asked for herself: the connection is closed after its
-        /// answer, and then her client is ended if it has not exited.
-        var afterOwnLock: (user: String, uid: UInt32, pid: Int32)?
+        /// Set by a request that ended the caller's own processes but hers (her own lock or
+        /// wipe): the connection is closed after its answer, and then the client is ended
+        /// if it has not exited.
+        var afterOwnRequest: (user: String, client: RequestingClient)?
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }
 
@@ -163,12 +166,17 @@ public final class ControlServer: Sendable {
         let oneway = header.oneway ?? false
         do {
             let result: Data
+            // The client is spared if this request ends its own user's processes.
+            let client = credentials.map { RequestingClient(uid: $0.uid, pid: $0.pid) }
+            defer {
+                if let client, let user = client.sparedFor { peer.afterOwnRequest = (user, client) }
+            }
             do {
-                result = try await dispatch(header.method, data, peer: peer)
+                result = try await RequestingClient.$current.withValue(client) { try await dispatch(header.method, data, peer: peer) }
             } catch let error as ManagerError {
                 throw Self.wireError(error)
             }
-            return oneway ? nil : Reply(data: result, close: peer.afterOwnLock != nil)
+            return oneway ? nil : Reply(data: result)
         } catch let error as VarlinkError {
             if error.name == VarlinkError.notPermittedName {
                 logger.warning(

@@ -6,10 +6,8 @@ import Logging
 /// Lock and the unlock request: the lock is committed first, then applied and verified
 /// on the thread pool (ending the processes that hold the vault when configured to).
 extension Manager {
-    /// `sparing`: the pid of the client of a user who locks herself, left running to read
-    /// the answer (then `endProcessesAfterOwnLock`).
-    public func lock(user: String, trigger: Trigger, reason: String, sparing: Int32? = nil) async throws -> ActionResult {
-        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason, sparing: sparing) }
+    public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
         await reschedule()
         return result
     }
@@ -29,7 +27,7 @@ extension Manager {
 
     // MARK: Lock
 
-    func lockLocked(user: String, trigger: Trigger, reason: String, sparing: Int32? = nil) async throws -> ActionResult {
+    func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
@@ -49,7 +47,7 @@ extension Manager {
         try await store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
-            ended = try await applyLock(r, sparing: sparing)
+            ended = try await applyLock(r)
         } catch {
             throw await lockFailed(r, error)
         }
@@ -70,11 +68,11 @@ extension Manager {
     /// Applies `r`'s lock (idempotent), ending all of the user's processes when
     /// `[lock] terminate_processes` is on (even when the vault cannot be opened); returns
     /// the pids that were ended.
-    func applyLock(_ r: RegistrationRecord, sparing: Int32? = nil) async throws -> [Int32] {
+    func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
         let p = protection(for: r)
         let vaults = r.vaults
         let uid = r.uid
-        let terminator = terminator(sparing: sparing)
+        let terminator = terminator(for: r)
         return try await BlockingPool.run { try p.lock(vaults, uid: uid, ending: terminator) }
     }
 }

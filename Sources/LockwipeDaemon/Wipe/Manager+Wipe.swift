@@ -7,14 +7,10 @@ import NIOCore
 /// Wipes: the request, the committed intent, the erase on its own thread, the honest
 /// report, and the resumption of an interrupted wipe at start-up.
 extension Manager {
-    /// `sparing`: the pid of the client of a user who wipes her own vault, left running to
-    /// read the report (as for her own lock).
-    public func wipe(
-        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), sparing: Int32? = nil
-    ) async throws -> ActionResult {
+    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> ActionResult {
         let requested = ContinuousClock.now
         let result = try await withUser(user) {
-            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested, sparing: sparing)
+            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested)
         }
         await reschedule()
         return result
@@ -23,8 +19,7 @@ extension Manager {
     // MARK: Wipe
 
     func wipeLocked(
-        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now,
-        sparing: Int32? = nil
+        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now
     ) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
@@ -34,7 +29,7 @@ extension Manager {
         try await store.commitWipeIntent(
             user, reason: reason, trigger: trigger, requester: requester, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested, sparing: sparing)
+        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
         return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)
@@ -43,9 +38,7 @@ extension Manager {
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
-    func performWipe(
-        user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now, sparing: Int32? = nil
-    ) async -> WipeSummary? {
+    func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
         guard let r = try? await store.registration(user) else { return nil }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
@@ -53,7 +46,7 @@ extension Manager {
         }
         await observers.notify(.willWipe, event)
         do {
-            _ = try await applyLock(r, sparing: sparing)
+            _ = try await applyLock(r)
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
             await vaultWarning(r, "wipe", error)
