@@ -140,7 +140,7 @@ def test_own_lock_answers_her_client_and_ends_her_other_processes(daemon, make_u
     other = procs.spawn(user, ["sleep", "600"])
     r = daemon.ok("lock", "--user", user.name, user=user)
     assert "locked" in r.out, r.describe()
-    assert other.wait(timeout=10) is not None
+    wait_until(lambda: other.poll() is not None, 10, f"{user.name}'s other process survived her own lock")
 
 
 def make_files(user, vault, count):
@@ -161,7 +161,8 @@ def test_her_concurrent_dry_runs_do_not_delay_roots_lock_of_another_user(daemon,
     with encrypted_fs(daemon, size="512M") as fs:
         vault = fs / "big"
         register_encrypted(daemon, her, vault)
-        make_files(her, vault, 30000)
+        # About as many as the filesystem's inodes allow: one dry-run takes a few hundred ms.
+        make_files(her, vault, 90000)
         theirs = daemon.make_vault(other, "theirs")
         daemon.ok("register", "--user", other.name, "--dir", str(theirs))
 
