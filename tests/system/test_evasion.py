@@ -157,7 +157,7 @@ def make_files(user, vault, count):
 
 
 def test_her_concurrent_dry_runs_do_not_delay_roots_lock_of_another_user(daemon, make_user, procs):
-    her, other = make_user(), make_user()
+    her, other, idle = make_user(), make_user(), make_user()
     with encrypted_fs(daemon, size="512M") as fs:
         vault = fs / "big"
         register_encrypted(daemon, her, vault)
@@ -165,6 +165,10 @@ def test_her_concurrent_dry_runs_do_not_delay_roots_lock_of_another_user(daemon,
         make_files(her, vault, 90000)
         theirs = daemon.make_vault(other, "theirs")
         daemon.ok("register", "--user", other.name, "--dir", str(theirs))
+        daemon.ok("register", "--user", idle.name, "--dir", str(daemon.make_vault(idle, "idle")))
+        started = time.monotonic()
+        daemon.ok("lock", "--user", idle.name)
+        print(f"root's lock of {idle.name} with no dry-run running (reference): {time.monotonic() - started:.3f} s")
 
         argv = as_user_argv(her, [daemon.bins.ctl_for_others, "--socket", daemon.socket,
                                   "wipe", "--user", her.name, "--dry-run"])
