@@ -193,3 +193,20 @@ def test_her_concurrent_dry_runs_do_not_delay_roots_lock_of_another_user(daemon,
         refused = [err for out, err, code in results if code != 0]
         assert all("already running" in err for err in refused), refused
         assert len(refused) < 16, "every dry-run was refused"
+
+
+def test_her_processes_are_ended_even_when_the_vault_cannot_be_opened(daemon, make_user, procs):
+    user = make_user()
+    vault = daemon.make_vault(user, "vault")
+    daemon.ok("register", "--user", user.name, "--dir", str(vault))
+    away = daemon.root / "renamed-away"
+    os.rename(vault, away)  # the recorded inode is no longer at the vault's path
+    try:
+        busy = procs.spawn(user, ["sleep", "600"])
+        r = daemon.ctl("lock", "--user", user.name)
+        assert r.code != 0, "a lock of a vault that cannot be opened was reported done: " + r.describe()
+        wait_until(lambda: busy.poll() is not None, 10,
+                   f"{user.name}'s process survived a lock whose vault could not be opened",
+                   details=daemon.log_tail)
+    finally:
+        os.rename(away, vault)
