@@ -23,8 +23,9 @@ public struct ProcessTerminator: Sendable {
     /// How long the SIGSTOP/SIGKILL passes may take after the grace, and how many there may be.
     public var limit: TimeInterval = 10
     public var passes = 200
-    /// A process left alone: the client of a user who locks herself, so that it can read
-    /// the answer (`Manager.endProcessesAfterOwnLock` ends it afterwards).
+    /// A process left alone: the client whose request ends its own user's processes (her
+    /// own lock or wipe), so that it can read the answer
+    /// (`Manager.endClientAfterOwnRequest` ends it afterwards).
     public var spared: Int32?
 
     public init(grace: TimeInterval, sparing spared: Int32? = nil) {
@@ -47,10 +48,13 @@ public struct ProcessTerminator: Sendable {
         let processes = { only.map { pid in self.processes(of: uid).filter { $0 == pid } } ?? self.processes(of: uid) }
         var signalled = Set<Int32>()
         let graceEnd = Date().addingTimeInterval(grace)
+        // Counted as well as timed: under a frozen (faked) clock the grace still ends.
+        var waits = 0
         while true {
             let found = processes()
             if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
-            if Date() >= graceEnd { break }
+            waits += 1
+            if Date() >= graceEnd || Double(waits) > grace * 20 + 1 { break }
             for pid in found where !signalled.contains(pid) { kill(pid, SIGTERM) }
             signalled.formUnion(found)
             usleep(50_000)
