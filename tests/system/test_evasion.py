@@ -123,9 +123,10 @@ def test_permission_lock_ends_holders_in_their_own_namespace_and_of_parked_descr
 
     r = daemon.ok("lock", "--user", user.name)
     assert daemon.state_of(user) == "locked"
-    for name, p in (("the holder in its own namespace", bound), ("the holder of parked descriptors", parked)):
-        worked = what_worked(p)
-        assert not worked, f"after `lockwipectl lock` {name} still could: {worked}\n{r.describe()}"
+    worked = {name: what_worked(p) for name, p in (("the holder in its own namespace", bound),
+                                                    ("the holder of parked descriptors", parked))}
+    still = {name: w for name, w in worked.items() if w}
+    assert not still, f"after `lockwipectl lock`, still possible: {still}\n{r.describe()}"
     found = [os.path.join(d, f) for d, _, files in os.walk(vault) for f in files if f == "created-after-lock"]
     assert not found, f"files created in the locked vault: {found}"
     assert fingerprint(daemon.outside) == before
