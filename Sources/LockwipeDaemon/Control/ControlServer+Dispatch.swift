@@ -68,6 +68,15 @@ extension ControlServer {
                 ]))
         case .previewWipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            // One dry-run per caller at a time: a survey counts a whole vault, and a user's
+            // connections must not turn into as many walks of it.
+            let uid = caller.credentials.uid
+            guard dryRuns.withLock({ $0.insert(uid).inserted }) else {
+                let who = caller.userName.map { "\($0) (uid \(uid))" } ?? "uid \(uid)"
+                throw ManagerError.actionFailed(
+                    "a wipe dry-run by \(who) is already running: one at a time per user; try again when it has finished")
+            }
+            defer { _ = dryRuns.withLock { $0.remove(uid) } }
             var previews: [WipePreview] = []
             for user in try await wipeTargets(p, caller: caller) { previews += try await manager.previewWipe(user: user) }
             return try VarlinkMessage.encodeReply(WipePreviewReply(previews: previews))

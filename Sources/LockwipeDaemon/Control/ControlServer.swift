@@ -18,6 +18,8 @@ public final class ControlServer: Sendable {
     private let admission: Mutex<ConnectionAdmission>
     private let refusalLog = Mutex(RefusalLogThrottle())
     let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
+    /// The uids with a wipe dry-run running now: one at a time per caller.
+    let dryRuns = Mutex(Set<UInt32>())
 
     public struct Limits: Sendable {
         public var maxConnections: Int
@@ -105,16 +107,21 @@ public final class ControlServer: Sendable {
                     let data = Data(message.readableBytesView)
                     guard let reply = await self.respond(to: data, peer: peer) else {
                         try await outbound.write(ByteBuffer())  // answered (oneway): no longer in flight
+                        if peer.afterOwnRequest != nil { break }
                         continue
                     }
                     var out = ByteBuffer(bytes: reply.data)
                     out.writeInteger(UInt8(0))
                     try await outbound.write(out)
-                    if reply.close { break }
+                    // After her own lock or wipe, nothing more from that client.
+                    if reply.close || peer.afterOwnRequest != nil { break }
                 }
             }
         } catch {
             logger.debug("connection ended", metadata: ["error": .string("\(error)")])
+        }
+        if let own = peer.afterOwnRequest {
+            await manager.endClientAfterOwnRequest(user: own.user, own.client)
         }
     }
 
@@ -131,6 +138,10 @@ public final class ControlServer: Sendable {
     final class Peer {
         let credentials: PeerCredentials?
         private var known: Caller?
+        /// Set by a request that ended the caller's own processes but hers (her own lock or
+        /// wipe): the connection is closed after its answer, and then the client is ended
+        /// if it has not exited.
+        var afterOwnRequest: (user: String, client: RequestingClient)?
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }
 
@@ -155,8 +166,13 @@ public final class ControlServer: Sendable {
         let oneway = header.oneway ?? false
         do {
             let result: Data
+            // The client is spared if this request ends its own user's processes.
+            let client = credentials.map { RequestingClient(uid: $0.uid, pid: $0.pid) }
+            defer {
+                if let client, let user = client.sparedFor { peer.afterOwnRequest = (user, client) }
+            }
             do {
-                result = try await dispatch(header.method, data, peer: peer)
+                result = try await RequestingClient.$current.withValue(client) { try await dispatch(header.method, data, peer: peer) }
             } catch let error as ManagerError {
                 throw Self.wireError(error)
             }

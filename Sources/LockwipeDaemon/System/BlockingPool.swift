@@ -5,6 +5,10 @@ import NIOPosix
 /// calls of a lock or an unlock, waiting for processes to end) run on NIO's one shared
 /// thread pool, never on an actor or the cooperative pool; only a running wipe has a
 /// thread of its own (`runOnWipeThread`).
+///
+/// What a user asks to read for herself and that may take long (the survey of a wipe's
+/// dry-run, which counts her whole vault) runs on a pool of its own (`runRead`), so that
+/// enforcement (lock, wipe, unlock) never queues behind it, however many she starts.
 enum BlockingPool {
     /// Runs `body` on `NIOThreadPool.singleton` and returns its result. The work is not
     /// abandoned when the calling task is cancelled (a shutdown): a key change or a lock
@@ -12,4 +16,21 @@ enum BlockingPool {
     static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
     }
+
+    /// Runs a user's long read (a dry-run's survey) on the readers' pool of
+    /// `readerThreads` threads, apart from enforcement's. Readers queue behind each other
+    /// there, never in front of a lock (and one user has one dry-run at a time:
+    /// `ControlServer`).
+    static func runRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await readers.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
+    }
+
+    static let readerThreads = 2
+
+    /// Started on first use, for the daemon's lifetime (as `NIOThreadPool.singleton` is).
+    private static let readers: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: readerThreads)
+        pool.start()
+        return pool
+    }()
 }

@@ -57,7 +57,7 @@ extension Manager {
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)
         await observers.notify(.didLock, event)
-        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) holding the vault open"
+        let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) of \(user)"
         return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
     }
 
@@ -66,29 +66,37 @@ extension Manager {
         r.protection == .encrypted ? encryption : protection
     }
 
-    /// Applies `r`'s lock (idempotent), ending the user's processes that hold the vault when
-    /// `[lock] terminate_processes` is on; returns the pids that were ended. First takes back
-    /// what the user mounted on or inside the vault (`VaultMountTakeback`). It all runs as
-    /// one vault call (`VaultCalls`): bounded by a deadline, off the actor and the pool.
+    /// Applies `r`'s lock (idempotent), ending all of the user's processes when
+    /// `[lock] terminate_processes` is on (before the vault is opened, so even when it
+    /// cannot be); returns the pids that were ended. First takes back what the user
+    /// mounted on or inside the vault (`VaultMountTakeback`). It all runs as one vault call
+    /// (`VaultCalls`): bounded by a deadline, off the actor and the pool. When the vault is
+    /// unresponsive, so that the call cannot even start, her processes are still ended (on
+    /// the pool: ending them touches no vault) and the lock fails.
     func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
         let p = protection(for: r)
         let vaults = r.vaults
-        let dirs = r.directories
         let uid = r.uid
-        let grace = configuration.terminateGraceSeconds
-        let terminator = configuration.terminateProcesses ? ProcessTerminator(grace: TimeInterval(grace)) : nil
-        let (outcome, takebacks) = try await vaultCalls.run(user: r.user, "the lock", timeout: Self.vaultCallTimeout + .seconds(grace)) {
-            let takebacks = vaults.map(VaultMountTakeback.takeBack)
-            let outcome = Result { () throws -> [Int32] in
-                var ended: [Int32] = []
-                try p.lock(vaults, uid: uid) {
-                    let pids = terminator?.terminate(uid: uid, directories: dirs) ?? []
-                    ended += pids
-                    return pids
-                }
-                return ended
+        let terminator = terminator(for: r)
+        let ending = terminator.map { Duration.seconds($0.grace + $0.limit) } ?? .zero
+        let outcome: Result<[Int32], any Error>
+        let takebacks: [VaultMountTakeback.Report]
+        do {
+            (outcome, takebacks) = try await vaultCalls.run(user: r.user, "the lock", timeout: Self.vaultCallTimeout + ending) {
+                let takebacks = vaults.map(VaultMountTakeback.takeBack)
+                return (Result { try p.lock(vaults, uid: uid, ending: terminator) }, takebacks)
             }
-            return (outcome, takebacks)
+        } catch let error as VaultUnresponsive {
+            if let terminator, error.earlier {
+                do {
+                    _ = try await BlockingPool.run { terminator.terminate(uid: uid) }
+                } catch {
+                    logger.error(
+                        "the processes of \(r.user) could not be ended: \(error)",
+                        metadata: ["user": .string(r.user), "message_id": MessageID.lockFailed.metadata])
+                }
+            }
+            throw error
         }
         journalTakebacks(r, takebacks, action: "lock")
         return try outcome.get()

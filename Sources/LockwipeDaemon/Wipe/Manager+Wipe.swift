@@ -136,7 +136,8 @@ extension Manager {
         let crypto = stored != nil
         if crypto { options.passes = 0 }
         let (vaults, passes) = (r.vaults, options.passes)
-        let surveys = try await BlockingPool.run {
+        // A user's own read, possibly long: on the readers' pool, never in enforcement's way.
+        let surveys = try await BlockingPool.runRead {
             vaults.map { VaultSurvey.take($0, count: true, overwrite: passes > 0, maxOpenDirectories: SecureEraser().maxOpenDirectories) }
         }
         let method = crypto ? "crypto-erase" : passes > 0 ? "overwrite" : "unlink"

@@ -1,71 +1,143 @@
 import Foundation
+import LockwipeCore
 
-/// Ends a user's processes that hold files open under a vault, so that a lock also cuts
-/// off access through descriptors opened before it.
+/// Ends every process of a user, so that a lock also cuts off what she opened before it:
+/// open descriptors and working directories, a vault bind-mounted in a mount namespace of
+/// her own (whose `/proc` links print another path), descriptors of the vault parked in a
+/// socket message that only a socket of hers holds (closed with her last process). A
+/// process is hers when any of its real, effective, saved or filesystem uids is hers
+/// (`ProcessOwnership`); root's processes and other accounts' are never ended
+/// (`docs/security.md` says why, and what a permission lock therefore cannot revoke).
 ///
-/// A process "holds" the vault when its working directory, root, or any open descriptor
-/// resolves to a path inside one of the directories. Only processes whose real or
-/// effective uid is the user's are ended: SIGTERM, then SIGKILL after `grace`.
+/// She may fork while `/proc` is read, so ending is a loop of scans, bounded in passes and
+/// time: SIGTERM to every process found (those forked meanwhile too) until none is left or
+/// `grace` has passed; then, pass after pass, SIGSTOP to every process found and scans
+/// again until a scan finds none that was not stopped (a stopped process cannot fork),
+/// SIGKILL to all of them, and a new pass, until a scan finds no process of hers.
+///
+/// A pid is read from `/proc` and signalled a moment later; it could only be another
+/// process's by then if the kernel reused it in between (it hands out pids in order, up
+/// to `pid_max`), which is not in her power.
 public struct ProcessTerminator: Sendable {
     public var grace: TimeInterval
+    /// How long the SIGSTOP/SIGKILL passes may take after the grace, and how many there may be.
+    public var limit: TimeInterval = 10
+    public var passes = 200
+    /// A process left alone: the client whose request ends its own user's processes (her
+    /// own lock or wipe), so that it can read the answer
+    /// (`Manager.endClientAfterOwnRequest` ends it afterwards).
+    public var spared: Int32?
 
-    public init(grace: TimeInterval) {
+    public init(grace: TimeInterval, sparing spared: Int32? = nil) {
         self.grace = grace
+        self.spared = spared
     }
 
-    /// Pids of `uid`'s processes holding anything under `directories`.
-    public static func holders(uid: UInt32, directories: [String]) -> [Int32] {
+    /// What `terminate` did: the pids it signalled, and the processes of hers still
+    /// running when its passes ran out (in an uninterruptible wait, or forking faster than
+    /// the passes); a lock with survivors is not complete.
+    public struct Outcome: Sendable, Equatable {
+        public var ended: [Int32]
+        public var survivors: [Int32]
+    }
+
+    /// Ends every process of `uid` (none for uid 0); with `only`, that one process if it
+    /// is still hers.
+    public func terminate(uid: UInt32, only: Int32? = nil) -> Outcome {
+        guard uid != 0 else { return Outcome(ended: [], survivors: []) }
+        let processes = { only.map { pid in self.processes(of: uid).filter { $0 == pid } } ?? self.processes(of: uid) }
+        var signalled = Set<Int32>()
+        let graceEnd = Date().addingTimeInterval(grace)
+        // Counted as well as timed: under a frozen (faked) clock the grace still ends.
+        var waits = 0
+        while true {
+            let found = processes()
+            if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
+            waits += 1
+            if Date() >= graceEnd || Double(waits) > grace * 20 + 1 { break }
+            for pid in found where !signalled.contains(pid) { kill(pid, SIGTERM) }
+            signalled.formUnion(found)
+            usleep(50_000)
+        }
+        let end = Date().addingTimeInterval(limit)
+        var pass = 0
+        while true {
+            var found = Set(processes())
+            if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
+            pass += 1
+            if pass > passes || Date() >= end { return Outcome(ended: signalled.sorted(), survivors: found.sorted()) }
+            // Freeze what was found, then what was forked before the stop arrived, until a
+            // scan finds nothing new; then none of them can fork any more.
+            var stopped = Set<Int32>()
+            var freezes = 0
+            while !found.subtracting(stopped).isEmpty, freezes < passes {
+                freezes += 1
+                for pid in found.subtracting(stopped) { kill(pid, SIGSTOP) }
+                stopped.formUnion(found)
+                found = Set(processes())
+            }
+            for pid in stopped.union(found) { kill(pid, SIGKILL) }
+            signalled.formUnion(stopped.union(found))
+            usleep(20_000)
+        }
+    }
+
+    /// Pids of `uid`'s processes that still run code (a zombie is gone for this purpose;
+    /// a process whose main thread has exited but whose other threads run is not).
+    func processes(of uid: UInt32) -> [Int32] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
         let me = getpid()
         return entries.compactMap { Int32($0) }.filter { pid in
-            pid != me && owner(of: pid).contains(uid) && holdsAny(pid: pid, directories: directories)
+            guard pid != me, pid > 1, pid != spared,
+                let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                ProcessOwnership.belongs(status: status, to: uid)
+            else { return false }
+            return Self.isRunning(pid)
         }.sorted()
     }
 
-    /// Real and effective uid from /proc/PID/status.
-    static func owner(of pid: Int32) -> [UInt32] {
-        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return [] }
-        for line in status.split(separator: "\n") where line.hasPrefix("Uid:") {
-            return line.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst().prefix(2).compactMap { UInt32($0) }
+    /// True while any thread of `pid` is neither a zombie nor dead.
+    static func isRunning(_ pid: Int32) -> Bool {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return false }
+        return tasks.contains { tid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+                let state = ProcessOwnership.state(stat: stat)
+            else { return false }
+            return ProcessOwnership.isRunning(state: state)
         }
-        return []
     }
+}
 
-    static func holdsAny(pid: Int32, directories: [String]) -> Bool {
-        var links = ["/proc/\(pid)/cwd", "/proc/\(pid)/root"]
-        if let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd") {
-            links += fds.map { "/proc/\(pid)/fd/\($0)" }
-        }
-        for link in links {
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link) else { continue }
-            let cleaned = target.hasSuffix(" (deleted)") ? String(target.dropLast(10)) : target
-            if directories.contains(where: { cleaned == $0 || cleaned.hasPrefix($0 + "/") }) { return true }
-        }
-        return false
+/// Processes of the user that were still running when the terminator's passes ran out:
+/// the lock is not complete while they may still hold the vault.
+public struct ProcessesSurvived: Error, Sendable, CustomStringConvertible {
+    public var uid: UInt32
+    public var pids: [Int32]
+
+    public var description: String {
+        "\(pids.count) process(es) of uid \(uid) could not be ended (pid \(pids.map(String.init).joined(separator: ", ")) still running after SIGKILL); they may still read the vault"
     }
+}
 
-    /// Ends the holders; returns the pids that were signalled.
-    public func terminate(uid: UInt32, directories: [String]) -> [Int32] {
-        let pids = Self.holders(uid: uid, directories: directories)
-        guard !pids.isEmpty else { return [] }
-        for pid in pids { kill(pid, SIGTERM) }
-        let deadline = Date().addingTimeInterval(grace)
-        var alive = pids
-        while !alive.isEmpty, Date() < deadline {
-            usleep(50_000)
-            alive = alive.filter { Self.isAlive($0) }
+extension VaultProtecting {
+    /// Locks the vault of `uid`, ending all of her processes when `terminator` is given:
+    /// first, before the vault is opened at all (so that a vault that cannot be opened, or
+    /// a filesystem of hers that stalls the opening, does not spare them), then again
+    /// where the protection ends holders (what she started meanwhile). Returns the pids
+    /// ended; throws the lock's error, or `ProcessesSurvived` when some could not be ended.
+    func lock(_ vaults: [VaultDirectory], uid: UInt32, ending terminator: ProcessTerminator?) throws -> [Int32] {
+        var ended = Set<Int32>()
+        var survivors: [Int32] = []
+        func end() -> [Int32] {
+            guard let terminator else { return [] }
+            let outcome = terminator.terminate(uid: uid)
+            ended.formUnion(outcome.ended)
+            survivors = outcome.survivors
+            return outcome.ended
         }
-        for pid in alive { kill(pid, SIGKILL) }
-        return pids
-    }
-
-    static func isAlive(_ pid: Int32) -> Bool {
-        // A zombie still answers kill(0); its state in /proc says it is gone for our purpose.
-        guard kill(pid, 0) == 0 else { return false }
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return false }
-        let state = stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).first
-        return state != "Z" && state != "X"
+        _ = end()
+        try lock(vaults, uid: uid, endHolders: end)
+        guard survivors.isEmpty else { throw ProcessesSurvived(uid: uid, pids: survivors) }
+        return ended.sorted()
     }
 }

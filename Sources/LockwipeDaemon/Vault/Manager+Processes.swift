@@ -1,0 +1,73 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// The client whose request is being answered (its peer credentials), for the length of
+/// the request (a task-local value the control server sets). When that request ends its
+/// own user's processes (her own lock, her own wipe, the wrong passcode that wipes her
+/// vault), the client is spared so that it can read the answer, and ended afterwards if
+/// it has not exited (`Manager.endClientAfterOwnRequest`).
+public final class RequestingClient: Sendable {
+    public let uid: UInt32
+    public let pid: Int32
+    /// The user whose processes were ended while the client was spared.
+    let spared = Mutex<String?>(nil)
+
+    public init(uid: UInt32, pid: Int32) {
+        self.uid = uid
+        self.pid = pid
+    }
+
+    @TaskLocal public static var current: RequestingClient?
+
+    /// The user whose processes this request ended while sparing the client, if any.
+    public var sparedFor: String? { spared.withLock { $0 } }
+}
+
+/// Ending a user's processes (`[lock] terminate_processes`): all of them, at every lock
+/// (`ProcessTerminator`), but the client asking when the request is hers.
+extension Manager {
+    /// The terminator for a lock of `r` that the configuration asks for; nil when
+    /// `terminate_processes` is off.
+    func terminator(for r: RegistrationRecord) -> ProcessTerminator? {
+        guard configuration.terminateProcesses else { return nil }
+        var spared: Int32?
+        if let client = RequestingClient.current, client.uid == r.uid, r.uid != 0 {
+            client.spared.withLock { $0 = r.user }
+            spared = client.pid
+        }
+        return ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds), sparing: spared)
+    }
+
+    /// After a request that ended its own user's processes has been answered and its
+    /// connection closed: the client (spared so that it could read the answer) has
+    /// `clientExit` to exit, and is ended if it has not (a client of her own making gains
+    /// no more than that moment). Her other processes are not touched again: she may go
+    /// on using the machine, to unlock with her passcode for one.
+    public func endClientAfterOwnRequest(user: String, _ client: RequestingClient, clientExit: TimeInterval = 1) async {
+        guard configuration.terminateProcesses else { return }
+        let terminator = ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds))
+        let (uid, pid) = (client.uid, client.pid)
+        let outcome: ProcessTerminator.Outcome
+        do {
+            outcome = try await BlockingPool.run {
+                let deadline = Date().addingTimeInterval(clientExit)
+                while ProcessTerminator.isRunning(pid), Date() < deadline { usleep(20_000) }
+                return terminator.terminate(uid: uid, only: pid)
+            }
+        } catch {
+            logger.error("cannot end the client of \(user)'s own request: \(error)", metadata: ["user": .string(user)])
+            return
+        }
+        if !outcome.ended.isEmpty {
+            logger.notice(
+                "ended the client (pid \(pid)) still running after the lock of \(user) it asked for",
+                metadata: ["user": .string(user), "terminated_pids": .string(outcome.ended.map(String.init).joined(separator: " "))])
+        }
+        if !outcome.survivors.isEmpty {
+            logger.error(
+                "after the lock of \(user) its client asked for: \(ProcessesSurvived(uid: uid, pids: outcome.survivors))",
+                metadata: ["user": .string(user)])
+        }
+    }
+}
