@@ -243,6 +243,96 @@ def test_deep_chain_and_many_files_with_few_descriptors(make_daemon, make_user):
     assert daemon.registration(user)["wipe"]["entries_removed"] == 110_102
 
 
+LONG_NAME = "n" * 255  # the longest name a directory can have: the most memory per level
+
+
+def make_long_chain(vault, depth, out, every=1000):
+    """A chain of `depth` directories named LONG_NAME, built with mkdirat one level at a
+    time (PATH_MAX never applies), closing each parent as it goes. Every `every` levels a
+    small file, a symlink to a canary outside and a hard link to one; a file at the
+    bottom. Returns the number of entries inside the vault."""
+    fd = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
+    entries = depth
+    try:
+        for level in range(depth):
+            if level % every == 0:
+                with open(os.open("f.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+                    f.write(b"level %d" % level)
+                os.symlink(str(out / "canary-dir"), "out-link", dir_fd=fd)
+                os.link(str(out / "hard.txt"), "hard-link", dst_dir_fd=fd)
+                entries += 3
+            os.mkdir(LONG_NAME, dir_fd=fd)
+            nxt = os.open(LONG_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+            f.write(b"at the bottom")
+        entries += 1
+    finally:
+        os.close(fd)
+    return entries
+
+
+def peak_memory(pid):
+    """The process's peak resident memory (VmHWM), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+DEEP = 20_000
+
+
+def test_a_deep_chain_is_wiped_in_memory_of_the_same_order_as_a_shallow_one(make_daemon, make_user):
+    """A user can build a chain of directories as deep as her quota allows. The wipe keeps
+    one name per level: its peak memory after a 20,000-level chain of 255-byte names (5 MB
+    of path at the bottom) is of the same order as after a 100-level one; a path string
+    per level made it grow with the square of the depth (about 51 GB here). With 160
+    descriptors: the walk keeps a bounded number of directories open at any depth."""
+    daemon = make_daemon(start=False)
+    daemon.nofile = 160
+    daemon.start()
+    out = make_outside(daemon)
+    before = fingerprint(out)
+
+    def wipe(depth):
+        user = make_user()
+        vault = daemon.data / f"vault-{depth}"
+        vault.mkdir()
+        os.chown(vault, user.uid, user.gid)
+        entries = make_long_chain(vault, depth, out)
+        register(daemon, user, vault)
+        started = time.monotonic()
+        r = daemon.ctl("wipe", "--user", user.name, "--yes", timeout=300)
+        elapsed = time.monotonic() - started
+        assert r.code == 0, r.describe() + "\n" + daemon.log_tail()
+        peak = peak_memory(daemon.proc.pid)
+        assert vault_is_empty(vault), os.listdir(vault)
+        assert fingerprint(out) == before, "the wipe changed something outside the vault"
+        assert daemon.state_of(user) == "wiped"
+        report = daemon.registration(user)["wipe"]
+        assert report["complete"] is True and report["skipped"] == [], report
+        assert report["entries_removed"] == entries, (report, entries)
+        files = depth // 1000 + (1 if depth % 1000 else 0) + 1  # f.txt per 1,000 levels, bottom.txt
+        assert report["files_overwritten"] == files, report
+        cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+        assert cert["result"] == "complete" and cert["exceptions"] == [], cert
+        assert cert["entries_removed"] == entries and cert["files_overwritten"] == files, cert
+        assert cert["verification"] == [
+            {"check": "vault-empty", "passed": True, "detail": "re-walked: every vault directory is empty"}], cert
+        print(f"depth {depth}: {entries} entries wiped in {elapsed:.1f} s, daemon VmHWM {peak / 2**20:.1f} MiB")
+        return peak
+
+    shallow = wipe(100)
+    deep = wipe(DEEP)
+    grown = deep - shallow
+    assert grown <= 64 << 20 or deep <= 2 * shallow, (
+        f"peak memory grew by {grown / 2**20:.0f} MiB from a 100-level wipe ({shallow / 2**20:.0f} MiB)"
+        f" to a {DEEP}-level one ({deep / 2**20:.0f} MiB)")
+
+
 def test_race_directory_swapped_for_symlink_changes_nothing_outside(daemon, make_user, procs):
     """While the wipe runs, another root process keeps replacing directories inside the
     vault by symlinks to a canary directory outside (and back)."""
