@@ -348,6 +348,53 @@ def test_a_deep_chain_is_wiped_in_memory_of_the_same_order_as_a_shallow_one(make
         f" to a {DEEP}-level one ({deep / 2**20:.0f} MiB)")
 
 
+def test_an_entry_deep_in_a_chain_is_reported_by_a_path_no_longer_than_path_max(make_daemon, make_user):
+    """An entry the wipe cannot remove 5,000 levels down (1.3 MB of path): the report, the
+    registration and the certificate name it by the vault, how many directories were left
+    out, and the innermost names, in at most PATH_MAX bytes."""
+    daemon = make_daemon(start=False)
+    daemon.wrapper = ["setpriv", "--inh-caps=-linux_immutable", "--bounding-set=-linux_immutable", "--"]
+    daemon.start()
+    user = make_user()
+    fs = daemon.data / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "lockwipe-test", str(fs)], check=True)
+    try:
+        vault = fs / "vault"
+        vault.mkdir()
+        fd = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
+        for _ in range(5000):
+            os.mkdir(LONG_NAME, dir_fd=fd)
+            nxt = os.open(LONG_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("frozen.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+            f.write(b"immutable")
+        try:  # chattr in the bottom directory (no path reaches it)
+            subprocess.run(["chattr", "+i", "frozen.txt"], preexec_fn=lambda: os.fchdir(fd), pass_fds=(fd,), check=True)
+        finally:
+            os.close(fd)
+        register(daemon, user, vault)
+
+        r = daemon.ctl("wipe", "--user", user.name, "--yes", timeout=120)
+        assert r.code == 1, r.describe()
+        pattern = re.compile(re.escape(str(vault)) + r"/…\((\d+) directories\)…((?:/n{255})+)/frozen\.txt")
+        reported = [line.strip() for line in r.out.splitlines() if line.strip().startswith("not removed: ")]
+        assert len(reported) == 1, r.out[:2000]
+        path, reason = reported[0][len("not removed: "):].split(": ", 1)
+        assert reason.startswith("immutable or append-only, and the daemon may not clear it"), reason
+        m = pattern.fullmatch(path)
+        assert m, path[:600]
+        assert int(m.group(1)) + m.group(2).count("/") == 5000, path[:600]
+        assert len(path.encode()) <= 4096, len(path.encode())
+        assert daemon.registration(user)["wipe"]["skipped"] == [{"path": path, "reason": reason}]
+        cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+        assert cert["result"] != "complete" and cert["exceptions"] == [{"path": path, "reason": reason}], cert["exceptions"]
+        assert daemon.state_of(user) == "wipe-pending"
+    finally:
+        subprocess.run(["umount", "--lazy", str(fs)], capture_output=True)
+
+
 def test_race_directory_swapped_for_symlink_changes_nothing_outside(daemon, make_user, procs):
     """While the wipe runs, another root process keeps replacing directories inside the
     vault by symlinks to a canary directory outside (and back)."""

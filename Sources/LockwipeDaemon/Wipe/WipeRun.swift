@@ -22,6 +22,17 @@ final class WipeRun {
         /// Its name and, shared, its parent's: a frame holds one name, never a path
         /// (`WalkPath`); its `name` is the one to remove it by from its parent.
         var path: WalkPath
+        /// Subdirectories already walked that were not removed at once (something inside
+        /// was skipped, or their removal waits for the batch): not entered again when this
+        /// directory is re-opened through `..` and read from its start. Without it, every
+        /// level of a deep chain re-opened on the way up walked the whole chain below it
+        /// again, when anything at the bottom stayed.
+        var walked: Set<DirectoryID> = []
+    }
+
+    struct DirectoryID: Hashable {
+        var dev: UInt64
+        var ino: UInt64
     }
 
     /// An overwritten file waiting for its batch to be made durable before it may be
@@ -294,7 +305,9 @@ final class WipeRun {
                 openCount -= 1
                 // After its files in the batch, if any; ENOTEMPTY: something inside was
                 // skipped, and that entry says why.
+                let removedBefore = tally.removed
                 removeDirectory(parentFd: stack[parent].fd, name: child.path.name, path: EntryPath(directory: child.path))
+                if tally.removed == removedBefore { stack[parent].walked.insert(DirectoryID(dev: child.dev, ino: child.ino)) }
                 continue
             }
             let name = Self.name(of: entry)
@@ -323,6 +336,9 @@ final class WipeRun {
             }
             guard (st.st_mode & S_IFMT) == S_IFDIR else {
                 removeEntry(dirFd: dirFd, name: name, path: path, st: st)
+                continue
+            }
+            if !stack[top].walked.isEmpty, stack[top].walked.contains(DirectoryID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino))) {
                 continue
             }
             var mount: UInt64 = 0
