@@ -6,11 +6,8 @@ import LockwipeCore
 /// per stack frame made a wipe's memory grow with the square of the depth (1.2 GB at 3,000
 /// levels of 255-byte names, 51 GB at 20,000, for 80 MB on disk). A path is spelled out
 /// only to report it (`text`, `EntryPath`), shortened past `ReportedPath.limit`.
-///
-/// Immutable once made but for `parent`, which only `deinit` clears, and only on a
-/// node no one else holds: sendable in fact.
-final class WalkPath: @unchecked Sendable {
-    private var parent: WalkPath?
+final class WalkPath: Sendable {
+    private let parent: WalkPath?
     /// Its name in its parent, with the NUL (as `WipeRun.name(of:)` reads it); for the
     /// vault root its whole path.
     let name: [CChar]
@@ -37,19 +34,6 @@ final class WalkPath: @unchecked Sendable {
         root = parent.root
         depth = parent.depth + 1
         length = parent.length + name.count  // "/" + the name, without its NUL
-    }
-
-    /// Releases a chain one node at a time: released recursively, the 20,000 parents of
-    /// the deepest directory would take 20,000 nested `deinit`s, more than a thread's stack.
-    deinit {
-        var next = parent
-        parent = nil
-        while var node = next {
-            next = nil
-            guard isKnownUniquelyReferenced(&node) else { break }
-            next = node.parent
-            node.parent = nil
-        }
     }
 
     /// The path of this directory, or of `entry` (a name with its NUL) in it, to report:
