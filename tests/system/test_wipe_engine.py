@@ -243,6 +243,158 @@ def test_deep_chain_and_many_files_with_few_descriptors(make_daemon, make_user):
     assert daemon.registration(user)["wipe"]["entries_removed"] == 110_102
 
 
+LONG_NAME = "n" * 255  # the longest name a directory can have: the most memory per level
+
+
+def make_long_chain(vault, depth, symlink_to, hard_link_to, every=1000):
+    """A chain of `depth` directories named LONG_NAME, built with mkdirat one level at a
+    time (PATH_MAX never applies), closing each parent as it goes. Every `every` levels a
+    small file, a symlink to `symlink_to` and a hard link to `hard_link_to` (outside the
+    vault); a file at the bottom. Returns the number of entries inside the vault."""
+    fd = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
+    entries = depth
+    try:
+        for level in range(depth):
+            if level % every == 0:
+                with open(os.open("f.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+                    f.write(b"level %d" % level)
+                os.symlink(str(symlink_to), "out-link", dir_fd=fd)
+                os.link(str(hard_link_to), "hard-link", dst_dir_fd=fd)
+                entries += 3
+            os.mkdir(LONG_NAME, dir_fd=fd)
+            nxt = os.open(LONG_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+            f.write(b"at the bottom")
+        entries += 1
+    finally:
+        os.close(fd)
+    return entries
+
+
+def peak_memory(pid):
+    """The process's peak resident memory (VmHWM), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+DEEP = 20_000
+
+
+def test_a_deep_chain_is_wiped_in_memory_of_the_same_order_as_a_shallow_one(make_daemon, make_user):
+    """A user can build a chain of directories as deep as her quota allows. The wipe keeps
+    one name per level: its peak memory after a 20,000-level chain of 255-byte names (5 MB
+    of path at the bottom) is of the same order as after a 100-level one; a path string
+    per level made it grow with the square of the depth (about 51 GB here). With 160
+    descriptors: the walk keeps a bounded number of directories open at any depth."""
+    daemon = make_daemon(start=False)
+    daemon.nofile = 160
+    daemon.start()
+    out = make_outside(daemon)
+    # On a tmpfs of its own: on this disk (ext4 mounted with discard) every rmdir waits for
+    # the device, and `rm -rf` of the chain alone takes 45 s. Canaries beside the vaults
+    # there too, for the hard links.
+    fs = daemon.data / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m,mode=0755", "lockwipe-test", str(fs)], check=True)
+    try:
+        beside = fs / "outside"
+        (beside / "dir").mkdir(parents=True)
+        (beside / "hard.txt").write_bytes(os.urandom(5000))
+        (beside / "dir" / "canary.txt").write_bytes(os.urandom(3000))
+        before = {"out": fingerprint(out), "beside": fingerprint(beside)}
+
+        def wipe_chain(depth):
+            user = make_user()
+            vault = fs / f"vault-{depth}"
+            vault.mkdir()
+            os.chown(vault, user.uid, user.gid)
+            entries = make_long_chain(vault, depth, symlink_to=out / "canary-dir", hard_link_to=beside / "hard.txt")
+            (vault / "beside-link").symlink_to(beside / "dir")
+            entries += 1
+            register(daemon, user, vault)
+            started = time.monotonic()
+            r = daemon.ctl("wipe", "--user", user.name, "--yes", timeout=300)
+            elapsed = time.monotonic() - started
+            assert r.code == 0, r.describe() + "\n" + daemon.log_tail()
+            peak = peak_memory(daemon.proc.pid)
+            assert vault_is_empty(vault), os.listdir(vault)
+            assert {"out": fingerprint(out), "beside": fingerprint(beside)} == before, "the wipe changed something outside"
+            assert daemon.state_of(user) == "wiped"
+            report = daemon.registration(user)["wipe"]
+            assert report["complete"] is True and report["skipped"] == [], report
+            assert report["entries_removed"] == entries, (report, entries)
+            files = (depth + 999) // 1000 + 1  # an f.txt every 1,000 levels, and bottom.txt
+            assert report["files_overwritten"] == files, report
+            cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+            assert cert["result"] == "complete" and cert["exceptions"] == [], cert
+            assert cert["entries_removed"] == entries and cert["files_overwritten"] == files, cert
+            assert cert["verification"] == [
+                {"check": "vault-empty", "passed": True, "detail": "re-walked: every vault directory is empty"}], cert
+            print(f"depth {depth}: {entries} entries wiped in {elapsed:.1f} s, daemon VmHWM {peak / 2**20:.1f} MiB")
+            return peak
+
+        shallow = wipe_chain(100)
+        deep = wipe_chain(DEEP)
+    finally:
+        subprocess.run(["umount", "--lazy", str(fs)], capture_output=True)
+    grown = deep - shallow
+    assert grown <= 64 << 20, (
+        f"peak memory grew by {grown / 2**20:.0f} MiB from a 100-level wipe ({shallow / 2**20:.0f} MiB)"
+        f" to a {DEEP}-level one ({deep / 2**20:.0f} MiB)")
+
+
+def test_an_entry_deep_in_a_chain_is_reported_by_a_path_no_longer_than_path_max(make_daemon, make_user):
+    """An entry the wipe cannot remove 5,000 levels down (1.3 MB of path): the report, the
+    registration and the certificate name it by the vault, how many directories were left
+    out, and the innermost names, in at most PATH_MAX bytes."""
+    daemon = make_daemon(start=False)
+    daemon.wrapper = ["setpriv", "--inh-caps=-linux_immutable", "--bounding-set=-linux_immutable", "--"]
+    daemon.start()
+    user = make_user()
+    fs = daemon.data / "fs"
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "lockwipe-test", str(fs)], check=True)
+    try:
+        vault = fs / "vault"
+        vault.mkdir()
+        fd = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
+        for _ in range(5000):
+            os.mkdir(LONG_NAME, dir_fd=fd)
+            nxt = os.open(LONG_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("frozen.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
+            f.write(b"immutable")
+        try:  # chattr in the bottom directory (no path reaches it)
+            subprocess.run(["chattr", "+i", "frozen.txt"], preexec_fn=lambda: os.fchdir(fd), pass_fds=(fd,), check=True)
+        finally:
+            os.close(fd)
+        register(daemon, user, vault)
+
+        r = daemon.ctl("wipe", "--user", user.name, "--yes", timeout=120)
+        assert r.code == 1, r.describe()
+        pattern = re.compile(re.escape(str(vault)) + r"/…\((\d+) directories\)…((?:/n{255})+)/frozen\.txt")
+        reported = [line.strip() for line in r.out.splitlines() if line.strip().startswith("not removed: ")]
+        assert len(reported) == 1, r.out[:2000]
+        path, reason = reported[0][len("not removed: "):].split(": ", 1)
+        assert reason.startswith("immutable or append-only, and the daemon may not clear it"), reason
+        m = pattern.fullmatch(path)
+        assert m, path[:600]
+        assert int(m.group(1)) + m.group(2).count("/") == 5000, path[:600]
+        assert len(path.encode()) <= 4096, len(path.encode())
+        assert daemon.registration(user)["wipe"]["skipped"] == [{"path": path, "reason": reason}]
+        cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+        assert cert["result"] != "complete" and cert["exceptions"] == [{"path": path, "reason": reason}], cert["exceptions"]
+        assert daemon.state_of(user) == "wipe-pending"
+    finally:
+        subprocess.run(["umount", "--lazy", str(fs)], capture_output=True)
+
+
 def test_race_directory_swapped_for_symlink_changes_nothing_outside(daemon, make_user, procs):
     """While the wipe runs, another root process keeps replacing directories inside the
     vault by symlinks to a canary directory outside (and back)."""

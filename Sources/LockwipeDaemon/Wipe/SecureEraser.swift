@@ -38,8 +38,10 @@ public protocol VaultErasing: Sendable {
 ///   the file is truncated and unlinked: dirty pages of an unlinked file may never reach
 ///   the disk, and a crash after the unlink would leave the old data with no name left
 ///   to resume from; a directory is removed after the files in it that were waiting;
-/// - depth and size are limited by neither the stack nor descriptors: the walk is
-///   iterative and keeps at most `maxOpenDirectories` directories open.
+/// - depth and size are limited by neither the stack nor descriptors nor memory: the walk
+///   is iterative, keeps at most `maxOpenDirectories` directories open, and holds one name
+///   per level of the chain it is in (`WalkPath`), never a path per level; a path is
+///   spelled out only to report an entry, shortened past `PATH_MAX`.
 public struct SecureEraser: VaultErasing {
     /// Directory descriptors kept open at most; deeper walks re-open parents through `..`.
     public var maxOpenDirectories: Int

@@ -21,7 +21,7 @@ extension WipeRun {
         /// A duplicate of its parent's descriptor (`batchDirectory`).
         var parentFd: Int32
         var name: [CChar]
-        var path: String
+        var path: EntryPath
     }
 
     /// One batch as the worker takes it over, descriptors included (it closes them).
@@ -50,12 +50,12 @@ extension WipeRun {
     /// What became of a batch's entry, accounted on the wipe's thread.
     enum Outcome: Sendable {
         /// The pattern could not be written (or a pass made durable); left in place.
-        case notWritten(path: String, error: PatternWriter.WriteError)
-        case notDurable(path: String, code: Int32)
+        case notWritten(path: EntryPath, error: PatternWriter.WriteError)
+        case notDurable(path: EntryPath, code: Int32)
         /// Overwritten and durable; `unlink` is 0, or the errno of the failed unlink.
-        case overwritten(path: String, bytes: Int64, unlink: Int32)
+        case overwritten(path: EntryPath, bytes: Int64, unlink: Int32)
         /// 0, or the errno of the failed `rmdir`.
-        case directory(path: String, code: Int32)
+        case directory(path: EntryPath, code: Int32)
     }
 
     /// File systems that overwrite a file's allocated blocks in place (statfs magic:
@@ -134,7 +134,7 @@ extension WipeRun {
 
     /// Removes a directory the walk finished: at once when nothing is waiting, else after
     /// the batch (files of it may be in the batch or in flight).
-    func removeDirectory(parentFd: Int32, name: [CChar], path: String) {
+    func removeDirectory(parentFd: Int32, name: [CChar], path: EntryPath) {
         if batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
             return account(Self.removeDirectory(PendingDirectory(parentFd: parentFd, name: name, path: path)))
         }

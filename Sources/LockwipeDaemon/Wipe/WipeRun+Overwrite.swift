@@ -2,7 +2,7 @@ import CLockwipeFS
 import Foundation
 
 extension WipeRun {
-    func overwrite(dirFd: Int32, name: [CChar], path: String, expected: stat) {
+    func overwrite(dirFd: Int32, name: [CChar], path: EntryPath, expected: stat) {
         let flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
         var fd = openat(dirFd, name, flags)
         if fd < 0, errno == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: expected) {
@@ -39,7 +39,7 @@ extension WipeRun {
         let id = nextWriteID
         nextWriteID += 1
         writers.submit(.init(id: id, fd: fd, size: Int64(st.st_size), granule: Self.blockGranule(st)))
-        batch.append(Pending(id: id, fd: fd, dirFd: dup, name: name, path: path, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: 0))
+        batch.append(Pending(id: id, fd: fd, dirFd: dup, name: name, directory: path.directory, dev: UInt64(st.st_dev), ino: UInt64(st.st_ino), bytes: 0))
         batchBytes += Int64(st.st_size) * Int64(options.passes)
         if batch.count >= batchFileLimit || batchBytes >= engine.batchBytes { flush() }
     }

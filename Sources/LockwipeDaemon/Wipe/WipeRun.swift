@@ -19,9 +19,20 @@ final class WipeRun {
         var fd: Int32
         var dev: UInt64
         var ino: UInt64
-        var path: String
-        /// The name of this directory in its parent (nil for the vault root).
-        var name: [CChar]?
+        /// Its name and, shared, its parent's: a frame holds one name, never a path
+        /// (`WalkPath`); its `name` is the one to remove it by from its parent.
+        var path: WalkPath
+        /// Subdirectories already walked that were not removed at once (something inside
+        /// was skipped, or their removal waits for the batch): not entered again when this
+        /// directory is re-opened through `..` and read from its start. Without it, every
+        /// level of a deep chain re-opened on the way up walked the whole chain below it
+        /// again, when anything at the bottom stayed.
+        var walked: Set<DirectoryID> = []
+    }
+
+    struct DirectoryID: Hashable {
+        var dev: UInt64
+        var ino: UInt64
     }
 
     /// An overwritten file waiting for its batch to be made durable before it may be
@@ -32,10 +43,13 @@ final class WipeRun {
         var fd: Int32
         var dirFd: Int32
         var name: [CChar]
-        var path: String
+        /// The directory it is in: its path is spelled out only if it is reported.
+        var directory: WalkPath
         var dev: UInt64
         var ino: UInt64
         var bytes: Int64
+
+        var path: EntryPath { EntryPath(directory: directory, name: name) }
     }
 
     private enum WalkEnd { case finished, lostWay, cancelled }
@@ -129,6 +143,8 @@ final class WipeRun {
         progress.update { $0.skipped += 1 }
     }
 
+    func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
+
     func removed() {
         tally.removed += 1
         progress.update { $0.entriesRemoved += 1 }
@@ -151,10 +167,6 @@ final class WipeRun {
         let start = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
             .assumingMemoryBound(to: CChar.self)
         return Array(UnsafeBufferPointer(start: start, count: strlen(start) + 1))
-    }
-
-    private static func child(_ parent: String, _ name: [CChar]) -> String {
-        parent + "/" + String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     // MARK: The vault
@@ -257,7 +269,7 @@ final class WipeRun {
         let haveMountIDs = lockwipe_mount_id(rootFd, "", &rootMount) == 0
         clearAttributes(rootFd, root)
 
-        var stack = [Frame(dir: rootDir, fd: rootFd, dev: UInt64(rootStat.st_dev), ino: UInt64(rootStat.st_ino), path: root, name: nil)]
+        var stack = [Frame(dir: rootDir, fd: rootFd, dev: UInt64(rootStat.st_dev), ino: UInt64(rootStat.st_ino), path: WalkPath(root: root))]
         var openCount = 1
         defer {
             for frame in stack { if let dir = frame.dir { closedir(dir) } }
@@ -267,9 +279,9 @@ final class WipeRun {
             if progress.isCancelled { return .cancelled }
             errno = 0
             guard let entry = readdir(stack[top].dir!) else {
-                if errno != 0 { skip(stack[top].path, "cannot be read: \(Self.reason(errno))") }
+                if errno != 0 { skip(stack[top].path.text(), "cannot be read: \(Self.reason(errno))") }
                 let child = stack.removeLast()
-                guard let parent = stack.indices.last, let name = child.name else {
+                guard let parent = stack.indices.last else {
                     closedir(child.dir!)
                     break
                 }
@@ -293,14 +305,16 @@ final class WipeRun {
                 openCount -= 1
                 // After its files in the batch, if any; ENOTEMPTY: something inside was
                 // skipped, and that entry says why.
-                removeDirectory(parentFd: stack[parent].fd, name: name, path: child.path)
+                let removedBefore = tally.removed
+                removeDirectory(parentFd: stack[parent].fd, name: child.path.name, path: EntryPath(directory: child.path))
+                if tally.removed == removedBefore { stack[parent].walked.insert(DirectoryID(dev: child.dev, ino: child.ino)) }
                 continue
             }
             let name = Self.name(of: entry)
             if name == [46, 0] || name == [46, 46, 0] { continue }  // "." and ".."
             let type = entry.pointee.d_type
             let dirFd = stack[top].fd
-            let path = Self.child(stack[top].path, name)
+            let path = EntryPath(directory: stack[top].path, name: name)
 
             if type != DirectoryType.directory && type != DirectoryType.unknown
                 && !(type == DirectoryType.regular && options.passes > 0)
@@ -322,6 +336,9 @@ final class WipeRun {
             }
             guard (st.st_mode & S_IFMT) == S_IFDIR else {
                 removeEntry(dirFd: dirFd, name: name, path: path, st: st)
+                continue
+            }
+            if !stack[top].walked.isEmpty, stack[top].walked.contains(DirectoryID(dev: UInt64(st.st_dev), ino: UInt64(st.st_ino))) {
                 continue
             }
             var mount: UInt64 = 0
@@ -351,8 +368,9 @@ final class WipeRun {
                 close(childFd)
                 continue
             }
-            clearAttributes(childFd, path)
-            stack.append(Frame(dir: childDir, fd: childFd, dev: UInt64(opened.st_dev), ino: UInt64(opened.st_ino), path: path, name: name))
+            let childPath = WalkPath(name, in: stack[top].path)
+            clearAttributes(childFd, childPath.text())
+            stack.append(Frame(dir: childDir, fd: childFd, dev: UInt64(opened.st_dev), ino: UInt64(opened.st_ino), path: childPath))
             openCount += 1
             if openCount > engine.maxOpenDirectories {
                 // Open frames are always the deepest ones: close the shallowest of them.
@@ -368,7 +386,7 @@ final class WipeRun {
 
     /// Removes a non-directory: regular files with one link are overwritten first (and
     /// unlinked after the batch is durable); everything else is only unlinked.
-    private func removeEntry(dirFd: Int32, name: [CChar], path: String, st: stat) {
+    private func removeEntry(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
         if (st.st_mode & S_IFMT) == S_IFREG && st.st_nlink == 1 && options.passes > 0 {
             overwrite(dirFd: dirFd, name: name, path: path, expected: st)
             return
@@ -376,7 +394,7 @@ final class WipeRun {
         unlink(dirFd: dirFd, name: name, path: path, st: st)
     }
 
-    func unlink(dirFd: Int32, name: [CChar], path: String, st: stat) {
+    func unlink(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
         if unlinkat(dirFd, name, 0) == 0 { return removed() }
         var code = errno
         if code == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: st) {

@@ -70,7 +70,8 @@ struct VaultSurvey: Sendable, Equatable {
         }
         var rootMount: UInt64 = 0
         let haveMountIDs = lockwipe_mount_id(rootFd, "", &rootMount) == 0
-        var stack: [(dir: OpaquePointer, path: String)] = [(rootDir, root)]
+        // One name per level (`WalkPath`); a path is spelled out only for a mount point.
+        var stack: [(dir: OpaquePointer, path: WalkPath)] = [(rootDir, WalkPath(root: root))]
         defer { for frame in stack { closedir(frame.dir) } }
         while let (dir, path) = stack.last {
             guard let entry = readdir(dir) else {
@@ -83,11 +84,9 @@ struct VaultSurvey: Sendable, Equatable {
             guard fstatat(dirfd(dir), name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             switch st.st_mode & S_IFMT {
             case S_IFDIR:
-                // A path only for directories: a census of 10,000 files builds no string per file.
-                let child = path + "/" + String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 var mount: UInt64 = 0
                 if st.st_dev != rootStat.st_dev || (haveMountIDs && lockwipe_mount_id(dirfd(dir), name, &mount) == 0 && mount != rootMount) {
-                    census.mountPoints.append(child)
+                    census.mountPoints.append(path.text(name))
                     continue
                 }
                 census.directories += 1
@@ -98,7 +97,7 @@ struct VaultSurvey: Sendable, Equatable {
                 let fd = openat(dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                 var opened = stat()
                 if fd >= 0, fstat(fd, &opened) == 0, opened.st_dev == st.st_dev, opened.st_ino == st.st_ino, let d = fdopendir(fd) {
-                    stack.append((d, child))
+                    stack.append((d, WalkPath(name, in: path)))
                 } else if fd >= 0 {
                     close(fd)
                 }
