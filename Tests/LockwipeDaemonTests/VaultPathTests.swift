@@ -43,26 +43,14 @@ import Testing
         }
     }
 
-    /// Runs `argv` (mount, umount) and returns its exit status.
-    func run(_ argv: [String]) -> Int32 {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = argv
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return -1 }
-        p.waitUntilExit()
-        return p.terminationStatus
-    }
-
     @Test(.enabled(if: geteuid() == 0, "mounting needs root"))
     func aMountOverTheVaultIsSeenNotEnteredAndTheTakebackLeavesRootsMounts() throws {
         let root = try makeTemp()
         defer { try? fm.removeItem(atPath: root) }
         try fm.createDirectory(atPath: root + "/vault", withIntermediateDirectories: true)
         let recorded = try VaultDirectory.current(root + "/vault")
-        try #require(run(["mount", "-t", "tmpfs", "-o", "size=1m", "lockwipe-test", root + "/vault"]) == 0)
-        defer { _ = run(["umount", "-l", root + "/vault"]) }
+        try #require(EncryptedFilesystem.run(["mount", "-t", "tmpfs", "-o", "size=1m", "lockwipe-test", root + "/vault"]) == 0)
+        defer { EncryptedFilesystem.run(["umount", "-l", root + "/vault"]) }
         #expect {
             _ = try VaultPath.open(recorded)
         } throws: { error in
@@ -73,7 +61,7 @@ import Testing
         let report = VaultMountTakeback.takeBack(recorded)
         #expect(report.detached.isEmpty && report.failed.isEmpty)
         #expect(report.left.map(\.mount.fsType) == ["tmpfs"])
-        #expect(run(["umount", root + "/vault"]) == 0)
+        #expect(EncryptedFilesystem.run(["umount", root + "/vault"]) == 0)
         let opened = try VaultPath.open(recorded)
         #expect(opened.identity == recorded.identity)
         opened.close()
