@@ -146,7 +146,7 @@ enum VaultPath {
     /// The daemon's mount table (`/proc/self/mountinfo`); empty when it cannot be read,
     /// which makes any mount on a vault `mountedOver` (fail closed).
     static func mountInfo() -> String {
-        (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        ProcFile.read("/proc/self/mountinfo") ?? ""
     }
 
     /// The walk; with `checkAncestors`, every directory opened on the way *before* the

@@ -112,7 +112,7 @@ enum VaultMountTakeback {
 
     /// The mount id of an open descriptor, from `/proc/self/fdinfo` (no filesystem call).
     static func mountID(of fd: Int32) -> UInt64? {
-        guard let text = try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8) else { return nil }
+        guard let text = ProcFile.read("/proc/self/fdinfo/\(fd)") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
             return UInt64(line.dropFirst("mnt_id:".count).trimmingCharacters(in: .whitespaces))
         }
