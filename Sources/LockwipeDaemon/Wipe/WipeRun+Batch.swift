@@ -243,8 +243,8 @@ extension WipeRun {
             outcomes += batch.directories.map(removeDirectory)
             return outcomes
         }
-        let (directories, failure) = prepareRemovals(batch.directories)
-        if let failure { outcomes.append(failure) }
+        let (directories, notCleared) = prepareRemovals(batch.directories)
+        if let notCleared { outcomes.append(notCleared) }
         outcomes += directories.map(removeDirectory)
         return outcomes
     }
