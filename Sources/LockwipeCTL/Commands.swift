@@ -196,7 +196,10 @@ struct Wipe: ParsableCommand {
     @Flag(help: "Do not ask for confirmation.") var yes = false
     @Flag(
         name: .customLong("dry-run"),
-        help: "Change nothing: print what the wipe would remove, the media, the mount points it would not enter and the caveats (copy-on-write, snapshots, shared extents, names, flash).")
+        help: """
+            Change nothing: print what the wipe would remove, the media, the mount points it would not enter \
+            and the caveats (copy-on-write, snapshots, shared extents, names, flash).
+            """)
     var dryRun = false
     @Flag(help: "With --dry-run: print JSON.") var json = false
 

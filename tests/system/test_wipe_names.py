@@ -48,7 +48,8 @@ def build_vault(vault, files=200):
 def scan(image):
     data = image.read_bytes()
     found = {m: len(re.findall(re.escape(m), data)) for m in (NAME, DATA, KEEP)}
-    found["names"] = sorted({n.decode() for n in re.findall(NAME + rb"-[0-9a-z-]{3,30}", data)})[:5]
+    names = sorted({n.decode() for n in re.findall(NAME + rb"-[0-9a-z-]{3,30}", data)})
+    found["distinct names"], found["names"] = len(names), names[:5]
     return found
 
 
