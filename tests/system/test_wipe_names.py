@@ -93,3 +93,39 @@ def test_overwrite_wipe_on_ext4_leaves_no_name_or_content_on_the_device(daemon, 
         assert names_caveats == [], cert["caveats"]
     else:
         assert len(names_caveats) == 1 and names_caveats[0]["path"] == str(vault), cert["caveats"]
+
+
+def test_names_left_on_btrfs_are_a_caveat_in_the_dry_run_report_and_certificate(daemon, make_user):
+    """btrfs keeps removed names in its metadata trees (new blocks as they change): the
+    wipe cannot clear them, and every place that reports the wipe says so, before and
+    after; the raw image shows why."""
+    from test_certificates import btrfs_fs
+
+    user = make_user()
+    with btrfs_fs(daemon) as fs:
+        image = daemon.root / "btrfs.img"
+        vault = fs / "alice"
+        vault.mkdir()
+        build_vault(vault, files=40)
+        (fs / f"{KEEP.decode()}-canary.txt").write_bytes(KEEP + b" canary " * 100)
+        os.sync()
+        before = fingerprint(fs / f"{KEEP.decode()}-canary.txt")
+        daemon.ok("register", "--user", user.name, "--dir", str(vault))
+
+        dry = daemon.ok("wipe", "--user", user.name, "--dry-run").out
+        assert f"{user.name}: {vault}: caveat (names): btrfs keeps the names of removed files" in dry, dry
+        r = daemon.ok("wipe", "--user", user.name, "--yes")
+        assert os.listdir(vault) == [] and fingerprint(fs / f"{KEEP.decode()}-canary.txt") == before
+        assert "caveat (names)" in r.out, r.describe()
+        cert = json.loads(daemon.ok("certificate", "--user", user.name, "--json").out)
+        names = [c for c in cert["caveats"] if c["kind"] == "names"]
+        assert len(names) == 1 and names[0]["path"] == str(vault), cert["caveats"]
+        assert "encrypted vault" in names[0]["detail"]
+        text = daemon.ok("certificate", "--user", user.name).out
+        assert f"  caveat:       names: {vault}: {names[0]['detail']}" in text, text
+        assert "names" in daemon.ok("status").out.split("last wipe's caveats:")[1].splitlines()[0]
+
+        subprocess.run(["umount", str(fs)], check=True)
+        found = scan(image)
+    # What the caveat says (the contents' old blocks are the copy-on-write caveat's).
+    assert found[KEEP] >= 2 and found[NAME] > 0, found
