@@ -40,7 +40,7 @@ final class WipeRun {
         var bytes: Int64
     }
 
-    enum WalkEnd { case finished, lostWay, cancelled }
+    private enum WalkEnd { case finished, lostWay, cancelled }
 
     static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
 
@@ -57,11 +57,9 @@ final class WipeRun {
     var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
     /// The batch the worker is finishing, not yet accounted.
     var inFlight: OutcomeBox?
-    /// The walk renames emptied directories instead of removing them (`WipeRun+Names.swift`).
+    /// The names of what this vault's wipe removes are cleared (`WipeRun+Names.swift`).
     var clearingNames = false
     var namesVault = ""
-    /// The next filler name's number (`WipeRun+Names.swift`).
-    var nextFiller = 0
     /// One descriptor per ext4 file system whose journal is zeroed at the end, with its vaults.
     var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
     private var workerThread: BatchWorker?
@@ -172,11 +170,9 @@ final class WipeRun {
     /// walk runs, or a walk that lost its way back up, lead to another walk (at most 3).
     func erase(root vault: VaultDirectory) {
         let root = vault.path
-        var skippedBefore = tally.skipped.count
-        // Names: a first walk that renames the emptied directories, which the walks below remove.
-        if startClearingNames(vault) && !renameEmptiedDirectories(vault) { return }
+        startClearingNames(vault)
         for attempt in 1...3 {
-            if attempt > 1 { skippedBefore = tally.skipped.count }
+            let skippedBefore = tally.skipped.count
             let end = progress.isCancelled ? .cancelled : walk(vault)
             if end == .cancelled {
                 discardBatch()  // not durable yet: those files stay, and are overwritten again on resume
@@ -185,7 +181,10 @@ final class WipeRun {
             settle()
             guard let left = remainingEntries(vault) else { return }  // could not be opened: reported
             if left == 0 {
-                if options.removeRoot { removeRoot(vault) }
+                if options.removeRoot {
+                    writeOutDirectories()  // its blocks, names wiped, reach the disk before rmdir frees them
+                    removeRoot(vault)
+                }
                 return
             }
             // Entries left because they were skipped are already reported.
@@ -246,7 +245,7 @@ final class WipeRun {
 
     // MARK: The walk
 
-    func walk(_ vault: VaultDirectory) -> WalkEnd {
+    private func walk(_ vault: VaultDirectory) -> WalkEnd {
         let root = vault.path
         let rootFd: Int32
         do {
