@@ -143,6 +143,22 @@ static inline int lockwipe_rename_exchange(const char *a, const char *b) {
     return syscall(SYS_renameat2, AT_FDCWD, a, AT_FDCWD, b, 2 /* RENAME_EXCHANGE */) == 0 ? 0 : -errno;
 }
 
+/// `renameat2(olddirfd, oldname, newdirfd, newname, RENAME_NOREPLACE)`: renames
+/// without replacing what already has the new name (EEXIST then). 0, or -errno.
+static inline int lockwipe_rename_noreplace(int olddirfd, const char *oldname, int newdirfd, const char *newname) {
+    return syscall(SYS_renameat2, olddirfd, oldname, newdirfd, newname, 1 /* RENAME_NOREPLACE */) == 0 ? 0 : -errno;
+}
+
+/// `EXT4_IOC_CHECKPOINT` (Linux 5.13; defined here for older headers): commits ext4's
+/// journal, writes every journalled block to its place on the disk, and with
+/// `lockwipe_ext4_checkpoint_zeroout` then overwrites the whole journal with zeros.
+/// Needs CAP_SYS_ADMIN. 0, or -errno (-ENOTTY before 5.13 or on another file system,
+/// -EINVAL without a journal).
+static inline int lockwipe_ext4_checkpoint(int fd, uint32_t flags) {
+    return ioctl(fd, _IOW('f', 43, uint32_t), &flags) == 0 ? 0 : -errno;
+}
+static const uint32_t lockwipe_ext4_checkpoint_zeroout = 2;
+
 static const unsigned int lockwipe_immutable_flag = FS_IMMUTABLE_FL;
 static const unsigned int lockwipe_append_flag = FS_APPEND_FL;
 

@@ -196,7 +196,10 @@ struct Wipe: ParsableCommand {
     @Flag(help: "Do not ask for confirmation.") var yes = false
     @Flag(
         name: .customLong("dry-run"),
-        help: "Change nothing: print what the wipe would remove, the media, the mount points it would not enter and the caveats (copy-on-write, snapshots, shared extents, flash).")
+        help: """
+            Change nothing: print what the wipe would remove, the media, the mount points it would not enter \
+            and the caveats (copy-on-write, snapshots, shared extents, names, flash).
+            """)
     var dryRun = false
     @Flag(help: "With --dry-run: print JSON.") var json = false
 
@@ -440,7 +443,7 @@ struct Certificate: ParsableCommand {
             apply), tool and version, media (file system, UUID, device model, serial and \
             rotational flag where the kernel exposes them), start and end, result with every \
             exception, the verification made after the wipe and the caveats detected \
-            (copy-on-write, snapshots, shared extents, flash). history --json carries each \
+            (copy-on-write, snapshots, shared extents, names, flash). history --json carries each \
             certificate on its wipe event.
             """)
     @OptionGroup var global: GlobalOptions

@@ -67,6 +67,10 @@ public struct WipeCaveat: Codable, Sendable, Equatable, Hashable {
         case sharedExtents = "shared-extents"
         /// Flash media remap writes (wear levelling): old pages may survive an overwrite.
         case nonRotational = "non-rotational"
+        /// Names of removed files and directories may stay on the device (directory
+        /// blocks, the journal or log): the file system keeps them, or the wipe could not
+        /// clear them (ext4's are cleared: `WipeCaveats.leftNames`).
+        case names
     }
 
     public var kind: Kind

@@ -30,7 +30,7 @@ public enum InterfaceDescription {
 
         type MediaFacts (path: string, filesystem: string, filesystem_uuid: ?string, devices: []MediaDevice)
 
-        # kind: copy-on-write, snapshots, shared-extents or non-rotational.
+        # kind: copy-on-write, snapshots, shared-extents, names or non-rotational.
         type WipeCaveat (kind: string, path: string, detail: string)
 
         type WipeSummary (

@@ -14,19 +14,25 @@ struct WipeCaveatsTests {
         (WipeCaveats.Findings(media: media("ext4", rotational: false)), true, [.nonRotational]),
         (WipeCaveats.Findings(media: media("ext4", rotational: nil)), true, []),
         // Copy-on-write file systems.
-        (WipeCaveats.Findings(media: media("btrfs")), true, [.copyOnWrite]),
-        (WipeCaveats.Findings(media: media("zfs")), true, [.copyOnWrite]),
-        (WipeCaveats.Findings(media: media("bcachefs")), true, [.copyOnWrite]),
+        (WipeCaveats.Findings(media: media("btrfs")), true, [.copyOnWrite, .names]),
+        (WipeCaveats.Findings(media: media("zfs")), true, [.copyOnWrite, .names]),
+        (WipeCaveats.Findings(media: media("bcachefs")), true, [.copyOnWrite, .names]),
         // Snapshots: of the vault's subvolume, or the subvolume is one; unknown says nothing.
-        (WipeCaveats.Findings(media: media("btrfs"), snapshots: 2), true, [.copyOnWrite, .snapshots]),
-        (WipeCaveats.Findings(media: media("btrfs"), snapshots: 0, isSnapshot: true), true, [.copyOnWrite, .snapshots]),
-        (WipeCaveats.Findings(media: media("btrfs"), snapshots: nil), true, [.copyOnWrite]),
+        (WipeCaveats.Findings(media: media("btrfs"), snapshots: 2), true, [.copyOnWrite, .snapshots, .names]),
+        (WipeCaveats.Findings(media: media("btrfs"), snapshots: 0, isSnapshot: true), true, [.copyOnWrite, .snapshots, .names]),
+        (WipeCaveats.Findings(media: media("btrfs"), snapshots: nil), true, [.copyOnWrite, .names]),
         // Reflinked files on xfs: shared extents, not copy-on-write as such.
-        (WipeCaveats.Findings(media: media("xfs"), sharedFiles: 3, sharedBytes: 4096), true, [.sharedExtents]),
+        (WipeCaveats.Findings(media: media("xfs"), sharedFiles: 3, sharedBytes: 4096), true, [.sharedExtents, .names]),
+        // Names: only ext4's are cleared by the wipe; tmpfs has no device to keep them on.
+        (WipeCaveats.Findings(media: media("xfs")), true, [.names]),
+        (WipeCaveats.Findings(media: media("f2fs")), true, [.names]),
+        (WipeCaveats.Findings(media: media("0x1234")), true, [.names]),
+        (WipeCaveats.Findings(media: media("tmpfs", rotational: nil)), true, []),
+        (WipeCaveats.Findings(media: media("xfs")), false, []),
         // Everything at once, in a fixed order.
         (
             WipeCaveats.Findings(media: media("btrfs", rotational: false), snapshots: 1, sharedFiles: 1, sharedBytes: 1), true,
-            [.copyOnWrite, .snapshots, .sharedExtents, .nonRotational]
+            [.copyOnWrite, .snapshots, .sharedExtents, .names, .nonRotational]
         ),
         // No overwrite (crypto-erase or unlink only): no caveat.
         (WipeCaveats.Findings(media: media("btrfs", rotational: false), snapshots: 1, sharedFiles: 1, sharedBytes: 1), false, []),
@@ -43,5 +49,26 @@ struct WipeCaveatsTests {
         #expect(found[2].detail.hasPrefix("3 files (3.0 MiB) share extents"))
         let one = WipeCaveats.detect(.init(media: Self.media("btrfs"), snapshots: 1), overwrite: true)
         #expect(one[1].detail.hasPrefix("1 snapshot of the subvolume holding the vault keeps its old blocks"))
+    }
+
+    @Test func namesSayWhereTheyStayAndWhatAvoidsThem() {
+        let xfs = WipeCaveats.leftNames(path: "/v", filesystem: "xfs")
+        #expect(xfs?.kind == .names)
+        #expect(xfs?.detail.hasPrefix("xfs keeps the names of removed files and directories in its directory blocks and its journal") == true)
+        #expect(xfs?.detail.contains("encrypted vault") == true)
+        let btrfs = WipeCaveats.leftNames(path: "/v", filesystem: "btrfs")
+        #expect(btrfs?.detail.contains("metadata trees") == true)
+        #expect(WipeCaveats.leftNames(path: "/v", filesystem: "ext4") == nil)
+        let failed = WipeCaveats.namesNotCleared(path: "/v", reason: "the journal could not be overwritten (Operation not permitted)")
+        #expect(failed.kind == .names && failed.path == "/v")
+        #expect(failed.detail.contains("may remain on the device (directory blocks, the journal): the journal could not be overwritten (Operation not permitted)"))
+    }
+
+    @Test(arguments: [
+        ("6.18.44-fc-v669", true), ("5.14.0-70.el9.x86_64", true), ("5.15.0-91-generic", true), ("6.1.0-18-amd64", true),
+        ("5.13.19", false), ("5.10.0-28-amd64", false), ("4.19.0", false), ("10.0", true), ("", false), ("garbage", false), ("6", false),
+    ])
+    func ext4WipesNamesFrom514(_ release: String, _ wipes: Bool) {
+        #expect(WipeCaveats.ext4WipesNames(kernelRelease: release) == wipes)
     }
 }

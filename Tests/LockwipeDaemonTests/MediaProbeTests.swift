@@ -104,7 +104,7 @@ final class LoopFilesystem {
         #expect(loop != nil && before.media?.devices.first?.name == loop)
         #expect(before.media?.devices.first?.backingFile == fs.image)
         #expect(before.census.files == 3 && before.census.sharedFiles == 2, "\(before.census)")
-        #expect(Set(before.caveats.map(\.kind)) == [.copyOnWrite, .sharedExtents])
+        #expect(Set(before.caveats.map(\.kind)) == [.copyOnWrite, .sharedExtents, .names])
 
         #expect(EncryptedFilesystem.run(["btrfs", "-q", "subvolume", "snapshot", "-r", home, fs.mountPoint + "/snap-1"]) == 0)
         let probe = try { () -> MediaProbe.Probe in
@@ -115,7 +115,7 @@ final class LoopFilesystem {
         #expect(probe.snapshots == 1 && !probe.isSnapshot, "\(probe)")
         let listing = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
         before = VaultSurvey.take(v, count: true, overwrite: true, maxOpenDirectories: 32)
-        #expect(Set(before.caveats.map(\.kind)) == [.copyOnWrite, .sharedExtents, .snapshots])
+        #expect(Set(before.caveats.map(\.kind)) == [.copyOnWrite, .sharedExtents, .snapshots, .names])
         // Every file now shares its extents with the snapshot.
         #expect(before.census.sharedFiles == 3)
         #expect(try FileManager.default.contentsOfDirectory(atPath: path).sorted() == listing)

@@ -55,4 +55,9 @@ import Testing
             #expect(InterfaceDescription.manager.contains("method \(name)("))
         }
     }
+
+    @Test func interfaceDescriptionNamesEveryCaveatKind() throws {
+        let line = try #require(InterfaceDescription.manager.split(separator: "\n").first { $0.contains("# kind: copy-on-write") })
+        for kind in WipeCaveat.Kind.allCases { #expect(line.contains(" \(kind.rawValue)")) }
+    }
 }

@@ -281,11 +281,12 @@ def loop_filesystem(root, name, mkfs, size="256M"):
         os.chmod(mnt, 0o755)
         yield mnt
     finally:
-        subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
-        for _ in range(50):
-            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        if os.path.ismount(mnt):  # the test may have unmounted it (to read the image)
+            subprocess.run(["fuser", "-k", "-m", str(mnt)], capture_output=True)
+            for _ in range(50):
+                if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                    break
+                time.sleep(0.1)
+            else:
+                subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
         image.unlink(missing_ok=True)

@@ -38,6 +38,10 @@ public protocol VaultErasing: Sendable {
 ///   the file is truncated and unlinked: dirty pages of an unlinked file may never reach
 ///   the disk, and a crash after the unlink would leave the old data with no name left
 ///   to resume from; a directory is removed after the files in it that were waiting;
+/// - on ext4, an overwrite wipe leaves no name of what it removed on the device: emptied
+///   directories are renamed and written out (a journal checkpoint) before they are
+///   removed, and the journal is zeroed at the end (`WipeRun+Names.swift`); elsewhere,
+///   or when that fails, the names are a caveat;
 /// - depth and size are limited by neither the stack nor descriptors nor memory: the walk
 ///   is iterative, keeps at most `maxOpenDirectories` directories open, and holds one name
 ///   per level of the chain it is in (`WalkPath`), never a path per level; a path is
@@ -87,6 +91,7 @@ public struct SecureEraser: VaultErasing {
             }
             progress.startErasing()
             for directory in directories { run.erase(root: directory) }
+            run.zeroJournals()
             run.finish()
             return (run.tally, surveys)
         }
@@ -98,7 +103,7 @@ public struct SecureEraser: VaultErasing {
             elapsedSeconds: WipeProgress.seconds(ContinuousClock.now - started),
             passes: options.passes, pattern: options.pattern.rawValue, attributesCleared: tally.attributesCleared)
         summary.media = result?.1.compactMap(\.media) ?? []
-        summary.caveats = result?.1.flatMap(\.caveats) ?? []
+        summary.caveats = (result?.1.flatMap(\.caveats) ?? []) + tally.namesLeft.map { WipeCaveats.namesNotCleared(path: $0.path, reason: $0.reason) }
         return summary
     }
 }

@@ -22,6 +22,8 @@ extension WipeRun {
         var parentFd: Int32
         var name: [CChar]
         var path: EntryPath
+        /// The filler name it was renamed to before its removal (`WipeRun+Names.swift`).
+        var filler: [CChar]? = nil
     }
 
     /// One batch as the worker takes it over, descriptors included (it closes them).
@@ -33,6 +35,8 @@ extension WipeRun {
         /// else is done with them.
         var writes: Range<Int>
         var writers: OverwriteWriters?
+        /// Its directories are renamed and written out before their removal (`prepareRemovals`).
+        var clearNames = false
 
         /// What the writers made of each file, once they are done with all of them.
         func written() -> [Int: OverwriteWriters.Outcome] {
@@ -56,6 +60,8 @@ extension WipeRun {
         case overwritten(path: EntryPath, bytes: Int64, unlink: Int32)
         /// 0, or the errno of the failed `rmdir`.
         case directory(path: EntryPath, code: Int32)
+        /// The journal could not be checkpointed before directories were removed (errno).
+        case namesNotCleared(code: Int32)
     }
 
     /// File systems that overwrite a file's allocated blocks in place (statfs magic:
@@ -73,7 +79,7 @@ extension WipeRun {
         let writes = (batch.first?.id ?? 0)..<((batch.last?.id ?? -1) + 1)
         return Batch(
             files: batch, directories: batchRemovals, directoryFds: batchDirs.map(\.fd), writes: writes,
-            writers: writes.isEmpty ? nil : writers)
+            writers: writes.isEmpty ? nil : writers, clearNames: clearingNames)
     }
 
     /// Hands the batch to the worker, once the one before it is finished and accounted.
@@ -129,20 +135,30 @@ extension WipeRun {
                 // ENOTEMPTY: something inside was skipped, and that entry says why.
                 skip(path, Self.reason(code))
             }
+        case .namesNotCleared(let code):
+            namesNotCleared("emptied directories could not be written out before their removal (\(Self.reason(code)))")
         }
     }
 
     /// Removes a directory the walk finished: at once when nothing is waiting, else after
     /// the batch (files of it may be in the batch or in flight).
     func removeDirectory(parentFd: Int32, name: [CChar], path: EntryPath) {
-        if batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
+        // Clearing names, every removal waits for its batch's checkpoint (`prepareRemovals`).
+        if !clearingNames && batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
             return account(Self.removeDirectory(PendingDirectory(parentFd: parentFd, name: name, path: path)))
         }
         batchRemovals.append(PendingDirectory(parentFd: batchDirectory(parentFd), name: name, path: path))
     }
 
     private static func removeDirectory(_ directory: PendingDirectory) -> Outcome {
-        .directory(path: directory.path, code: unlinkat(directory.parentFd, directory.name, AT_REMOVEDIR) == 0 ? 0 : errno)
+        guard let filler = directory.filler else {
+            return .directory(path: directory.path, code: unlinkat(directory.parentFd, directory.name, AT_REMOVEDIR) == 0 ? 0 : errno)
+        }
+        if unlinkat(directory.parentFd, filler, AT_REMOVEDIR) == 0 { return .directory(path: directory.path, code: 0) }
+        let code = errno
+        // Not removed (something inside was skipped, and says so by its path): its name back.
+        _ = lockwipe_rename_noreplace(directory.parentFd, filler, directory.parentFd, directory.name)
+        return .directory(path: directory.path, code: code)
     }
 
     /// Closes the batch's descriptors without unlinking anything (the batch in flight,
@@ -223,7 +239,13 @@ extension WipeRun {
             let unlink = unlinkat(file.dirFd, file.name, 0) == 0 ? 0 : errno
             outcomes.append(.overwritten(path: file.path, bytes: file.bytes, unlink: unlink))
         }
-        outcomes += batch.directories.map(removeDirectory)
+        guard batch.clearNames else {
+            outcomes += batch.directories.map(removeDirectory)
+            return outcomes
+        }
+        let (directories, notCleared) = prepareRemovals(batch.directories)
+        if let notCleared { outcomes.append(notCleared) }
+        outcomes += directories.map(removeDirectory)
         return outcomes
     }
 }

@@ -12,6 +12,8 @@ final class WipeRun {
         var bytesOverwritten: Int64 = 0
         var attributesCleared = 0
         var skipped: [WipeSummary.Skipped] = []
+        /// Vaults whose names the wipe could not clear, and why (`WipeRun+Names.swift`).
+        var namesLeft: [WipeSummary.Skipped] = []
     }
 
     private struct Frame {
@@ -69,6 +71,11 @@ final class WipeRun {
     var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
     /// The batch the worker is finishing, not yet accounted.
     var inFlight: OutcomeBox?
+    /// The names of what this vault's wipe removes are cleared (`WipeRun+Names.swift`).
+    var clearingNames = false
+    var namesVault = ""
+    /// One descriptor per ext4 file system whose journal is zeroed at the end, with its vaults.
+    var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
     private var workerThread: BatchWorker?
     private var writerThreads: OverwriteWriters?
     /// The id the next file handed to the writers gets (consecutive over the wipe).
@@ -175,6 +182,7 @@ final class WipeRun {
     /// walk runs, or a walk that lost its way back up, lead to another walk (at most 3).
     func erase(root vault: VaultDirectory) {
         let root = vault.path
+        startClearingNames(vault)
         for attempt in 1...3 {
             let skippedBefore = tally.skipped.count
             let end = progress.isCancelled ? .cancelled : walk(vault)
@@ -185,7 +193,10 @@ final class WipeRun {
             settle()
             guard let left = remainingEntries(vault) else { return }  // could not be opened: reported
             if left == 0 {
-                if options.removeRoot { removeRoot(vault) }
+                if options.removeRoot {
+                    writeOutDirectories()  // its blocks, names wiped, reach the disk before rmdir frees them
+                    removeRoot(vault)
+                }
                 return
             }
             // Entries left because they were skipped are already reported.
