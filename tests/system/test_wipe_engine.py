@@ -58,20 +58,13 @@ def wipe_log_line(daemon, user):
     return lines[-1]
 
 
+LONG_NAME = "n" * 255  # the longest name a directory can have: the most memory per level
+
+
 def make_deep_chain(root_fd_path, depth, name="d"):
     """A chain of `depth` directories, built relative to descriptors (an absolute path
     would pass PATH_MAX long before)."""
-    fd = os.open(root_fd_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir(name, dir_fd=fd)
-            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        with open(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
-            f.write(b"at the bottom")
-    finally:
-        os.close(fd)
+    make_long_chain(root_fd_path, depth, name=name)
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -243,26 +236,24 @@ def test_deep_chain_and_many_files_with_few_descriptors(make_daemon, make_user):
     assert daemon.registration(user)["wipe"]["entries_removed"] == 110_102
 
 
-LONG_NAME = "n" * 255  # the longest name a directory can have: the most memory per level
-
-
-def make_long_chain(vault, depth, symlink_to, hard_link_to, every=1000):
-    """A chain of `depth` directories named LONG_NAME, built with mkdirat one level at a
-    time (PATH_MAX never applies), closing each parent as it goes. Every `every` levels a
-    small file, a symlink to `symlink_to` and a hard link to `hard_link_to` (outside the
-    vault); a file at the bottom. Returns the number of entries inside the vault."""
+def make_long_chain(vault, depth, symlink_to=None, hard_link_to=None, every=1000, name=LONG_NAME):
+    """A chain of `depth` directories named `name`, built with mkdirat one level at a
+    time (PATH_MAX never applies), closing each parent as it goes. With `symlink_to` and
+    `hard_link_to`, every `every` levels a small file, a symlink to `symlink_to` and a hard
+    link to `hard_link_to` (outside the vault); a file at the bottom. Returns the number
+    of entries inside the vault."""
     fd = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
     entries = depth
     try:
         for level in range(depth):
-            if level % every == 0:
+            if symlink_to is not None and level % every == 0:
                 with open(os.open("f.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:
                     f.write(b"level %d" % level)
                 os.symlink(str(symlink_to), "out-link", dir_fd=fd)
                 os.link(str(hard_link_to), "hard-link", dst_dir_fd=fd)
                 entries += 3
-            os.mkdir(LONG_NAME, dir_fd=fd)
-            nxt = os.open(LONG_NAME, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = nxt
         with open(os.open("bottom.txt", os.O_CREAT | os.O_WRONLY, 0o600, dir_fd=fd), "wb") as f:

@@ -89,7 +89,7 @@ public struct ProcessTerminator: Sendable {
         let me = getpid()
         return entries.compactMap { Int32($0) }.filter { pid in
             guard pid != me, pid > 1, pid != spared,
-                let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+                let status = ProcFile.read("/proc/\(pid)/status"),
                 ProcessOwnership.belongs(status: status, to: uid)
             else { return false }
             return Self.isRunning(pid)
@@ -100,7 +100,7 @@ public struct ProcessTerminator: Sendable {
     static func isRunning(_ pid: Int32) -> Bool {
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return false }
         return tasks.contains { tid in
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(tid)/stat", encoding: .utf8),
+            guard let stat = ProcFile.read("/proc/\(pid)/task/\(tid)/stat"),
                 let state = ProcessOwnership.state(stat: stat)
             else { return false }
             return ProcessOwnership.isRunning(state: state)
