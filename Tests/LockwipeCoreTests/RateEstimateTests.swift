@@ -72,7 +72,7 @@ import Testing
     /// than a second's share of τ, and it falls over every second.
     @Test func withBurstsTheETAStillFallsEverySecond() {
         let (_, etas) = Self.scenarios[3].run(total: 5000)
-        let whole = etas.filter { ($0.time * 4).rounded() .truncatingRemainder(dividingBy: 4) == 0 }
+        let whole = etas.filter { ($0.time * 4).rounded().truncatingRemainder(dividingBy: 4) == 0 }
         for (a, b) in zip(whole, whole.dropFirst()) { #expect(b.eta < a.eta, "\(a) → \(b)") }
     }
 
