@@ -63,9 +63,13 @@ struct WipeWatch {
         var line = ProgressLine(display: display)
         var status: VarlinkClient?
         var started = false
+        var first = true
         while true {
             var pfd = pollfd(fd: wipe.descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&pfd, 1, Self.pollInterval)
+            // The first status read at once: a short wipe is seen, and so is one that lockwiped's
+            // stop breaks off early.
+            let ready = poll(&pfd, 1, first ? 0 : Self.pollInterval)
+            first = false
             if Interrupt.raised {
                 line.clear()
                 StandardStreams.writeError(
@@ -102,9 +106,13 @@ struct WipeWatch {
         let who = user ?? "the registrations"
         let watch = "lockwipectl status\(user.map { " --user \($0)" } ?? "")"
         guard started else {
+            // Broken before a status read showed the wipe: lockwiped commits a wipe before it
+            // touches anything, so one it began is recorded all the same.
             return CommandFailure(
                 code: ExitStatus.failed,
-                message: "the connection to lockwiped broke before the wipe of \(who) was seen to start (\(reason)); `\(watch)` shows whether it was recorded")
+                message:
+                    "the connection to lockwiped broke before the wipe of \(who) was seen to start (\(reason)): lockwiped stopped? A wipe it began is recorded and resumes at lockwiped's next start; `\(watch)` shows whether it did"
+            )
         }
         return CommandFailure(
             code: ExitStatus.failed,
