@@ -14,8 +14,8 @@
 /// the way to the rate seen in between. So a burst (a batch made durable at once) or a
 /// pause (the batch's flush) moves it only by its share of `τ`, and how often someone
 /// asks does not change the estimate; samples closer than `minimumInterval` are not taken.
-/// The first estimate is the average over the first `warmUp` seconds; before that
-/// there is none.
+/// The smoothing starts from the average over the first `warmUp` seconds; until then the
+/// rate is that average so far, and there is no ETA.
 ///
 /// Why the ETA cannot climb fast: the work left never grows, and in `dt` the rate falls
 /// at most to `e^(-dt/τ)` of itself (when nothing at all was done), so an ETA `dt`
@@ -41,8 +41,11 @@ public struct RateEstimate: Sendable, Equatable {
 
     private var first: Sample?
     private var last: Sample?
-    /// Units per second; nil until the warm-up is over.
-    public private(set) var rate: Double?
+    private var smoothed: Double?
+    private var provisional: Double?
+    /// Units per second: the average so far during the warm-up, smoothed after it; nil
+    /// before two samples.
+    public var rate: Double? { smoothed ?? provisional }
 
     public init(
         timeConstant: Double = RateEstimate.defaultTimeConstant, warmUp: Double = RateEstimate.defaultWarmUp,
@@ -60,26 +63,30 @@ public struct RateEstimate: Sendable, Equatable {
             last = Sample(time: time, done: done)
             return
         }
-        guard let previous = last, time - previous.time >= minimumInterval else { return }
-        guard let current = rate else {
-            // Warming up: the average since the first sample, once it spans `warmUp`.
+        guard let current = smoothed else {
+            // Warming up: the average since the first sample, smoothed from once it spans `warmUp`.
+            guard time > start.time else { return }
+            let average = max(0, done - start.done) / (time - start.time)
             if time - start.time >= warmUp {
-                rate = max(0, done - start.done) / (time - start.time)
+                smoothed = average
                 last = Sample(time: time, done: done)
+            } else {
+                provisional = average
             }
             return
         }
+        guard let previous = last, time - previous.time >= minimumInterval else { return }
         let dt = time - previous.time
         let seen = max(0, done - previous.done) / dt
-        rate = current + (1 - exp(-dt / timeConstant)) * (seen - current)
+        smoothed = current + (1 - exp(-dt / timeConstant)) * (seen - current)
         last = Sample(time: time, done: done)
     }
 
-    /// Seconds until `left` more units are done at the smoothed rate: nil while there is no
-    /// estimate yet, or nothing is being done; 0 when nothing is left.
+    /// Seconds until `left` more units are done at the smoothed rate: nil during the warm-up,
+    /// or while nothing is being done; 0 when nothing is left.
     public func eta(left: Double) -> Double? {
         if left <= 0 { return 0 }
-        guard let rate, rate > 0 else { return nil }
+        guard let rate = smoothed, rate > 0 else { return nil }
         return left / rate
     }
 

@@ -86,7 +86,8 @@ import Testing
 
     @Test(arguments: [
         Case(samples: [], rate: nil, left: 10, eta: nil),
-        Case(samples: [(0, 0), (0.5, 50)], rate: nil, left: 10, eta: nil),  // still warming up
+        Case(samples: [(0, 0)], rate: nil, left: 10, eta: nil),
+        Case(samples: [(0, 0), (0.5, 50)], rate: 100, left: 10, eta: nil),  // warming up: the average so far, no ETA
         Case(samples: [(0, 0), (1, 100)], rate: 100, left: 500, eta: 5),  // the warm-up's average
         Case(samples: [(0, 0), (1, 0)], rate: 0, left: 500, eta: nil),  // nothing done: no ETA
         Case(samples: [(0, 0), (1, 100)], rate: 100, left: 0, eta: 0),

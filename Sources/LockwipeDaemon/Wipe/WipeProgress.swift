@@ -68,6 +68,12 @@ public final class WipeProgress: Sendable {
             $0.phase = .erasing
             $0.erasingSince = now
         }
+        // The first sample: nothing done when the erasing starts, so the first reader gets
+        // a rate already (the average so far).
+        estimates.withLock {
+            $0.bytes.observe(at: 0, done: 0)
+            $0.entries.observe(at: 0, done: 0)
+        }
     }
 
     /// A snapshot for `status`; the rates and the ETA are from the erasing phase only, smoothed.
