@@ -58,3 +58,42 @@ def test_purge_removes_the_state_directory_when_no_vault_key_is_left():
     left, err = purge(key=False)
     assert left == [], f"purge left {left}\n{err}"
     assert err == "", err
+
+
+def test_after_purge_a_reinstalled_lockwiped_opens_the_locked_encrypted_vault(make_daemon, make_user):
+    """The whole story on a real fscrypt vault: registered, written, locked (the key out of
+    the kernel, the data unreadable even to root), lockwiped stopped, purge run on its
+    state directory; then lockwiped started again on what purge left (as a reinstall
+    does) unlocks the vault and the data reads back."""
+    from test_vault import encrypted_fs, put_files, register_encrypted
+
+    daemon = make_daemon()
+    user = make_user()
+    with encrypted_fs(daemon) as mnt:
+        vault = mnt / "vault"
+        register_encrypted(daemon, user, vault)
+        files = put_files(user, vault)
+        daemon.ok("lock", "--user", user.name)
+        assert not (vault / "notes.txt").exists(), "the locked vault still shows its names"
+        daemon.stop()
+
+        setup = r"""
+set -e
+mount -t tmpfs tmpfs /etc
+mount -t tmpfs tmpfs /run
+mount -t tmpfs tmpfs /var/lib
+mkdir -p /etc/lockwipe /run/lockwipe /var/lib/lockwipe
+mount --bind "$STATE" /var/lib/lockwipe
+sh "$POSTRM" purge
+"""
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", setup],
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "POSTRM": str(POSTRM), "STATE": str(daemon.state_dir)},
+                           capture_output=True, text=True, timeout=30)
+        assert (daemon.state_dir / "machine.key").exists(), f"purge removed the vault's keys: {sorted(os.listdir(daemon.state_dir))}"
+        assert p.returncode == 0 and "kept /var/lib/lockwipe" in p.stderr, p.stdout + p.stderr
+
+        daemon.start()
+        assert daemon.state_of(user) == "locked"
+        daemon.ok("unlock", "--user", user.name)
+        for rel, content in files.items():
+            assert (vault / rel).read_bytes() == content, rel
