@@ -95,7 +95,9 @@ struct WipeWatch {
                 status = nil
                 continue
             }
-            let wiping = report.registrations.filter { $0.wipeProgress != nil || $0.state == .wiping }
+            // Wipe-pending: committed (lockwiped records a wipe before it touches anything),
+            // locking the vault before the erase starts.
+            let wiping = report.registrations.filter { $0.wipeProgress != nil || $0.state == .wiping || $0.state == .wipePending }
             if !wiping.isEmpty { started = true }
             line.show(wiping.map(Self.describe).joined(separator: "; "))
         }
@@ -149,6 +151,7 @@ struct ProgressLine {
     init(display: WipeWatch.Display) { self.display = display }
 
     mutating func show(_ text: String) {
+        if text.isEmpty { return }
         switch display {
         case .quiet: return
         case .terminal:
