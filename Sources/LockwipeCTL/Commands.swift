@@ -187,8 +187,13 @@ struct Wipe: ParsableCommand {
             is crypto-erased instead: its key is removed from the kernel and every wrapped copy \
             destroyed first (the report says when), then the ciphertext is unlinked without \
             overwriting. A user who forgot their passcode may wipe their own encrypted vault. \
-            Waits until the wipe is done (lockwipectl status shows its progress meanwhile) and \
-            prints the report; a wipe that could not remove everything exits 1 and stays pending.
+            Waits until the wipe is done and prints the report; a wipe that could not remove \
+            everything exits 1 and stays pending. Meanwhile it shows the progress on standard \
+            error (files, bytes, rate and ETA, as lockwipectl status does): one line redrawn \
+            on a terminal, a plain line every 3 seconds otherwise, nothing with --quiet. Ctrl-C \
+            does not stop the wipe: it goes on in lockwiped (lockwipectl status shows it), and \
+            lockwipectl exits 130. If lockwiped stops during the wipe, the wipe is recorded and \
+            resumes at its next start.
             """)
     @OptionGroup var global: GlobalOptions
     @Option(help: "The user whose data to wipe.") var user: String?
@@ -202,6 +207,7 @@ struct Wipe: ParsableCommand {
             """)
     var dryRun = false
     @Flag(help: "With --dry-run: print JSON.") var json = false
+    @Flag(name: .shortAndLong, help: "Do not show the progress while waiting (the report is still printed).") var quiet = false
 
     func validate() throws {
         if all == (user != nil) { throw ValidationError("give exactly one of --user or --all") }
@@ -218,7 +224,7 @@ struct Wipe: ParsableCommand {
             return
         }
         try confirm(all ? "Wipe the data of EVERY registered user?" : "Wipe all data of \(user!)?", yes: yes)
-        try printResults(try global.call(.wipe, target, ActionReply.self))
+        try printResults(try WipeWatch(global: global, user: user, display: WipeWatch.display(quiet: quiet)).run(target))
     }
 }
 

@@ -101,11 +101,19 @@ struct GlobalOptions: ParsableArguments {
 
     /// Calls the daemon, mapping every failure to the documented exit codes (`ExitStatus`).
     func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
-        do {
+        try mappingErrors {
             // A wipe takes as long as its data needs (minutes for many GiB); everything
             // else answers within seconds.
             let client = try VarlinkClient(path: socketPath, timeout: method == .wipe ? nil : 120)
             return try client.call(method.rawValue, parameters, returning: R.self)
+        }
+    }
+
+    /// Runs `body`, which talks to the daemon, mapping its failures to the documented exit
+    /// codes (`ExitStatus`).
+    func mappingErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
         } catch let error as VarlinkClient.ConnectionError {
             if case .unreachable = error { throw CommandFailure(code: ExitStatus.unreachable, message: "\(error)") }
             throw CommandFailure(code: ExitStatus.failed, message: "\(error)")

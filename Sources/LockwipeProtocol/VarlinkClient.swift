@@ -75,18 +75,36 @@ public final class VarlinkClient {
 
     /// Sends one message (without terminator) and returns the reply message.
     public func callRaw(_ message: Data) throws -> Data {
+        try sendRaw(message)
+        return try readMessage()
+    }
+
+    /// The connection's socket, to wait on with `poll` for the reply to a call made with
+    /// `send` (`lockwipectl wipe` shows the progress meanwhile).
+    public var descriptor: Int32 { fd }
+
+    /// Sends a call without waiting for its reply: `receive` reads it.
+    public func send<P: Encodable>(_ method: String, _ parameters: P) throws {
+        try sendRaw(try VarlinkMessage.encodeCall(method: method, parameters: parameters))
+    }
+
+    /// Reads and decodes the reply to the call made with `send`.
+    public func receive<R: Codable>(_ returning: R.Type) throws -> R {
+        try VarlinkMessage.decodeReply(R.self, from: try readMessage())
+    }
+
+    private func sendRaw(_ message: Data) throws {
         var out = [UInt8](message)
         out.append(0)
         var sent = 0
         while sent < out.count {
-            let n = out[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = out[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw ConnectionError.broken(String(cString: strerror(errno)))
             }
             sent += n
         }
-        return try readMessage()
     }
 
     private func readMessage() throws -> Data {

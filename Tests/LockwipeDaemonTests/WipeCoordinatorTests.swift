@@ -12,7 +12,7 @@ import Testing
         let started = Mutex(0)
         func erase(directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress) async -> WipeSummary {
             started.withLock { $0 += 1 }
-            progress.update { $0.entriesRemoved = 1 }
+            progress.entryRemoved()
             while !released.isSet && !progress.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
             let skipped = progress.isCancelled ? [WipeSummary.Skipped(path: "/v", reason: "stopped")] : []
             return WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: skipped, elapsedSeconds: 0)

@@ -34,7 +34,7 @@ final class OverwriteWriters: @unchecked Sendable {
     init(count: Int, pattern: WipeOptions.Pattern, passes: Int, progress: WipeProgress) {
         for _ in 0..<max(1, count) {
             let thread = Thread { [self] in
-                run(PatternWriter(pattern: pattern, progress: progress), passes: passes)
+                run(PatternWriter(pattern: pattern, progress: progress), passes: passes, progress: progress)
             }
             thread.stackSize = 1 << 20
             thread.start()
@@ -77,7 +77,7 @@ final class OverwriteWriters: @unchecked Sendable {
         condition.unlock()
     }
 
-    private func run(_ writer: PatternWriter, passes: Int) {
+    private func run(_ writer: PatternWriter, passes: Int, progress: WipeProgress) {
         condition.lock()
         while true {
             while next == queue.count && !stopping { condition.wait() }
@@ -86,6 +86,9 @@ final class OverwriteWriters: @unchecked Sendable {
             next += 1
             condition.unlock()
             let outcome = writer.overwrite(job.fd, size: job.size, granule: job.granule, passes: passes)
+            // Counted as it is written, not when its batch is accounted: the progress moves by
+            // file, not by 1,024 (the report counts only what was made durable).
+            if case .success = outcome { progress.fileOverwritten() }
             condition.lock()
             outcomes[job.id] = outcome
             condition.broadcast()

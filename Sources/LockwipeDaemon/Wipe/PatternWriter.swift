@@ -107,7 +107,7 @@ final class PatternWriter {
                 let own = max(0, min(position + Int64(n), size) - position)
                 position += Int64(n)
                 written += own
-                progress.update { $0.bytesWritten += own }
+                progress.wrote(bytes: own)
             }
             offset = max(Int64(hole), offset + 1)
         }

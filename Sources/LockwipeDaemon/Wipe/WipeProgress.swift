@@ -1,10 +1,17 @@
 import Foundation
+import LockwipeCore
 import LockwipeProtocol
 import Synchronization
 
-/// The live counters of one running wipe: written by the wipe thread, read by `status`
-/// on the control path. A lock around plain counters; one update per file is far below
-/// the cost of the file's own system calls.
+/// The live counters of one running wipe: written by the wipe's threads, read by `status`
+/// (and `lockwipectl wipe`, which asks `status` while it waits) on the control path.
+///
+/// The counters are atomics, added to where the work is done (a writer adds each chunk
+/// it wrote and each file it finished; the wipe's thread each entry it removed or
+/// skipped), so a reader sees the wipe as it is, not as of its last batch of 1,024 files,
+/// and no thread of the wipe ever takes a lock for it. The rate and ETA are the readers'
+/// business: `info` samples the counters (at most every 200 ms, `RateEstimate`), under
+/// a lock only readers take, so `status` and `lockwipectl wipe` read one estimate.
 public final class WipeProgress: Sendable {
     public enum Phase: String, Sendable {
         /// Counting what is to be overwritten, so the progress can show an ETA.
@@ -12,19 +19,25 @@ public final class WipeProgress: Sendable {
         case erasing
     }
 
-    struct Counters: Sendable {
+    struct Plan: Sendable {
         var phase: Phase = .counting
-        var filesOverwritten = 0
-        var bytesWritten: Int64 = 0
-        var entriesRemoved = 0
-        var skipped = 0
         var filesTotal: Int?
         var bytesTotal: Int64?
         /// When the erasing phase started: the rate is measured from here.
         var erasingSince: ContinuousClock.Instant?
     }
 
-    private let counters = Mutex(Counters())
+    struct Estimates: Sendable {
+        var bytes = RateEstimate()
+        var entries = RateEstimate()
+    }
+
+    private let filesOverwritten = Atomic<Int>(0)
+    private let bytesWritten = Atomic<Int>(0)
+    private let entriesRemoved = Atomic<Int>(0)
+    private let skipped = Atomic<Int>(0)
+    private let plan = Mutex(Plan())
+    private let estimates = Mutex(Estimates())
     private let started: ContinuousClock.Instant
     private let cancelled = Atomic<Bool>(false)
 
@@ -35,38 +48,58 @@ public final class WipeProgress: Sendable {
 
     public init(now: ContinuousClock.Instant = .now) { started = now }
 
-    func update(_ body: (inout Counters) -> Void) { counters.withLock { body(&$0) } }
+    /// A writer wrote `count` bytes of the pattern (a pass's chunk).
+    func wrote(bytes count: Int64) { bytesWritten.wrappingAdd(Int(count), ordering: .relaxed) }
+    /// A writer wrote every pass of one file (made durable with its batch).
+    func fileOverwritten() { filesOverwritten.wrappingAdd(1, ordering: .relaxed) }
+    func entryRemoved() { entriesRemoved.wrappingAdd(1, ordering: .relaxed) }
+    func entrySkipped() { skipped.wrappingAdd(1, ordering: .relaxed) }
 
     /// The totals from the census: what the ETA is measured against.
     func setTotals(files: Int, bytes: Int64) {
-        update {
+        plan.withLock {
             $0.filesTotal = files
             $0.bytesTotal = bytes
         }
     }
 
     func startErasing(now: ContinuousClock.Instant = .now) {
-        update {
+        plan.withLock {
             $0.phase = .erasing
             $0.erasingSince = now
         }
+        // The first sample: nothing done when the erasing starts, so the first reader gets
+        // a rate already (the average so far).
+        estimates.withLock {
+            $0.bytes.observe(at: 0, done: 0)
+            $0.entries.observe(at: 0, done: 0)
+        }
     }
 
-    /// A snapshot for `status`; the rate and ETA are from the erasing phase only.
+    /// A snapshot for `status`; the rates and the ETA are from the erasing phase only, smoothed.
     public func info(now: ContinuousClock.Instant = .now) -> WipeProgressInfo {
-        let c = counters.withLock { $0 }
-        let elapsed = Self.seconds(now - started)
-        let erasing = c.erasingSince.map { Self.seconds(now - $0) } ?? 0
-        let bytesRate = erasing > 0 ? Double(c.bytesWritten) / erasing : 0
-        let entriesRate = erasing > 0 ? Double(c.entriesRemoved) / erasing : 0
+        let p = plan.withLock { $0 }
+        let files = filesOverwritten.load(ordering: .relaxed)
+        let bytes = Int64(bytesWritten.load(ordering: .relaxed))
+        let entries = entriesRemoved.load(ordering: .relaxed)
+        var bytesRate = 0.0
+        var entriesRate = 0.0
         var eta: Double?
-        if let total = c.bytesTotal, total > 0, bytesRate > 0 {
-            eta = max(0, Double(total - c.bytesWritten) / bytesRate)
+        if let since = p.erasingSince {
+            let t = Self.seconds(now - since)
+            let e = estimates.withLock { e -> Estimates in
+                e.bytes.observe(at: t, done: Double(bytes))
+                e.entries.observe(at: t, done: Double(entries))
+                return e
+            }
+            bytesRate = e.bytes.rate ?? 0
+            entriesRate = e.entries.rate ?? 0
+            if let total = p.bytesTotal, total > 0 { eta = e.bytes.eta(left: Double(max(0, total - bytes))) }
         }
         return WipeProgressInfo(
-            phase: c.phase.rawValue, filesOverwritten: c.filesOverwritten, bytesOverwritten: c.bytesWritten,
-            entriesRemoved: c.entriesRemoved, skipped: c.skipped, filesTotal: c.filesTotal, bytesTotal: c.bytesTotal,
-            elapsedSeconds: elapsed, bytesPerSecond: bytesRate, entriesPerSecond: entriesRate, etaSeconds: eta)
+            phase: p.phase.rawValue, filesOverwritten: files, bytesOverwritten: bytes, entriesRemoved: entries,
+            skipped: skipped.load(ordering: .relaxed), filesTotal: p.filesTotal, bytesTotal: p.bytesTotal,
+            elapsedSeconds: Self.seconds(now - started), bytesPerSecond: bytesRate, entriesPerSecond: entriesRate, etaSeconds: eta)
     }
 
     static func seconds(_ d: Duration) -> Double {

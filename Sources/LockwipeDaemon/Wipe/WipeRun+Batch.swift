@@ -122,7 +122,6 @@ extension WipeRun {
         case .overwritten(let path, let bytes, let unlink):
             tally.filesOverwritten += 1
             tally.bytesOverwritten += bytes
-            progress.update { $0.filesOverwritten += 1 }
             if unlink == 0 {
                 removed()
             } else if unlink != ENOENT {

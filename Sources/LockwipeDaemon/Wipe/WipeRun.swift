@@ -147,14 +147,14 @@ final class WipeRun {
     func skip(_ path: String, _ reason: String) {
         guard reported.insert(path).inserted else { return }
         tally.skipped.append(.init(path: path, reason: reason))
-        progress.update { $0.skipped += 1 }
+        progress.entrySkipped()
     }
 
     func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
 
     func removed() {
         tally.removed += 1
-        progress.update { $0.entriesRemoved += 1 }
+        progress.entryRemoved()
     }
 
     static func reason(_ code: Int32) -> String {
