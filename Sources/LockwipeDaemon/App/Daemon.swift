@@ -40,6 +40,21 @@ public enum Daemon {
         if dumpable != 0 {
             logger.warning("cannot make lockwiped non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(-dumpable)))")
         }
+        if geteuid() != 0 {
+            logger.warning(
+                "lockwiped is not running as root (it runs as \(StateDirectoryAccess.processUser())): it cannot lock, wipe or end the processes of other users' vaults; it is meant to run as root, from lockwiped.service"
+            )
+        }
+        // One daemon per state directory, before anything else is opened, read or bound:
+        // a second one would enforce on the same records and take the socket away.
+        let lock: StateDirectoryLock
+        do {
+            lock = try StateDirectoryLock.acquire(stateDirectory: paths.stateDirectory)
+        } catch {
+            logger.critical("\(error)", metadata: ["state_directory": .string(paths.stateDirectory)])
+            return 1
+        }
+        defer { withExtendedLifetime(lock) {} }
         let loaded: ConfigurationLoader.Loaded
         do {
             loaded = try ConfigurationLoader.load(path: paths.configPath)
@@ -138,6 +153,8 @@ struct DaemonService: Service {
 
         let activated = SocketActivation.listenFileDescriptors().first
         let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
+        // What this instance bound: at exit the socket is removed only if it is still that one.
+        let bound = activated == nil ? Self.identity(of: paths.socketPath) : nil
         notifier.ready(status: await manager.statusLine())
         logger.notice(
             "lockwiped \(LockwipeVersion.current) ready",
@@ -177,7 +194,14 @@ struct DaemonService: Service {
         await manager.drainObservers()
         // In-flight check-ins fail (not a contact, nothing changes); connections close.
         await checkInClient.shutdown()
-        if activated == nil { unlink(paths.socketPath) }
+        if let bound, Self.identity(of: paths.socketPath) == bound { unlink(paths.socketPath) }
+    }
+
+    /// The device and inode of the socket file at `path` (not following a symlink).
+    private static func identity(of path: String) -> [UInt64]? {
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
     }
 
     /// SIGHUP: re-read the configuration; a broken one is reported and the old one kept.

@@ -1,0 +1,93 @@
+"""Start-up: one daemon per state directory, honest failures, the start-up pass."""
+
+import os
+import re
+import stat
+import subprocess
+
+import pytest
+
+from host_helpers import as_user_argv, child_env
+
+
+def show(r):
+    return f"exit {r.returncode}\n--- stdout ---\n{r.stdout}--- stderr ---\n{r.stderr}"
+
+
+def run_daemon_once(d, argv=None, user=None, timeout=15, env=None):
+    """Runs lockwiped with `d`'s paths (or `argv`) and waits for it to exit; one that
+    keeps running is stopped and the test fails."""
+    argv = as_user_argv(user, argv or d.argv())
+    environment = d._env(None)
+    environment.update(env or {})
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"`{' '.join(argv)}` kept running instead of exiting\n"
+                    f"--- stdout ---\n{out}--- stderr ---\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def socket_identity(path):
+    st = os.lstat(path)
+    assert stat.S_ISSOCK(st.st_mode), f"{path} is not a socket"
+    return (st.st_dev, st.st_ino)
+
+
+# --------------------------------------------------------------------------- one daemon
+
+
+def test_a_second_daemon_on_the_same_state_directory_exits_1_naming_the_first(make_daemon):
+    d = make_daemon()
+    first = d.proc.pid
+    before = socket_identity(d.socket)
+
+    r = run_daemon_once(d)
+    assert r.returncode == 1, "a second lockwiped on the same state directory did not exit 1: " + show(r)
+    assert f"pid {first}" in r.stderr, f"the refusal does not name the running daemon (pid {first}): " + show(r)
+    assert str(d.state_dir) in r.stderr, "the refusal does not name the state directory: " + show(r)
+    assert not re.search(r"\bready\b", r.stderr), "the second daemon said ready: " + show(r)
+
+    assert d.running(), "the first daemon died\n" + d.log_tail()
+    assert socket_identity(d.socket) == before, "the second daemon replaced or removed the first one's socket"
+    d.ok("status")
+
+    # The same with another socket: it is the state directory that is taken.
+    other = d.root / "run" / "other.sock"
+    r = run_daemon_once(d, argv=[str(d.bins.lockwiped), "--config", str(d.config), "--state-dir",
+                                 str(d.state_dir), "--socket", str(other), "--hooks-dir",
+                                 str(d.hooks_dir)])
+    assert r.returncode == 1 and f"pid {first}" in r.stderr, show(r)
+    assert not other.exists(), "the refused daemon bound its socket"
+    d.ok("status")
+
+
+def test_the_socket_is_removed_only_by_the_daemon_that_bound_it(make_daemon):
+    """A daemon whose socket path was taken over (by another daemon on another state
+    directory) leaves the other one's socket in place when it stops."""
+    from host_helpers import wait_until
+
+    a = make_daemon()
+    first = socket_identity(a.socket)
+    b = make_daemon(start=False)
+    b.socket = a.socket  # another state directory, the same socket path
+    b.start(wait=False)
+
+    def rebound():
+        try:
+            return socket_identity(a.socket) != first and b.log_lines(" ready ")
+        except FileNotFoundError:
+            return False
+
+    wait_until(rebound, 15, "the second daemon to bind the socket path anew", details=b.log_tail)
+    taken = socket_identity(a.socket)
+    a.stop()
+    assert a.socket.exists(), "the stopping daemon removed a socket another daemon had bound since"
+    assert socket_identity(a.socket) == taken
+    b.ok("status")
+    b.stop()
+    assert not a.socket.exists(), "a daemon did not remove its own socket at exit"
