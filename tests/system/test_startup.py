@@ -91,3 +91,40 @@ def test_the_socket_is_removed_only_by_the_daemon_that_bound_it(make_daemon):
     b.ok("status")
     b.stop()
     assert not a.socket.exists(), "a daemon did not remove its own socket at exit"
+
+
+# --------------------------------------------------------------------------- permissions
+
+
+@pytest.mark.parametrize("case", ["root-only-state-directory", "database-still-roots"])
+def test_a_daemon_without_permission_on_the_state_says_so_and_exits_1(make_daemon, make_user, case):
+    d = make_daemon()  # root's daemon creates its database, then stops
+    d.stop()
+    db = d.state_dir / "state.sqlite"
+    assert db.exists()
+    before = sorted(os.listdir(d.state_dir))
+    user = make_user()
+    os.chown(d.root / "run", user.uid, user.gid)  # it could bind its socket
+    if case == "database-still-roots":
+        # Handed to the user by hand, but for the database.
+        os.chown(d.state_dir, user.uid, user.gid)
+        for name in os.listdir(d.state_dir):
+            if name != "state.sqlite" and not name.startswith("state.sqlite-"):
+                os.chown(d.state_dir / name, user.uid, user.gid)
+
+    r = run_daemon_once(d, user=user)
+    assert r.returncode == 1, f"lockwiped as {user.name} on root's state did not exit 1: " + show(r)
+    text = r.stderr.lower()
+    assert "damaged" not in text, "a permission problem is reported as damage: " + show(r)
+    assert "permission" in text, "the failure does not say it is about permissions: " + show(r)
+    assert "not running as root" in text, "a daemon not running as root does not warn: " + show(r)
+    named = str(d.state_dir) if case == "root-only-state-directory" else str(db)
+    assert named in r.stderr, f"the failure does not name {named}: " + show(r)
+    assert not re.search(r"\bready\b", text), show(r)
+
+    # Nothing was moved aside; root's daemon starts on it as before.
+    os.chown(d.state_dir, 0, 0)
+    for name in os.listdir(d.state_dir):
+        os.chown(d.state_dir / name, 0, 0)
+    assert sorted(os.listdir(d.state_dir)) == before, "the state directory changed"
+    d.start()  # and answers status (exit 0: not in the damaged mode)

@@ -84,6 +84,11 @@ public enum Daemon {
             } catch {
                 return 1
             }
+        } catch let access as StateDirectoryAccess {
+            // Permissions, a read-only file system, a lost disk: not damage. Nothing is
+            // moved or started afresh; the unit shows failed with this reason.
+            logger.critical("\(access); lockwiped cannot run without its state database", metadata: ["path": .string(access.path)])
+            return 1
         } catch {
             logger.critical(
                 "cannot open the state database; refusing to run without it",
