@@ -20,6 +20,8 @@ public struct DaemonPaths: Sendable {
     public var stateDirectory: String
     public var socketPath: String
     public var hooksDirectory: String
+    /// The configuration file was named explicitly (`--config`): it must exist.
+    public var configNamed = false
 
     public init(configPath: String, stateDirectory: String, socketPath: String, hooksDirectory: String) {
         self.configPath = configPath
@@ -57,7 +59,7 @@ public enum Daemon {
         defer { withExtendedLifetime(lock) {} }
         let loaded: ConfigurationLoader.Loaded
         do {
-            loaded = try ConfigurationLoader.load(path: paths.configPath)
+            loaded = try ConfigurationLoader.load(path: paths.configPath, named: paths.configNamed)
         } catch {
             for problem in error.problems {
                 logger.critical("invalid configuration: \(problem)", metadata: ["message_id": MessageID.configInvalid.metadata])
@@ -214,7 +216,7 @@ struct DaemonService: Service {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
             notifier.reloading()
             do {
-                let loaded = try ConfigurationLoader.load(path: paths.configPath)
+                let loaded = try ConfigurationLoader.load(path: paths.configPath, named: paths.configNamed)
                 let old = await manager.currentConfiguration
                 await manager.reload(loaded.configuration)
                 warnIfInsecure(loaded.configuration.server, logger: logger)
@@ -243,6 +245,7 @@ struct DaemonService: Service {
                         "configuration not reloaded, keeping the previous one: \(problem)",
                         metadata: ["message_id": MessageID.configInvalid.metadata])
                 }
+                await manager.reloadRejected(error.problems.map(\.description))
             }
             notifier.ready(status: await manager.statusLine())
         }
