@@ -128,3 +128,87 @@ def test_a_daemon_without_permission_on_the_state_says_so_and_exits_1(make_daemo
         os.chown(d.state_dir / name, 0, 0)
     assert sorted(os.listdir(d.state_dir)) == before, "the state directory changed"
     d.start()  # and answers status (exit 0: not in the damaged mode)
+
+
+# --------------------------------------------------------------------------- start-up pass
+
+
+class NotifyListener:
+    """A NOTIFY_SOCKET of the test's own: what lockwiped tells systemd (sd_notify)."""
+
+    def __init__(self, path):
+        import socket
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setblocking(False)
+        self.messages = []
+
+    def poll(self):
+        while True:
+            try:
+                self.messages.append(self.sock.recv(4096).decode(errors="replace"))
+            except BlockingIOError:
+                return self.messages
+
+    def ready(self):
+        return any(l == "READY=1" for m in self.poll() for l in m.splitlines())
+
+    def close(self):
+        self.sock.close()
+
+
+def test_status_is_answered_during_the_start_up_pass_and_everything_else_waits(make_daemon, make_user):
+    """The offline wipe at boot can be watched: the socket answers status (showing the
+    wipe) during the start-up pass, while other verbs and the login gate are refused
+    with StartingUp; READY=1 comes only after the pass."""
+    from daemon_harness import config_text, starting_up
+    from host_helpers import wait_until
+
+    d = make_daemon(config=config_text(lock=1, wipe=2, hook_timeout=20), faketime="+0")
+    # The willWipe hook holds the start-up pass for a few seconds (a long wipe would).
+    d.write_hook("50-slow", '#!/bin/sh\nif [ "$1" = willWipe ]; then sleep 4; fi\n')
+    user = make_user()
+    vault = d.make_vault(user, "vault")
+    d.ok("register", "--user", user.name, "--dir", vault)
+    d.stop()
+
+    notify = NotifyListener(d.root / "notify.sock")
+    d.extra_env = {"NOTIFY_SOCKET": notify.path}
+    try:
+        d.start(faketime="+3d", wait=False)  # 3 days offline: the start-up pass wipes
+
+        def watched():
+            if not d.running():
+                pytest.fail("lockwiped exited during its start-up pass\n" + d.log_tail())
+            r = d.ctl("status", "--json", timeout=5)
+            return r if r.code == 0 and starting_up(r.out) else None
+
+        r = wait_until(watched, 10, "status to be answered during the start-up pass", details=d.log_tail)
+        import json
+        doc = json.loads(r.out)
+        reg = [x for x in doc["registrations"] if x["user"] == user.name]
+        assert reg and reg[0]["state"] in ("wipe-pending", "wiping"), (
+            f"status during the start-up pass does not show the wipe in progress: {doc}")
+        assert any("start-up pass" in w for w in doc["warnings"]), doc["warnings"]
+        assert not notify.ready(), "READY=1 was sent before the start-up pass ended"
+
+        human = d.ctl("status")
+        assert human.code == 0 and "start-up pass" in human.out + human.err, human.describe()
+
+        for verb in (["lock", "--user", user.name], ["policy"], ["history"]):
+            r = d.ctl(*verb)
+            assert r.code != 0, f"`{' '.join(verb)}` was served during the start-up pass: " + r.describe()
+            assert "start-up pass" in r.err, f"`{' '.join(verb)}` is not refused by name: " + r.describe()
+        gate = d.ctl("pam-account", "--user", user.name)
+        assert gate.code == 1 and "start-up pass" in gate.out, (
+            "the login gate did not refuse during the start-up pass: " + gate.describe())
+
+        d.wait_ready(timeout=30)
+        assert notify.ready(), "no READY=1 after the start-up pass"
+        assert d.state_of(user) == "wiped"
+        d.ok("policy")
+        d.ok("history")
+        assert "starting_up" not in d.ok("status", "--json").out
+    finally:
+        notify.close()

@@ -151,17 +151,39 @@ struct DaemonService: Service {
     let checkInClient: CheckInClient
 
     func run() async throws {
+        // The socket first, so that the start-up pass can be watched: until it has ended
+        // the socket answers status (and service information) only; every other request,
+        // the login gate's included, is refused with StartingUp (ControlServer).
+        let activated = SocketActivation.listenFileDescriptors().first
+        var serving: Task<Void, Never>?
+        var bindFailure: (any Error)?
+        var bound: [UInt64]?
+        do {
+            let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
+            // What this instance bound: at exit the socket is removed only if it is still that one.
+            bound = activated == nil ? Self.identity(of: paths.socketPath) : nil
+            serving = Task { [control, logger] in
+                do {
+                    try await control.serve(server)
+                } catch is CancellationError {
+                    // graceful shutdown
+                } catch {
+                    logger.error("control socket failed: \(error)")
+                }
+            }
+        } catch {
+            bindFailure = error  // enforcement does not wait for the socket
+        }
+
         // Enforcement first: a machine that was off for a month locks or wipes before
         // anyone can log in (READY=1 releases systemd-user-sessions).
         await manager.startUp()
         // Lock on logout starts after the pass: its clocks count from now.
         let unavailable = LogindSessionWatcher.unavailableReason()
         await manager.startLockOnLogout(watcher: unavailable == nil ? LogindSessionWatcher() : nil, unavailableReason: unavailable)
+        control.startUpEnded()
+        guard let serving else { throw bindFailure ?? (CancellationError() as any Error) }
 
-        let activated = SocketActivation.listenFileDescriptors().first
-        let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
-        // What this instance bound: at exit the socket is removed only if it is still that one.
-        let bound = activated == nil ? Self.identity(of: paths.socketPath) : nil
         notifier.ready(status: await manager.statusLine())
         logger.notice(
             "lockwiped \(LockwipeVersion.current) ready",
@@ -173,12 +195,10 @@ struct DaemonService: Service {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask {
-                    do {
-                        try await control.serve(server)
-                    } catch is CancellationError {
-                        // graceful shutdown
-                    } catch {
-                        logger.error("control socket failed: \(error)")
+                    await withTaskCancellationHandler {
+                        await serving.value
+                    } onCancel: {
+                        serving.cancel()
                     }
                 }
                 group.addTask { await reloadOnHangup() }

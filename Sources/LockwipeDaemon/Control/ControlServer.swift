@@ -20,6 +20,13 @@ public final class ControlServer: Sendable {
     let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
     /// The uids with a wipe dry-run running now: one at a time per caller.
     let dryRuns = Mutex(Set<UInt32>())
+    /// True from creation until `startUpEnded()`: the socket answers status only.
+    private let startingUp = Atomic<Bool>(true)
+
+    var isStartingUp: Bool { startingUp.load(ordering: .acquiring) }
+
+    /// The start-up pass has ended: every request is served from now on.
+    public func startUpEnded() { startingUp.store(false, ordering: .releasing) }
 
     public struct Limits: Sendable {
         public var maxConnections: Int
