@@ -75,7 +75,8 @@ struct LockwipedCommand: AsyncParsableCommand {
             }
         }
         let sink = JournalLogHandler.defaultSink()
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink) }
+        let prefixed = JournalLogHandler.stderrIsJournalStream()
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink, prefixesPriority: prefixed) }
         let logger = Logger(label: "lockwiped")
         var paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
         paths.configNamed = configNamed

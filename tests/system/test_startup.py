@@ -212,3 +212,32 @@ def test_status_is_answered_during_the_start_up_pass_and_everything_else_waits(m
         assert "starting_up" not in d.ok("status", "--json").out
     finally:
         notify.close()
+
+
+# --------------------------------------------------------------------------- stderr
+
+
+def test_stderr_lines_carry_priority_prefixes_only_on_a_journal_stream(make_daemon):
+    """sd-daemon(3): `<N>` before each line when stderr is the journal stream systemd
+    names in JOURNAL_STREAM (device:inode of fd 2); never on anything else."""
+    d = make_daemon(start=False)
+    d.log_path.touch()
+    st = os.stat(d.log_path)
+    d.extra_env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}"}
+    d.start()
+    d.stop()
+    lines = [l for l in d.log().splitlines() if not l.startswith("###")]
+    assert lines, d.log_tail()
+    ready = [l for l in lines if "ready" in l]
+    assert ready and all(l.startswith("<5>notice ") for l in ready), (
+        "the ready line is not `<5>notice ...` on a journal stream:\n" + "\n".join(lines))
+    unprefixed = [l for l in lines if not (l[:1] == "<" and l[1:2].isdigit() and l[2:3] == ">")]
+    assert not unprefixed, "lines without a <N> prefix on a journal stream:\n" + "\n".join(unprefixed)
+
+    # Another stream (as when stderr was redirected away from the journal): no prefixes.
+    d.extra_env = {"JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino + 1}"}
+    d.start()
+    d.stop()
+    lines = [l for l in d.log().splitlines() if not l.startswith("###")]
+    assert lines and not [l for l in lines if l.startswith("<")], (
+        "a prefix on a stderr that is not the journal stream:\n" + "\n".join(lines))
