@@ -38,6 +38,27 @@ static inline int lockwipe_get_dumpable(void) {
     return r >= 0 ? r : -errno;
 }
 
+/// Takes a classic (process-associated) exclusive write lock on the whole of `fd`
+/// without waiting: 0, or -errno (-EAGAIN/-EACCES: another process holds it). Not an
+/// OFD lock: F_GETLK reports a classic lock's holder pid, an OFD lock's as -1. The lock
+/// goes with the process (never inherited by fork) and with the first close of any
+/// descriptor of the file in this process: the holder opens it once and keeps it open.
+static inline int lockwipe_lock_whole_file(int fd) {
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    return fcntl(fd, F_SETLK, &fl) == 0 ? 0 : -errno;
+}
+
+/// Whether another process holds a lock that conflicts with an exclusive lock on `fd`:
+/// 1 (its pid in `*pid`, 0 when it is in another pid namespace), 0 when none does now,
+/// or -errno.
+static inline int lockwipe_lock_holder(int fd, int *pid) {
+    struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
+    if (fcntl(fd, F_GETLK, &fl) != 0) return -errno;
+    if (fl.l_type == F_UNLCK) return 0;
+    *pid = (int)fl.l_pid;
+    return 1;
+}
+
 /// The mount id of `name` relative to `dirfd` (not following a final symlink), so a walk
 /// can refuse to enter any mount point, including bind mounts of the same filesystem,
 /// which `st_dev` alone cannot tell apart. Returns 0, or -errno (-ENOTSUP when the kernel

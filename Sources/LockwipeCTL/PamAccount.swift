@@ -53,7 +53,14 @@ struct PamAccount: ParsableCommand {
         let report: StatusReport
         do {
             let client = try VarlinkClient(path: global.socketPath, timeout: 10)
-            report = try client.call(ManagerMethod.getStatus.rawValue, UserFilter(user: nil), returning: StatusReport.self)
+            report = try client.call(ManagerMethod.getStatus.rawValue, StatusRequest(user: nil, loginGate: true), returning: StatusReport.self)
+        } catch let error as VarlinkError where error.name == VarlinkError.startingUpName {
+            // Not a broken daemon: one that is locking or wiping what became due while the
+            // machine was off. The login waits for that, as logins wait for READY=1
+            // (systemd-user-sessions); root is never refused.
+            print("lockwiped is finishing its start-up pass; try again in a moment")
+            Self.syslog(LOG_NOTICE, "login of \(name) refused: lockwiped is finishing its start-up pass")
+            throw CommandFailure(code: ExitStatus.failed, message: "login of \(name) refused: lockwiped is finishing its start-up pass")
         } catch {
             Self.failOpen(user: name, "\(error)")
             return

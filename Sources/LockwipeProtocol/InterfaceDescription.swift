@@ -145,12 +145,15 @@ public enum InterfaceDescription {
         )
 
         # The registrations the caller may see (all for administrators, their own otherwise).
-        method GetStatus(user: ?string) -> (
+        # Answered during the start-up pass too (starting_up: true), but for the login
+        # gate (login_gate: true), which gets StartingUp until the pass has ended.
+        method GetStatus(user: ?string, login_gate: ?bool) -> (
           version: string,
           server: Server,
           policy: PolicyInfo,
           registrations: []Registration,
-          warnings: []string
+          warnings: []string,
+          starting_up: ?bool
         )
 
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
@@ -236,6 +239,10 @@ public enum InterfaceDescription {
 
         # The passcode was right but has expired: unlock again with a new one.
         error PasscodeExpired (user: string, reason: string)
+
+        # lockwiped is in its start-up pass (resuming wipes, enforcing the policy for the
+        # time it was not running): everything but GetStatus and GetInfo waits for its end.
+        error StartingUp (reason: string)
 
         """
 

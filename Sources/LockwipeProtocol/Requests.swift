@@ -8,6 +8,17 @@ public struct UserFilter: Codable, Sendable, Equatable {
     public init(user: String? = nil) { self.user = user }
 }
 
+/// `GetStatus`: `UserFilter`'s user, and whether the login gate asks (then the start-up
+/// pass is refused with `StartingUp` instead of answered with what it has done so far).
+public struct StatusRequest: Codable, Sendable, Equatable {
+    public var user: String?
+    public var loginGate: Bool?
+    public init(user: String? = nil, loginGate: Bool? = nil) {
+        self.user = user
+        self.loginGate = loginGate
+    }
+}
+
 /// `Lock`, `Wipe`: exactly one of `user` or `all`.
 public struct TargetSelection: Codable, Sendable, Equatable {
     public var user: String?

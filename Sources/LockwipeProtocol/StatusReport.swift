@@ -8,13 +8,20 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var policy: PolicyInfo
     public var registrations: [RegistrationInfo]
     public var warnings: [String]
+    /// True while lockwiped is in its start-up pass (before READY=1): the registrations
+    /// show what it has done so far, and other requests are refused (`StartingUp`).
+    /// Absent once it has ended.
+    public var startingUp: Bool?
 
-    public init(version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String]) {
+    public init(
+        version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String], startingUp: Bool? = nil
+    ) {
         self.version = version
         self.server = server
         self.policy = policy
         self.registrations = registrations
         self.warnings = warnings
+        self.startingUp = startingUp
     }
 }
 

@@ -83,6 +83,8 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let actionFailedName = "io.lockwipe.Manager.ActionFailed"
     public static let passcodeRequiredName = "io.lockwipe.Manager.PasscodeRequired"
     public static let passcodeExpiredName = "io.lockwipe.Manager.PasscodeExpired"
+    /// The daemon is in its start-up pass: only `GetStatus` and `GetInfo` are answered.
+    public static let startingUpName = "io.lockwipe.Manager.StartingUp"
 
     public static func invalidParameter(_ parameter: String, reason: String? = nil) -> VarlinkError {
         var p = ["parameter": parameter]
@@ -101,6 +103,7 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static func passcodeRequired(user: String, reason: String) -> VarlinkError {
         VarlinkError(passcodeRequiredName, ["user": user, "reason": reason])
     }
+    public static func startingUp(_ reason: String) -> VarlinkError { VarlinkError(startingUpName, ["reason": reason]) }
     public static func passcodeExpired(user: String, reason: String) -> VarlinkError {
         VarlinkError(passcodeExpiredName, ["user": user, "reason": reason])
     }

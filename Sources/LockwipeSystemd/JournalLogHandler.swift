@@ -42,8 +42,34 @@ public struct JournalLogHandler: LogHandler {
         return journalSocketExists ? .journal : .stderr
     }
 
+    /// Whether stderr is connected to the journal: `JOURNAL_STREAM` (set by systemd for a
+    /// service whose stdout or stderr is a journal stream) holds the device and inode of
+    /// file descriptor 2. Then stderr lines carry sd-daemon(3) `<N>` priority prefixes,
+    /// which journald reads as the entry's priority (and strips); on a terminal, in a file
+    /// or a pipe they would only be noise, and systemd itself prefixes only in this case.
+    public static func stderrIsJournalStream() -> Bool {
+        var st = stat()
+        guard fstat(STDERR_FILENO, &st) == 0 else { return false }
+        return stderrIsJournalStream(journalStream: ProcessInfo.processInfo.environment["JOURNAL_STREAM"], device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// The decision of ``stderrIsJournalStream()`` without reading the process state:
+    /// `journalStream` is `JOURNAL_STREAM` ("DEVICE:INODE", decimal), `device` and `inode`
+    /// are stderr's.
+    public static func stderrIsJournalStream(journalStream: String?, device: UInt64, inode: UInt64) -> Bool {
+        guard let parts = journalStream?.split(separator: ":", omittingEmptySubsequences: false), parts.count == 2,
+            let d = UInt64(parts[0]), let i = UInt64(parts[1])
+        else { return false }
+        return d == device && i == inode
+    }
+
+    /// The sd-daemon(3) prefix of a level: `<3>` for error, `<6>` for info.
+    public static func priorityPrefix(for level: Logger.Level) -> String { "<\(JournalFields.priority(for: level))>" }
+
     public let label: String
     public let sink: Sink
+    /// Stderr lines start with `<N>` (see ``stderrIsJournalStream()``).
+    public let prefixesPriority: Bool
     public let syslogIdentifier: String
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
@@ -52,9 +78,10 @@ public struct JournalLogHandler: LogHandler {
     /// Where `.stderr` lines (and journal fallbacks) go; a test seam.
     var stderrDescriptor: CInt = STDERR_FILENO
 
-    public init(label: String, sink: Sink, syslogIdentifier: String = "lockwiped") {
+    public init(label: String, sink: Sink, syslogIdentifier: String = "lockwiped", prefixesPriority: Bool = false) {
         self.label = label
         self.sink = sink
+        self.prefixesPriority = prefixesPriority
         self.syslogIdentifier = syslogIdentifier
         self.metadataProvider = LoggingSystem.metadataProvider
     }
@@ -77,11 +104,17 @@ public struct JournalLogHandler: LogHandler {
             // If journald went away, the entry still reaches someone: under systemd,
             // stderr is itself connected to the journal.
             if Self.sendToJournal(fields) < 0 {
-                Self.writeLine(JournalFields.stderrLine(message: message, level: event.level, metadata: merged), to: stderrDescriptor)
+                Self.writeLine(stderrLine(message: message, level: event.level, metadata: merged), to: stderrDescriptor)
             }
         case .stderr:
-            Self.writeLine(JournalFields.stderrLine(message: message, level: event.level, metadata: merged), to: stderrDescriptor)
+            Self.writeLine(stderrLine(message: message, level: event.level, metadata: merged), to: stderrDescriptor)
         }
+    }
+
+    /// The stderr line, with its `<N>` prefix when stderr is a journal stream.
+    func stderrLine(message: String, level: Logger.Level, metadata: Logger.Metadata) -> String {
+        let line = JournalFields.stderrLine(message: message, level: level, metadata: metadata)
+        return prefixesPriority ? Self.priorityPrefix(for: level) + line : line
     }
 
     /// Handler metadata, then the metadata provider, then the call's own metadata (later wins),

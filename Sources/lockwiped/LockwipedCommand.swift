@@ -35,6 +35,13 @@ struct LockwipedCommand: AsyncParsableCommand {
 
     init() {}
 
+    /// Whether `--config` was given: then the file must exist (a typo must not mean
+    /// "never lock, never wipe"); only the default path may be missing. Read from the
+    /// command line, so that `--help` and the man page keep showing the default.
+    var configNamed: Bool {
+        CommandLine.arguments.dropFirst().contains { $0 == "--config" || $0.hasPrefix("--config=") }
+    }
+
     func validate() throws {
         // Checked before anything starts, so that the error names the option and the limit
         // (binding would fail later with NIO's bare "unixDomainSocketPathTooLong").
@@ -48,7 +55,7 @@ struct LockwipedCommand: AsyncParsableCommand {
     func run() async throws {
         if checkConfig {
             do throws(ConfigurationError) {
-                let loaded = try ConfigurationLoader.load(path: config)
+                let loaded = try ConfigurationLoader.load(path: config, named: configNamed)
                 for notice in loaded.notices { print("note: \(notice)") }
                 // The daemon runs with these (and logs them); a check says the machine is not ready.
                 if !loaded.machineProblems.isEmpty { throw ConfigurationError(problems: loaded.machineProblems) }
@@ -68,9 +75,11 @@ struct LockwipedCommand: AsyncParsableCommand {
             }
         }
         let sink = JournalLogHandler.defaultSink()
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink) }
+        let prefixed = JournalLogHandler.stderrIsJournalStream()
+        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink, prefixesPriority: prefixed) }
         let logger = Logger(label: "lockwiped")
-        let paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
+        var paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
+        paths.configNamed = configNamed
         let code = await Daemon.run(paths: paths, logger: logger)
         if code != 0 { throw ExitCode(code) }
     }

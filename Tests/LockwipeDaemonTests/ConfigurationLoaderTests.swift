@@ -78,6 +78,59 @@ import Testing
         #expect(loaded.notices.count == 1)
     }
 
+    @Test func aNamedFileThatIsMissingIsAnError() {
+        do throws(ConfigurationError) {
+            _ = try ConfigurationLoader.load(path: "/nonexistent/typo.toml", named: true)
+            Issue.record("a missing --config file loaded")
+        } catch {
+            #expect(
+                error.problems.map(\.description) == [
+                    "/nonexistent/typo.toml: no such file (it was named with --config; only the default /etc/lockwipe/lockwiped.toml may be missing, which means the defaults)"
+                ])
+        }
+    }
+
+    @Test func aDirectoryIsNamedAsSuchWithoutInternals() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lockwipe-cfg-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for named in [false, true] {
+            do throws(ConfigurationError) {
+                _ = try ConfigurationLoader.load(path: dir, named: named)
+                Issue.record("a directory loaded as the configuration")
+            } catch {
+                #expect(error.problems.map(\.description) == ["\(dir): is a directory, not a configuration file"])
+            }
+        }
+    }
+
+    @Test func problemsAreOrderedByFileInReadingOrderThenLine() {
+        func p(_ file: String, _ line: Int?, _ key: String) -> ConfigurationProblem {
+            ConfigurationProblem(file: file, line: line, key: key, message: "m")
+        }
+        let files = ["/etc/l.toml", "/etc/l.toml.d/10-a.toml", "/etc/l.toml.d/20-b.toml"]
+        let found = [
+            p(files[2], 3, "c"), p(files[0], 9, "a9"), p("/other", 1, "o"), p(files[0], nil, "anil"), p(files[1], 2, "b2"),
+            p(files[0], 2, "a2"), p(files[0], 9, "a9-second"), p(files[1], 1, "b1"),
+        ]
+        #expect(ConfigurationLoader.ordered(found, files: files).map(\.key) == ["a2", "a9", "a9-second", "anil", "b1", "b2", "c", "o"])
+    }
+
+    @Test func typeNamesTakeTheirArticle() throws {
+        try withFiles(["lockwiped.toml": "[lock]\nterminate_processes = 5\n[vault]\nallow_under = 3\n[control]\nadmin_group = [1]\n"]) { path in
+            do throws(ConfigurationError) {
+                _ = try ConfigurationLoader.load(path: path)
+                Issue.record("loaded")
+            } catch {
+                let text = error.problems.map(\.message)
+                #expect(text.contains("must be true or false, not an integer (5)"), "\(text)")
+                #expect(text.contains { $0.hasSuffix("not an integer") }, "\(text)")
+                #expect(text.contains("must be a string, not an array"), "\(text)")
+                #expect(!text.contains { $0.contains(" a integer") || $0.contains(" a array") })
+            }
+        }
+    }
+
     @Test func dropInsApplyInLexicalOrderLaterWins() throws {
         try withFiles([
             "lockwiped.toml": "[policy]\noffline_days_before_lock = 7\noffline_days_before_wipe = 30\n",

@@ -38,6 +38,16 @@ import Testing
         #expect(StatusWarnings.list([], server: Self.https, adminGroup: nil, logout: []) == [])
     }
 
+    @Test func aRejectedReloadIsTheFirstWarning() {
+        let warnings = StatusWarnings.list(
+            [], server: ServerConfiguration(), adminGroup: nil, logout: [], rejectedReload: ["/etc/l.toml:3: policy.x: unknown key"])
+        #expect(warnings.count == 2)
+        #expect(
+            warnings.first
+                == "the last configuration reload was rejected and the previous configuration is still in force: /etc/l.toml:3: policy.x: unknown key (fix it, check with lockwiped --check-config, and reload again)"
+        )
+    }
+
     /// One registration per row: what it is in, and the one warning it gives (nil: none).
     @Test(arguments: [
         (RegistrationState.active, nil as String?, false, 0, nil as String?),

@@ -56,6 +56,19 @@ import Testing
         }
     }
 
+    @Test func theStartUpPassIsADeclaredErrorAndAnOptionalStatusField() throws {
+        let error = VarlinkError.startingUp("wait")
+        #expect(error.name == "io.lockwipe.Manager.StartingUp" && error.message == "wait")
+        #expect(InterfaceDescription.manager.contains("error StartingUp (reason: string)"))
+        #expect(InterfaceDescription.manager.contains("method GetStatus(user: ?string, login_gate: ?bool)"))
+        // The login gate's request, and a plain status request from an older client.
+        let gate = try VarlinkMessage.encodeCall(method: ManagerMethod.getStatus.rawValue, parameters: StatusRequest(loginGate: true))
+        #expect(String(decoding: gate, as: UTF8.self).contains("\"login_gate\":true"))
+        #expect(try VarlinkMessage.decodeParameters(StatusRequest.self, from: gate) == StatusRequest(loginGate: true))
+        let plain = try VarlinkMessage.encodeCall(method: ManagerMethod.getStatus.rawValue, parameters: UserFilter(user: "alice"))
+        #expect(try VarlinkMessage.decodeParameters(StatusRequest.self, from: plain) == StatusRequest(user: "alice"))
+    }
+
     @Test func interfaceDescriptionNamesEveryCaveatKind() throws {
         let line = try #require(InterfaceDescription.manager.split(separator: "\n").first { $0.contains("# kind: copy-on-write") })
         for kind in WipeCaveat.Kind.allCases { #expect(line.contains(" \(kind.rawValue)")) }

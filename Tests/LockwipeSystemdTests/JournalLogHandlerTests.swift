@@ -47,6 +47,27 @@ import Testing
         #expect(JournalLogHandler.defaultSink(environment: ["LOCKWIPE_LOG": "journal"], journalSocketExists: true) == .journal)
     }
 
+    @Test func priorityPrefixesOnlyWhenStderrIsTheJournalStream() {
+        #expect(JournalLogHandler.stderrIsJournalStream(journalStream: "8:4242", device: 8, inode: 4242))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: nil, device: 8, inode: 4242))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: "8:4243", device: 8, inode: 4242))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: "9:4242", device: 8, inode: 4242))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: "8:4242:1", device: 8, inode: 4242))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: "", device: 0, inode: 0))
+        #expect(!JournalLogHandler.stderrIsJournalStream(journalStream: ":", device: 0, inode: 0))
+    }
+
+    @Test func prefixedLinesStartWithTheSyslogPriority() {
+        let output = CapturedOutput()
+        var handler = JournalLogHandler(label: "test", sink: .stderr, prefixesPriority: true)
+        handler.stderrDescriptor = output.writeEnd
+        let log = Logger(label: "test", factory: { _ in handler })
+        log.error("broken")
+        log.notice("fine")
+        log.critical("gone")
+        #expect(output.drain() == "<3>error broken\n<5>notice fine\n<2>critical gone\n")
+    }
+
     @Test func defaultSinkFollowsTheRealSocket() {
         let exists = access(JournalLogHandler.journalSocketPath, F_OK) == 0
         TestEnvironment.exclusive {

@@ -104,6 +104,14 @@ def find_faketime_lib():
 # --------------------------------------------------------------------------- daemon
 
 
+def starting_up(status_json: str) -> bool:
+    """Whether a `status --json` output says the daemon is in its start-up pass."""
+    try:
+        return bool(json.loads(status_json).get("starting_up"))
+    except ValueError:
+        return False
+
+
 class CtlResult(tuple):
     """(exit code, stdout, stderr) of one lockwipectl run; also .pid and .argv."""
 
@@ -160,6 +168,8 @@ class Daemon:
         self.nofile: int | None = None
         # A command the daemon runs under, e.g. setpriv dropping a capability.
         self.wrapper: list[str] = []
+        # More environment for the daemon (e.g. NOTIFY_SOCKET).
+        self.extra_env: dict[str, str] = {}
         self._log_offset = 0
         self.starts = 0
 
@@ -185,6 +195,7 @@ class Daemon:
             # CLOCK_BOOTTIME as the faked wall-clock value, which breaks timers (their
             # deadlines land decades ahead) and is not what a real machine does.
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        env.update(self.extra_env)
         return env
 
     def argv(self, *extra):
@@ -240,8 +251,10 @@ class Daemon:
                     f"serving {self.socket}\n{self.log_tail()}"
                 )
             if self.socket.exists():
-                last = self.ctl("status", timeout=5)
-                if last.code == 0:
+                # The socket answers status during the start-up pass too (starting_up):
+                # ready is when that pass has ended.
+                last = self.ctl("status", "--json", timeout=5)
+                if last.code == 0 and not starting_up(last.out):
                     return
             time.sleep(0.1)
         msg = (

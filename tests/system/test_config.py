@@ -159,15 +159,88 @@ def test_dropins_apply_in_lexical_order_and_only_toml(make_daemon):
     assert policy["offline_days_before_wipe"] == 9, policy
 
 
-def test_missing_config_file_means_defaults(make_daemon):
-    d = make_daemon(config=None)
-    policy = d.status()["policy"]
-    assert (policy["offline_days_before_lock"], policy["offline_days_before_wipe"]) == (0, 0), (
-        f"without a config file the policy should be never/never: {policy}"
-    )
-    assert str(d.config) in d.log(), (
-        "the daemon does not mention the missing config file in its log\n" + d.log_tail()
-    )
+@pytest.mark.parametrize("kind", ["missing", "directory", "device"])
+def test_a_named_config_that_is_missing_or_not_a_file_is_an_error(make_daemon, kind):
+    """`--config FILE` names a file: a typo must not mean the defaults (never lock, never
+    wipe). Only the default path may be missing (unit-tested: it is outside the test's
+    directory)."""
+    d = make_daemon(config=None, start=False)
+    if kind == "directory":
+        d.config.mkdir()
+    elif kind == "device":
+        d.config = d.root / "null-config"
+        subprocess.run(["mknod", "-m", "0644", str(d.config), "c", "1", "3"], check=True)
+    expected = {"missing": "no such file", "directory": "is a directory", "device": "not a regular file"}[kind]
+    r = check_config(d)
+    assert r.returncode == 1, f"--check-config accepted a {kind} --config: " + show(r)
+    assert "configuration valid" not in r.stdout, show(r)
+    assert any(expected in l for l in problem_lines(r, d.config)), (
+        f"the problem is not reported as '{d.config}: ... {expected}':\n" + show(r))
+    for leak in ("Domain", "error 256", "Error(", "NSCocoa"):
+        assert leak not in r.stderr, f"the message leaks an internal name ({leak!r}):\n" + show(r)
+    d.start(wait=False)
+    try:
+        code = d.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"lockwiped started with a {kind} --config {d.config}\n" + d.log_tail())
+    d.proc = None
+    assert code == 1, f"lockwiped exited {code} on a {kind} --config, expected 1\n" + d.log_tail()
+    assert f"{d.config}: " in d.log() and expected in d.log(), d.log_tail()
+
+
+def test_check_config_orders_problems_by_file_and_line(make_daemon):
+    main = """\
+[policy]
+offline_days_before_lock = 5
+offline_days_before_wipe = "never"
+
+[lock]
+terminate_processes = 5
+terminate_grace_seconds = "soon"
+
+[hooks]
+timout_seconds = 5
+
+[control]
+max_connections = -1
+"""
+    d = make_daemon(config=main, start=False)
+    d.dropins.mkdir()
+    (d.dropins / "10-a.toml").write_text("[wipe]\npasses = 99\n\n[control]\nadmin_group = 7\n")
+    r = check_config(d)
+    assert r.returncode == 1, show(r)
+    order = [str(d.config), str(d.dropins / "10-a.toml")]
+    places = []
+    for l in r.stderr.splitlines():
+        file, _, rest = l.partition(":")
+        line = rest.split(":", 1)[0]
+        assert file in order and line.isdigit(), f"a problem without FILE:LINE: {l!r}\n" + show(r)
+        places.append((order.index(file), int(line)))
+    assert len(places) >= 6, "not every problem is reported:\n" + show(r)
+    assert places == sorted(places), "the problems are not in file and line order:\n" + show(r)
+    assert "not a integer" not in r.stderr and "not an integer (5)" in r.stderr, (
+        "terminate_processes = 5 is not reported as 'not an integer (5)':\n" + show(r))
+
+
+def test_a_rejected_reload_shows_in_status_until_a_good_one(make_daemon):
+    d = make_daemon(config=config_text(lock=3, wipe=9))
+    assert not [w for w in d.status()["warnings"] if "reload" in w], d.status()["warnings"]
+    d.write_config(BAD)
+    d.hup()
+    warnings = wait_until(
+        lambda: [w for w in d.status()["warnings"] if "reload" in w and str(d.config) in w], 10,
+        "status to warn that the reload was rejected, naming the file", details=d.log_tail)
+    assert any(f"{d.config}:9:" in w for w in warnings), f"the warning does not say FILE:LINE: {warnings}"
+    human = d.ctl("status")
+    assert "reload" in human.out + human.err, "plain `lockwipectl status` does not show the warning: " + human.describe()
+    assert d.status()["policy"]["offline_days_before_lock"] == 3, "the old configuration was not kept"
+
+    d.write_config(config_text(lock=4, wipe=9))
+    d.hup()
+    wait_until(lambda: d.status()["policy"]["offline_days_before_lock"] == 4, 10,
+               "the good reload to apply", details=d.log_tail)
+    left = [w for w in d.status()["warnings"] if "reload" in w]
+    assert not left, f"the warning stays after a good reload: {left}"
 
 
 def test_daemon_refuses_to_start_on_broken_config(make_daemon):

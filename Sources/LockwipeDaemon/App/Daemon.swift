@@ -20,6 +20,8 @@ public struct DaemonPaths: Sendable {
     public var stateDirectory: String
     public var socketPath: String
     public var hooksDirectory: String
+    /// The configuration file was named explicitly (`--config`): it must exist.
+    public var configNamed = false
 
     public init(configPath: String, stateDirectory: String, socketPath: String, hooksDirectory: String) {
         self.configPath = configPath
@@ -40,9 +42,24 @@ public enum Daemon {
         if dumpable != 0 {
             logger.warning("cannot make lockwiped non-dumpable (prctl PR_SET_DUMPABLE): \(String(cString: strerror(-dumpable)))")
         }
+        if geteuid() != 0 {
+            logger.warning(
+                "lockwiped is not running as root (it runs as \(StateDirectoryAccess.processUser())): it cannot lock, wipe or end the processes of other users' vaults; it is meant to run as root, from lockwiped.service"
+            )
+        }
+        // One daemon per state directory, before anything else is opened, read or bound:
+        // a second one would enforce on the same records and take the socket away.
+        let lock: StateDirectoryLock
+        do {
+            lock = try StateDirectoryLock.acquire(stateDirectory: paths.stateDirectory)
+        } catch {
+            logger.critical("\(error)", metadata: ["state_directory": .string(paths.stateDirectory)])
+            return 1
+        }
+        defer { withExtendedLifetime(lock) {} }
         let loaded: ConfigurationLoader.Loaded
         do {
-            loaded = try ConfigurationLoader.load(path: paths.configPath)
+            loaded = try ConfigurationLoader.load(path: paths.configPath, named: paths.configNamed)
         } catch {
             for problem in error.problems {
                 logger.critical("invalid configuration: \(problem)", metadata: ["message_id": MessageID.configInvalid.metadata])
@@ -69,6 +86,11 @@ public enum Daemon {
             } catch {
                 return 1
             }
+        } catch let access as StateDirectoryAccess {
+            // Permissions, a read-only file system, a lost disk: not damage. Nothing is
+            // moved or started afresh; the unit shows failed with this reason.
+            logger.critical("\(access); lockwiped cannot run without its state database", metadata: ["path": .string(access.path)])
+            return 1
         } catch {
             logger.critical(
                 "cannot open the state database; refusing to run without it",
@@ -129,15 +151,39 @@ struct DaemonService: Service {
     let checkInClient: CheckInClient
 
     func run() async throws {
+        // The socket first, so that the start-up pass can be watched: until it has ended
+        // the socket answers status (and service information) only; every other request,
+        // the login gate's included, is refused with StartingUp (ControlServer).
+        let activated = SocketActivation.listenFileDescriptors().first
+        var serving: Task<Void, Never>?
+        var bindFailure: (any Error)?
+        var bound: [UInt64]?
+        do {
+            let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
+            // What this instance bound: at exit the socket is removed only if it is still that one.
+            bound = activated == nil ? Self.identity(of: paths.socketPath) : nil
+            serving = Task { [control, logger] in
+                do {
+                    try await control.serve(server)
+                } catch is CancellationError {
+                    // graceful shutdown
+                } catch {
+                    logger.error("control socket failed: \(error)")
+                }
+            }
+        } catch {
+            bindFailure = error  // enforcement does not wait for the socket
+        }
+
         // Enforcement first: a machine that was off for a month locks or wipes before
         // anyone can log in (READY=1 releases systemd-user-sessions).
         await manager.startUp()
         // Lock on logout starts after the pass: its clocks count from now.
         let unavailable = LogindSessionWatcher.unavailableReason()
         await manager.startLockOnLogout(watcher: unavailable == nil ? LogindSessionWatcher() : nil, unavailableReason: unavailable)
+        control.startUpEnded()
+        guard let serving else { throw bindFailure ?? (CancellationError() as any Error) }
 
-        let activated = SocketActivation.listenFileDescriptors().first
-        let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
         notifier.ready(status: await manager.statusLine())
         logger.notice(
             "lockwiped \(LockwipeVersion.current) ready",
@@ -149,12 +195,10 @@ struct DaemonService: Service {
         await cancelWhenGracefulShutdown {
             await withDiscardingTaskGroup { group in
                 group.addTask {
-                    do {
-                        try await control.serve(server)
-                    } catch is CancellationError {
-                        // graceful shutdown
-                    } catch {
-                        logger.error("control socket failed: \(error)")
+                    await withTaskCancellationHandler {
+                        await serving.value
+                    } onCancel: {
+                        serving.cancel()
                     }
                 }
                 group.addTask { await reloadOnHangup() }
@@ -177,7 +221,14 @@ struct DaemonService: Service {
         await manager.drainObservers()
         // In-flight check-ins fail (not a contact, nothing changes); connections close.
         await checkInClient.shutdown()
-        if activated == nil { unlink(paths.socketPath) }
+        if let bound, Self.identity(of: paths.socketPath) == bound { unlink(paths.socketPath) }
+    }
+
+    /// The device and inode of the socket file at `path` (not following a symlink).
+    private static func identity(of path: String) -> [UInt64]? {
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
     }
 
     /// SIGHUP: re-read the configuration; a broken one is reported and the old one kept.
@@ -185,7 +236,7 @@ struct DaemonService: Service {
         for await _ in await UnixSignalsSequence(trapping: .sighup) {
             notifier.reloading()
             do {
-                let loaded = try ConfigurationLoader.load(path: paths.configPath)
+                let loaded = try ConfigurationLoader.load(path: paths.configPath, named: paths.configNamed)
                 let old = await manager.currentConfiguration
                 await manager.reload(loaded.configuration)
                 warnIfInsecure(loaded.configuration.server, logger: logger)
@@ -214,6 +265,7 @@ struct DaemonService: Service {
                         "configuration not reloaded, keeping the previous one: \(problem)",
                         metadata: ["message_id": MessageID.configInvalid.metadata])
                 }
+                await manager.reloadRejected(error.problems.map(\.description))
             }
             notifier.ready(status: await manager.statusLine())
         }

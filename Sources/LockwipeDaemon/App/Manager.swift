@@ -57,6 +57,9 @@ public actor Manager {
     /// running is not cut off by the exit. Hooks are bounded by `[hooks] timeout_seconds`.
     var backgroundNotifications: [Int: Task<Void, Never>] = [:]
     var nextNotification = 0
+    /// The problems of the last SIGHUP reload when it was rejected (the previous
+    /// configuration kept); `status` warns until a reload succeeds.
+    var rejectedReload: [String] = []
     /// Lock on logout (ManagerSessions.swift).
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
@@ -169,7 +172,13 @@ public actor Manager {
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
+    /// A SIGHUP reload found `problems` and kept the configuration in force.
+    public func reloadRejected(_ problems: [String]) {
+        rejectedReload = problems
+    }
+
     public func reload(_ new: Configuration) async {
+        rejectedReload = []
         let serverChanged = configuration.server != new.server
         configuration = new
         authorizer = Authorizer(adminGroup: new.adminGroup)

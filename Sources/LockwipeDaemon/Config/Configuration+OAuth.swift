@@ -54,7 +54,7 @@ extension ConfigurationLoader {
         guard let table = value.table else {
             return [
                 ConfigurationProblem(
-                    file: file, line: tableLine, key: "server.oauth", message: "must be a table ([server.oauth]), not a \(value.type)")
+                    file: file, line: tableLine, key: "server.oauth", message: "must be a table ([server.oauth]), not \(value.type.withArticle)")
             ]
         }
         var problems: [ConfigurationProblem] = []
@@ -69,19 +69,19 @@ extension ConfigurationLoader {
             switch name {
             case "token_url":
                 guard v.type == .string, let s = v.string else {
-                    problem("must be a string (the token endpoint's URL), not a \(v.type)")
+                    problem("must be a string (the token endpoint's URL), not \(v.type.withArticle)")
                     continue
                 }
                 if let why = ServerURL.problem(s) { problem(why) } else { d.tokenURL = s }
             case "client_id":
                 guard v.type == .string, let s = v.string else {
-                    problem("must be a string, not a \(v.type)")
+                    problem("must be a string, not \(v.type.withArticle)")
                     continue
                 }
                 if let why = oauthClientIDProblem(s) { problem(why) } else { d.clientID = s }
             case "client_secret_file":
                 guard v.type == .string, let s = v.string else {
-                    problem("must be a string (a path), not a \(v.type)")
+                    problem("must be a string (a path), not \(v.type.withArticle)")
                     continue
                 }
                 switch readClientSecret(s) {

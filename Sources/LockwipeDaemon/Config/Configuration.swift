@@ -115,7 +115,7 @@ public struct WipeOptions: Sendable, Equatable {
 
 /// One thing wrong in a configuration file, named so an operator can fix it:
 /// `FILE:LINE: KEY: message`.
-public struct ConfigurationProblem: Sendable, Equatable, CustomStringConvertible {
+public struct ConfigurationProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var file: String
     public var line: Int?
     public var key: String
@@ -209,11 +209,24 @@ public enum ConfigurationLoader {
     /// Where the SAP device id is derived from when `[server] device_id` is not set.
     public static let machineIDPath = "/etc/machine-id"
 
-    public static func load(path: String, machineIDPath: String = ConfigurationLoader.machineIDPath) throws(ConfigurationError) -> Loaded {
+    /// `named`: the file was named explicitly (`--config`): then it must exist. Only the
+    /// default path may be missing, which means the defaults.
+    public static func load(
+        path: String, named: Bool = false, machineIDPath: String = ConfigurationLoader.machineIDPath
+    ) throws(ConfigurationError)
+        -> Loaded
+    {
         var files: [String] = []
         var notices: [String] = []
-        if FileManager.default.fileExists(atPath: path) {
-            files.append(path)
+        var st = stat()
+        if lstat(path, &st) == 0 || errno != ENOENT {
+            files.append(path)  // whatever it is: reading it says what is wrong with it
+        } else if named {
+            throw ConfigurationError(problems: [
+                ConfigurationProblem(
+                    file: path, line: nil, key: "",
+                    message: "no such file (it was named with --config; only the default \(DaemonPaths.defaultConfig) may be missing, which means the defaults)")
+            ])
         } else {
             notices.append("no configuration file at \(path); using defaults (never lock, never wipe)")
         }
@@ -248,7 +261,7 @@ public enum ConfigurationLoader {
         let reported = Set(problems.map(\.key))
         problems += completeSAP(&configuration.server, lastSetIn: lastSetIn, files: files, path: path, machineIDPath: machineIDPath)
             .filter { !reported.contains($0.key) }
-        guard problems.isEmpty else { throw ConfigurationError(problems: problems) }
+        guard problems.isEmpty else { throw ConfigurationError(problems: ordered(problems, files: files)) }
         var machineProblems: [ConfigurationProblem] = []
         if let textfile = configuration.metricsTextfile, let message = MetricsTextfile.directoryProblem(textfile) {
             let place = lastSetIn["metrics.textfile"] ?? (files.last ?? path, nil)
@@ -262,6 +275,52 @@ public enum ConfigurationLoader {
                     message: "the group \"\(group)\" does not exist; the metrics file is not written until it does (never readable by everyone instead)"))
         }
         return Loaded(configuration: configuration, files: files, notices: notices, machineProblems: machineProblems)
+    }
+
+    /// Problems by file, in the order the files are read (the main file, then the drop-ins
+    /// in lexical order; any other file after them, by name), then by line; a problem
+    /// without a line comes after the file's lined ones. Otherwise in the order found.
+    static func ordered(_ problems: [ConfigurationProblem], files: [String]) -> [ConfigurationProblem] {
+        let rank = Dictionary(files.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+        return problems.enumerated().sorted { a, b in
+            let (x, y) = (a.element, b.element)
+            let (fx, fy) = (rank[x.file] ?? files.count, rank[y.file] ?? files.count)
+            if fx != fy { return fx < fy }
+            if x.file != y.file { return x.file < y.file }
+            let (lx, ly) = (x.line ?? Int.max, y.line ?? Int.max)
+            if lx != ly { return lx < ly }
+            return a.offset < b.offset
+        }.map(\.element)
+    }
+
+    /// The text of a configuration file, or what is wrong with it in the operator's words.
+    static func readText(_ file: String) -> Result<String, ConfigurationProblem> {
+        func problem(_ message: String) -> Result<String, ConfigurationProblem> {
+            .failure(ConfigurationProblem(file: file, line: nil, key: "", message: message))
+        }
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return problem("cannot be opened: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return problem("cannot be read: \(String(cString: strerror(errno)))") }
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: return problem("is a directory, not a configuration file")
+        default: return problem("is not a regular file")
+        }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return problem("cannot be read: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { break }
+            bytes += buffer[0..<n]
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else { return problem("is not UTF-8 text") }
+        return .success(text)
     }
 
     /// `sap-mobile-services` needs `application_id`; its device id, when not set, is derived
@@ -295,10 +354,9 @@ public enum ConfigurationLoader {
         file: String, to configuration: inout Configuration, lastSetIn: inout [String: (file: String, line: Int?)], oauth: inout OAuthDraft?
     ) -> [ConfigurationProblem] {
         let text: String
-        do {
-            text = try String(contentsOfFile: file, encoding: .utf8)
-        } catch {
-            return [ConfigurationProblem(file: file, line: nil, key: "", message: "cannot be read as UTF-8 text: \(error.localizedDescription)")]
+        switch readText(file) {
+        case .success(let read): text = read
+        case .failure(let problem): return [problem]
         }
         let root: TOMLTable
         do {
@@ -323,7 +381,7 @@ public enum ConfigurationLoader {
                 problems.append(
                     ConfigurationProblem(
                         file: file, line: lineOf(table: nil, key: tableName, in: text), key: tableName,
-                        message: "must be a table ([\(tableName)]), not a \(tableValue.tomlValue.type)"))
+                        message: "must be a table ([\(tableName)]), not \(tableValue.tomlValue.type.withArticle)"))
                 continue
             }
             for (name, value) in table {
@@ -352,28 +410,28 @@ public enum ConfigurationLoader {
     private static func check(_ value: TOMLValue, kind: Kind) -> String? {
         switch kind {
         case .nonNegativeInt, .positiveInt:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
             if kind == .nonNegativeInt, n < 0 { return "must be 0 or more, not \(n)" }
             if kind == .positiveInt, n <= 0 { return "must be 1 or more, not \(n)" }
             if n > Int(Int32.max) { return "is too large (\(n))" }
             return nil
         case .passes:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
             return (0...WipeOptions.maxPasses).contains(n) ? nil : "must be 0 (unlink only) to \(WipeOptions.maxPasses), not \(n)"
         case .characterClasses:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not a \(value.type) (\(value.debugDescription))" }
+            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
             return (0...4).contains(n) ? nil : "must be 0 (no rule) to 4 (all of digits, lower case, upper case, special), not \(n)"
         case .pattern:
             let names = WipeOptions.Pattern.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
-            guard value.type == .string, let s = value.string else { return "must be \(names), not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
             return WipeOptions.Pattern(rawValue: s) == nil ? "must be \(names), not \"\(s)\"" : nil
         case .bool:
-            return value.type == .bool ? nil : "must be true or false, not a \(value.type) (\(value.debugDescription))"
+            return value.type == .bool ? nil : "must be true or false, not \(value.type.withArticle) (\(value.debugDescription))"
         case .serverURL:
-            guard value.type == .string, let s = value.string else { return "must be a string (a URL), not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be a string (a URL), not \(value.type.withArticle)" }
             return ServerURL.problem(s)
         case .readableFile:
-            guard value.type == .string, let s = value.string else { return "must be a string (a path), not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be a string (a path), not \(value.type.withArticle)" }
             guard s.hasPrefix("/") else { return "must be an absolute path, not \"\(s)\"" }
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: s, isDirectory: &isDirectory), !isDirectory.boolValue else {
@@ -382,30 +440,30 @@ public enum ConfigurationLoader {
             return FileManager.default.isReadableFile(atPath: s) ? nil : "\(s): not readable"
         case .vaultAllowances:
             guard value.type == .array, let list = value.array else {
-                return "must be a list of directories ([\"/opt/fieldapp/data\"]), not a \(value.type)"
+                return "must be a list of directories ([\"/opt/fieldapp/data\"]), not \(value.type.withArticle)"
             }
             for item in list {
-                guard item.type == .string, let s = item.string else { return "must hold only strings (paths), not a \(item.type)" }
+                guard item.type == .string, let s = item.string else { return "must hold only strings (paths), not \(item.type.withArticle)" }
                 if let problem = DirectoryRules.allowanceProblem(s) { return problem }
             }
             return nil
         case .serverProtocol:
             let names = ServerProtocol.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
-            guard value.type == .string, let s = value.string else { return "must be \(names), not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
             return ServerProtocol(rawValue: s) == nil ? "must be \(names), not \"\(s.prefix(60))\"" : nil
         case .headerValue:
-            guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be a string, not \(value.type.withArticle)" }
             if s.isEmpty { return "must not be empty" }
             if s.utf8.count > 256 { return "must be at most 256 characters long" }
             // Sent as a header value: visible ASCII only, so it can never split a request.
             return s.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
                 ? nil : "may only contain visible ASCII characters (no spaces, control characters or non-ASCII), not \"\(s.prefix(60))\""
         case .metricsTextfile:
-            guard value.type == .string, let s = value.string else { return "must be a string (a path ending in .prom), not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be a string (a path ending in .prom), not \(value.type.withArticle)" }
             return MetricsTextfile.pathProblem(s)
         case .fileMode:
             guard value.type == .string, let s = value.string else {
-                return "must be an octal file mode as a string (\"0640\"), not a \(value.type) (\(value.debugDescription))"
+                return "must be an octal file mode as a string (\"0640\"), not \(value.type.withArticle) (\(value.debugDescription))"
             }
             guard let mode = MetricsFileOptions.parseMode(s) else {
                 return "must be an octal file mode of 3 or 4 digits such as \"0640\" (no setuid, setgid or sticky bit), not \"\(s.prefix(20))\""
@@ -415,7 +473,7 @@ public enum ConfigurationLoader {
             }
             return nil
         case .groupName:
-            guard value.type == .string, let s = value.string else { return "must be a string, not a \(value.type)" }
+            guard value.type == .string, let s = value.string else { return "must be a string, not \(value.type.withArticle)" }
             let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
             return (!s.isEmpty && allowed) ? nil : "must be a group name ([A-Za-z0-9_.-]+), not \"\(s)\""
         }
@@ -437,5 +495,13 @@ public enum ConfigurationLoader {
             if name == key { return index + 1 }
         }
         return nil
+    }
+}
+
+extension TOMLType {
+    /// The type's name with its article, for "must be X, not an integer".
+    var withArticle: String {
+        let name = description
+        return ("aeiou".contains(name.first ?? "x") ? "an " : "a ") + name
     }
 }

@@ -3,7 +3,18 @@ import LockwipeCore
 import LockwipeProtocol
 
 extension ControlServer {
+    /// What every request but status and service information gets during the start-up pass.
+    static let startingUpRefusal =
+        "lockwiped is finishing its start-up pass (resuming interrupted wipes and enforcing the policy for the time it was not running); try again when it has ended: lockwipectl status shows its progress"
+
     func dispatch(_ method: String, _ data: Data, peer: Peer) async throws -> Data {
+        if isStartingUp, let m = ManagerMethod(rawValue: method) {
+            // Status answers what the pass has done so far; the login gate (which asks for
+            // status too) and every other verb wait for its end.
+            var answered = false
+            if m == .getStatus { answered = try VarlinkMessage.decodeParameters(StatusRequest.self, from: data).loginGate != true }
+            if !answered { throw VarlinkError.startingUp(Self.startingUpRefusal) }
+        }
         switch method {
         case "org.varlink.service.GetInfo":
             return try VarlinkMessage.encodeReply(
@@ -30,8 +41,15 @@ extension ControlServer {
 
         switch m {
         case .getStatus:
-            let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
-            return try statusReplies.reply(try await manager.status(for: caller, user: p.user))
+            let p = try VarlinkMessage.decodeParameters(StatusRequest.self, from: data)
+            var report = try await manager.status(for: caller, user: p.user)
+            if isStartingUp {
+                report.startingUp = true
+                report.warnings.insert(
+                    "lockwiped is finishing its start-up pass: what it shows may still change, and every request but status is refused until it has ended",
+                    at: 0)
+            }
+            return try statusReplies.reply(report)
         case .getPolicy:
             return try VarlinkMessage.encodeReply(await manager.policyInfo())
         case .getHistory:

@@ -20,6 +20,13 @@ public final class ControlServer: Sendable {
     let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
     /// The uids with a wipe dry-run running now: one at a time per caller.
     let dryRuns = Mutex(Set<UInt32>())
+    /// True from creation until `startUpEnded()`: the socket answers status only.
+    private let startingUp = Atomic<Bool>(true)
+
+    var isStartingUp: Bool { startingUp.load(ordering: .acquiring) }
+
+    /// The start-up pass has ended: every request is served from now on.
+    public func startUpEnded() { startingUp.store(false, ordering: .releasing) }
 
     public struct Limits: Sendable {
         public var maxConnections: Int
@@ -53,10 +60,56 @@ public final class ControlServer: Sendable {
         }
         let directory = (path as NSString).deletingLastPathComponent
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let channel = try await bootstrap.bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true, childChannelInitializer: initializer)
-        // Anyone may connect; what they may do is decided per request from SO_PEERCRED.
-        guard chmod(path, 0o666) == 0 else { throw FileSystemError("chmod 0666", path) }
-        return channel
+        // Bound here, not by NIO: NIO's own Unix server socket unlinks whatever is at its
+        // path when it closes, which may by then be another daemon's socket. The daemon
+        // removes the file itself at exit, only if it is still the one it bound.
+        let fd = try Self.bindUnixSocket(path: path)
+        do {
+            return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
+    /// A stream socket bound at `path` (a stale socket file there is replaced; any other
+    /// file is left alone and refused), mode 0666: anyone may connect, and what they may
+    /// do is decided per request from SO_PEERCRED. NIO listens on it.
+    static func bindUnixSocket(path: String) throws -> CInt {
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw FileSystemError("bind the control socket at", path, code: EEXIST)
+            }
+            guard unlink(path) == 0 || errno == ENOENT else { throw FileSystemError("remove the stale socket", path) }
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw FileSystemError("create a socket for", path) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count <= VarlinkClient.maxSocketPathBytes else {
+            close(fd)
+            throw FileSystemError("bind", path, code: ENAMETOOLONG)
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else {
+            let code = errno
+            close(fd)
+            throw FileSystemError("bind", path, code: code)
+        }
+        guard chmod(path, 0o666) == 0 else {
+            let code = errno
+            close(fd)
+            throw FileSystemError("chmod 0666", path, code: code)
+        }
+        return fd
     }
 
     /// Accepts connections until the server channel closes; one child task per connection.

@@ -91,7 +91,7 @@ extension Manager {
         }
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
-            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } })
+            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(list), registrations: infos, warnings: warnings)

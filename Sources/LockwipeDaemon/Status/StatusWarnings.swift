@@ -3,12 +3,18 @@
 enum StatusWarnings {
     /// `adminGroup`: the configured admin group when it does not exist (nil when it does);
     /// `logout`: the lock-on-logout warnings (`Manager.logoutLockWarnings`);
-    /// `connectionProblems`: why a registration has no SAP application connection yet.
+    /// `connectionProblems`: why a registration has no SAP application connection yet;
+    /// `rejectedReload`: the problems of the last reload, when it was rejected.
     static func list(
         _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
-        connectionProblems: [(user: String, problem: String)] = []
+        connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = []
     ) -> [String] {
         var warnings: [String] = []
+        for problem in rejectedReload {
+            warnings.append(
+                "the last configuration reload was rejected and the previous configuration is still in force: \(problem) (fix it, check with lockwiped --check-config, and reload again)"
+            )
+        }
         if !server.isConfigured {
             warnings.append("no policy server is configured: offline clocks restart only when an administrator unlocks a registration")
         }

@@ -31,6 +31,9 @@ public final class StateStore: Sendable {
         if !existed, FileManager.default.fileExists(atPath: marker) {
             throw StateStoreDamage.missing(path: path)
         }
+        // SQLite says "unable to open database file" (error 14) for a permission problem as
+        // for a lost disk: find out first, in the operator's words, and never call it damage.
+        try Self.checkAccess(directory: directory, path: path, existed: existed)
         var config = GRDB.Configuration()
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA secure_delete = ON")
@@ -62,8 +65,13 @@ public final class StateStore: Sendable {
             }
         } catch let damage as StateStoreDamage {
             throw damage
-        } catch {
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB {
+            // The file opened and SQLite says it is not a database, or a corrupt one.
             throw StateStoreDamage.damaged(path: path, reason: "\(error)")
+        } catch {
+            // Anything else (an I/O error, a full or read-only disk, a lock held elsewhere)
+            // says nothing about the file's content: not damage, and nothing to move aside.
+            throw StateStoreUnavailable(path: path, reason: "\(error)")
         }
         if !FileManager.default.fileExists(atPath: marker) {
             guard
@@ -110,6 +118,19 @@ public final class StateStore: Sendable {
         }()
         keyFiles = KeyFiles(stateDirectory: (path as NSString).deletingLastPathComponent)
         db = try CheckedQueue(DatabaseQueue(), path: path, damage: damage)
+    }
+
+    /// The database (when it exists) must open for reading and writing, and the directory
+    /// must take new files (the WAL and the shared-memory index beside it).
+    private static func checkAccess(directory: String, path: String, existed: Bool) throws(StateDirectoryAccess) {
+        if existed {
+            let fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW)
+            guard fd >= 0 else { throw StateDirectoryAccess(operation: "open", path: path, stateDirectory: directory, code: errno) }
+            close(fd)
+        }
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw StateDirectoryAccess(operation: "write in", path: directory, stateDirectory: directory, code: errno)
+        }
     }
 
     private static func fileSize(_ path: String) -> Int64 {

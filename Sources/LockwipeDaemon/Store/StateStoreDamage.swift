@@ -9,7 +9,8 @@ public enum StateStoreDamage: Error, Sendable, Equatable, CustomStringConvertibl
     case replaced(path: String)
 
     public var description: String {
-        what + "; lockwiped enforces nothing until it is restored from a backup, or moved aside together with \(StateStore.markerName) to start afresh (lockwiped(8))"
+        what
+            + "; lockwiped enforces nothing until it is restored from a backup (lockwiped(8)). Starting afresh instead (moving it aside together with \(StateStore.markerName)) forgets every registration, lock record and pending wipe of this machine (the vaults stay as they are: a locked one stays locked, unknown to lockwipe)"
     }
 
     private var what: String {
@@ -22,4 +23,12 @@ public enum StateStoreDamage: Error, Sendable, Equatable, CustomStringConvertibl
             return "the state database \(path) was deleted or replaced while lockwiped was running"
         }
     }
+}
+
+/// The state database cannot be opened or read for a reason that says nothing about its
+/// content (an I/O error, a full or read-only disk): the daemon exits 1 with this text.
+public struct StateStoreUnavailable: Error, Sendable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+    public var description: String { "cannot open the state database \(path): \(reason); it was not changed or moved" }
 }
