@@ -68,7 +68,13 @@ struct LockwipedCommand: AsyncParsableCommand {
             }
         }
         let sink = JournalLogHandler.defaultSink()
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink) }
+        // Entries logged while a control request is answered name its client (LOCKWIPE_PEER_*).
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler = JournalLogHandler(label: label, sink: sink)
+                handler.metadataProvider = provider
+                return handler
+            }, metadataProvider: RequestingClient.journalMetadata)
         let logger = Logger(label: "lockwiped")
         let paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
         let code = await Daemon.run(paths: paths, logger: logger)

@@ -121,6 +121,8 @@ extension Manager {
     /// the warnings due, and the one wake-up at the next threshold crossing or warning. Overlapping reschedules apply
     /// the newest plan only (`WakeAlarm`).
     func reschedule() async {
+        // A plan made at the end of a request (a warning it announces) is the daemon's own, not the requester's.
+        if RequestingClient.current != nil { return await RequestingClient.$current.withValue(nil) { await reschedule() } }
         let plan = alarm.beginPlan()
         if let damage = store.damage {
             alarm.disarm()

@@ -10,7 +10,7 @@ import Logging
 extension Manager {
     /// Applies one answer in `user`'s turn, to the registration that asked only.
     func apply(
-        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedMS: Int64
+        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedUSEC: Int64
     ) async -> ActionResult {
         guard let r = try? await store.registration(user), r.id == asked else {
             let current = try? await store.registration(user)
@@ -22,7 +22,7 @@ extension Manager {
         let reading = clock.now()
         let meta: Logger.Metadata = [
             "user": .string(user), "uid": "\(r.uid)", "action": "check-in", "purpose": .string(purpose.rawValue),
-            "server": .string(configuration.server.url ?? ""), "elapsed_ms": "\(elapsedMS)",
+            "server": .string(configuration.server.url ?? ""), "elapsed_usec": "\(elapsedUSEC)",
         ]
         let decision = CheckInDecision.decide(await decisionInput(r, outcome), outcome)
         for line in decision.before { log(line, meta) }

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeSystemd
 import Logging
 import Subprocess
 
@@ -142,7 +143,7 @@ public struct HookRunner: LockAndWipeEventObserving {
                 group.cancelAll()
                 return first
             }
-            meta["elapsed"] = "\(ContinuousClock.now - started)"
+            meta["elapsed_usec"] = .string(JournalFields.microseconds(ContinuousClock.now - started))
             guard let outcome else {
                 meta["message_id"] = MessageID.hookFailed.metadata
                 logger.error("hook timed out after \(limit) and was terminated", metadata: meta)

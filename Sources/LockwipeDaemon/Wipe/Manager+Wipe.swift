@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeSystemd
 import Logging
 import NIOCore
 
@@ -101,13 +102,13 @@ extension Manager {
         meta["skipped"] = "\(summary.skipped.count)"
         meta["passes"] = "\(summary.passes)"
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
-        meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
+        meta["elapsed_usec"] = .string(JournalFields.microseconds(seconds: summary.elapsedSeconds))
         meta["certificate_id"] = .string(certificate.id)
         if !summary.caveats.isEmpty { meta["caveats"] = .string(Set(summary.caveats.map(\.kind.rawValue)).sorted().joined(separator: ",")) }
         if summary.cryptoErased {
             meta["crypto_erased"] = "true"
             meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
-            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
+            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_usec"] = .string(JournalFields.microseconds(seconds: s)) }
         }
         let detail = summary.recordText(resumed: resumed)
         do {

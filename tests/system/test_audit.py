@@ -1,0 +1,113 @@
+"""Who did it, clean paths, and a way forward after a wipe (issue 27): the requester in
+the journal and in history, one spelling of elapsed time, `history --limit 0`; control
+characters refused at registration and the hooks' directories; what to do after a wipe
+and registering an existing directory; errors in words."""
+
+import json
+import os
+import re
+import socket
+import stat
+import subprocess
+
+import pytest
+
+from daemon_harness import config_text, server_config
+from host_helpers import wait_until
+
+# The harness runs lockwiped with LOCKWIPE_LOG=stderr: each journal entry is one line of
+# `FIELD=value` pairs (values with spaces are quoted), the same fields the journal gets.
+FIELD = re.compile(r'\b(LOCKWIPE_[A-Z0-9_]+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def fields_of(line):
+    return {k: v[1:-1] if v.startswith('"') else v for k, v in FIELD.findall(line)}
+
+
+def entries(daemon, *needles):
+    return [fields_of(line) for line in daemon.log_lines(*needles)]
+
+
+def register(daemon, user, *dirs, **kw):
+    args = ["register", "--user", user.name]
+    for d in dirs:
+        args += ["--dir", str(d)]
+    return daemon.ctl(*args, **kw)
+
+
+# --------------------------------------------------------------------------- who asked
+
+
+def test_an_admin_lock_and_wipe_name_their_requester_in_the_journal(daemon, make_user):
+    """`journalctl LOCKWIPE_PEER_UID=0 LOCKWIPE_ACTION=wipe` finds root's wipe: every
+    entry of a control request carries the client's uid, pid and comm."""
+    user = make_user()
+    register(daemon, user, daemon.make_vault(user, "v"))
+    lock = daemon.ok("lock", "--user", user.name)
+    wipe = daemon.ok("wipe", "--user", user.name, "--yes")
+
+    for action, r in (("lock", lock), ("wipe", wipe)):
+        found = entries(daemon, f"LOCKWIPE_ACTION={action}", f"LOCKWIPE_USER={user.name}")
+        assert found, f"no {action} entry\n" + daemon.log_tail()
+        for f in found:
+            assert f.get("LOCKWIPE_PEER_UID") == "0", (action, f)
+            assert f.get("LOCKWIPE_PEER_PID") == str(r.pid), (action, r.pid, f)
+            assert f.get("LOCKWIPE_PEER_COMM") == "lockwipectl", (action, f)
+    # The wipe's report entry among them, and its elapsed time in microseconds.
+    report = [f for f in entries(daemon, "LOCKWIPE_ACTION=wipe", f"LOCKWIPE_USER={user.name}") if "LOCKWIPE_FILES" in f]
+    assert report and int(report[-1]["LOCKWIPE_ELAPSED_USEC"]) > 0, report
+    assert not daemon.log_lines("LOCKWIPE_ELAPSED_SECONDS="), "an elapsed time still spelled in seconds"
+
+
+def test_a_users_own_lock_names_her(daemon, make_user):
+    user = make_user()
+    register(daemon, user, daemon.make_vault(user, "v"))
+    r = daemon.ctl("lock", "--user", user.name, user=user)
+    assert r.code == 0, r.describe()
+    found = entries(daemon, "LOCKWIPE_ACTION=lock", f"LOCKWIPE_USER={user.name}")
+    assert found and all(f.get("LOCKWIPE_PEER_UID") == str(user.uid) for f in found), found
+    assert all(f.get("LOCKWIPE_PEER_PID") == str(r.pid) for f in found), (r.pid, found)
+
+
+def test_history_names_the_requester_and_keeps_two_registrations_of_one_user_apart(daemon, make_user):
+    user = make_user()
+    first = daemon.ok("register", "--user", user.name, "--dir", daemon.make_vault(user, "one"))
+    lock = daemon.ok("lock", "--user", user.name)
+    daemon.ok("unlock", "--user", user.name)
+    unregister = daemon.ok("unregister", "--user", user.name)
+    second = daemon.ok("register", "--user", user.name, "--dir", daemon.make_vault(user, "two"))
+    own = daemon.ctl("lock", "--user", user.name, user=user)
+    assert own.code == 0, own.describe()
+
+    events = daemon.history(user)
+    kinds = [e["kind"] for e in events]
+    assert kinds == ["register", "lock", "unlock", "unregister", "register", "lock"], events
+    ids = [e.get("registration_id") for e in events]
+    assert ids[0] and ids[:4] == [ids[0]] * 4, events
+    assert ids[4] and ids[4:] == [ids[4]] * 2 and ids[4] != ids[0], events
+    pids = [first.pid, lock.pid, None, unregister.pid, second.pid, own.pid]
+    for e, pid in zip(events, pids):
+        req = e.get("requester")
+        assert req and req["comm"] == "lockwipectl", e
+        assert req["uid"] == (user.uid if e is events[-1] else 0), e
+        if pid is not None:
+            assert req["pid"] == pid, (e, pid)
+
+    table = daemon.ok("history", "--user", user.name).out.splitlines()
+    header = table[0].split()
+    assert "BY" in header and "REGISTRATION" in header, table[0]
+    rows = [line.split() for line in table[1:]]
+    by = header.index("BY")
+    regs = header.index("REGISTRATION")
+    assert [row[by] for row in rows] == ["root"] * 5 + [user.name], table
+    assert len({row[regs] for row in rows}) == 2, table
+
+
+def test_history_limit_zero_shows_no_event(daemon, make_user):
+    user = make_user()
+    register(daemon, user, daemon.make_vault(user, "v"))
+    daemon.ok("lock", "--user", user.name)
+    assert json.loads(daemon.ok("history", "--json", "--limit", "0").out)["events"] == []
+    assert [e["kind"] for e in json.loads(daemon.ok("history", "--json", "--limit", "1").out)["events"]] == ["lock"]
+    text = daemon.ok("history", "--limit", "0").out
+    assert "register" not in text and "lock" not in text, text
