@@ -111,3 +111,60 @@ def test_history_limit_zero_shows_no_event(daemon, make_user):
     assert [e["kind"] for e in json.loads(daemon.ok("history", "--json", "--limit", "1").out)["events"]] == ["lock"]
     text = daemon.ok("history", "--limit", "0").out
     assert "register" not in text and "lock" not in text, text
+
+
+# --------------------------------------------------------------------------- clean paths
+
+
+def test_a_path_with_a_newline_is_refused_naming_it(daemon, make_user):
+    user = make_user()
+    bad = daemon.data / "field\nother"
+    r = register(daemon, user, daemon.make_vault(user, "fine"), bad)
+    assert r.code == 1, r.describe()
+    shown = str(bad).replace("\n", "\\n")
+    assert f'directory "{shown}" contains a control character (a newline, U+000A)' in r.err, r.describe()
+    assert "\n" not in r.err.strip(), f"the refusal itself breaks the line: {r.err!r}"
+    assert daemon.registration(user) is None
+    assert not bad.exists(), "a refused registration created the directory"
+
+
+@pytest.mark.parametrize("char, code", [("\x1b", "U+001B"), ("\x7f", "U+007F"), ("\u009b", "U+009B")])
+def test_other_control_characters_in_a_path_are_refused(daemon, make_user, char, code):
+    user = make_user()
+    r = register(daemon, user, daemon.data / f"x{char}y")
+    assert r.code == 1 and f"contains a control character ({code})" in r.err, r.describe()
+    assert char not in r.err, repr(r.err)
+
+
+def test_a_user_name_with_a_control_character_is_refused_naming_the_field(daemon):
+    r = daemon.ctl("register", "--user", "eve\nroot", "--dir", daemon.data / "eve")
+    assert r.code == 1, r.describe()
+    assert 'user name "eve\\nroot" contains a control character (a newline, U+000A)' in r.err, r.describe()
+
+
+HOOK = """#!/bin/bash
+{{
+  printf 'count=%s\\n' "$LOCKWIPE_DIRECTORY_COUNT"
+  for ((i = 1; i <= LOCKWIPE_DIRECTORY_COUNT; i++)); do
+    v="LOCKWIPE_DIRECTORY_$i"; printf 'dir=%s\\n' "${{!v}}"
+  done
+  printf '%s\\n' "$LOCKWIPE_DIRECTORIES" | sed 's/^/line=/'
+}} >> {out}
+"""
+
+
+def test_hooks_get_each_directory_exactly(make_daemon, make_user):
+    d = make_daemon(start=False)
+    out = d.root / "hook-dirs"
+    d.write_hook("10-dirs", HOOK.format(out=out))
+    d.start()
+    user = make_user()
+    dirs = [d.make_vault(user, "with space"), d.make_vault(user, "plain")]
+    register(d, user, *dirs)
+    d.ok("lock", "--user", user.name)
+    wait_until(lambda: out.exists() and out.read_text().count("count=") >= 2, 10, "the lock hooks did not run")
+    first = out.read_text().split("count=")[1]
+    lines = ["count=" + first.splitlines()[0]] + first.splitlines()[1:]
+    assert lines == [
+        "count=2", f"dir={dirs[0]}", f"dir={dirs[1]}", f"line={dirs[0]}", f"line={dirs[1]}",
+    ], out.read_text()

@@ -48,6 +48,7 @@ extension Manager {
                 var account: Account?
                 var normalized: [String] = []
                 flow.add("validate user") {
+                    if let problem = DirectoryRules.controlCharacterProblem(field: "user name", user) { throw RegistrationRefusal(problem) }
                     guard let a = try await BlockingPool.run({ [accounts = self.accounts] in accounts.account(named: user) }) else {
                         throw RegistrationRefusal("no Unix user named '\(user)'")
                     }
