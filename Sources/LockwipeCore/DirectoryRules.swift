@@ -113,3 +113,35 @@ public enum DirectoryRules {
         return nil
     }
 }
+
+/// What registration does with a vault directory that already exists, so that `active`
+/// always means its user can use it: keep it, give it to her (through its descriptor), or
+/// refuse, saying why. A permission-mode wipe leaves the directory `root:root 0000` and
+/// empty: registering it again gives it back.
+public enum ExistingVault: Sendable, Equatable {
+    /// Hers already, with her read, write and search bits.
+    case keep
+    /// Give it to her: owner her uid and group, this mode.
+    case take(mode: UInt32)
+    case refuse(String)
+
+    /// `owner` and `mode` (permission bits) are the directory's, `isEmpty` whether it holds
+    /// no entry; `user`/`uid` the account being registered.
+    public static func decide(path: String, owner: UInt32, mode: UInt32, isEmpty: Bool, user: String, uid: UInt32) -> ExistingVault {
+        let permissions = mode & 0o7777
+        if owner == uid {
+            // Her own directory: she could fix the mode herself, but `active` should not wait for it.
+            return permissions & 0o700 == 0o700 ? .keep : .take(mode: permissions | 0o700)
+        }
+        if owner == 0 {
+            // Root's: an administrator registers it for her. Empty (as a wipe leaves it,
+            // `root:root 0000`), it becomes hers as a created vault would (0700). With content,
+            // only the directory itself becomes hers (its mode kept, her bits added): what is
+            // inside stays as it is, never chowned recursively.
+            return .take(mode: isEmpty ? 0o700 : permissions | 0o700)
+        }
+        return .refuse(
+            "\(path): belongs to uid \(owner), not to \(user) (uid \(uid)); registration never takes a directory from another account: "
+                + "give it to \(user) (chown) if it is hers, or register another directory")
+    }
+}

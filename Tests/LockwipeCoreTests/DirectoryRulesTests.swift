@@ -130,3 +130,41 @@ import Testing
         #expect(DirectoryRules.normalize("/srv/a/../b") == nil)
     }
 }
+
+/// An existing directory at registration: kept, given to the user, or refused with the reason.
+@Suite struct ExistingVaultTests {
+    struct Row: Sendable, CustomTestStringConvertible {
+        var owner: UInt32
+        var mode: UInt32
+        var isEmpty: Bool
+        var expected: ExistingVault
+        var testDescription: String { "owner \(owner) mode \(String(mode, radix: 8)) \(isEmpty ? "empty" : "not empty")" }
+    }
+
+    static let rows: [Row] = [
+        Row(owner: 1001, mode: 0o750, isEmpty: false, expected: .keep),
+        Row(owner: 1001, mode: 0o700, isEmpty: true, expected: .keep),
+        Row(owner: 1001, mode: 0o40755, isEmpty: true, expected: .keep),  // type bits ignored
+        Row(owner: 1001, mode: 0o000, isEmpty: false, expected: .take(mode: 0o700)),
+        Row(owner: 1001, mode: 0o055, isEmpty: false, expected: .take(mode: 0o755)),
+        // What a permission-mode wipe leaves: root:root 0000, empty.
+        Row(owner: 0, mode: 0o000, isEmpty: true, expected: .take(mode: 0o700)),
+        Row(owner: 0, mode: 0o755, isEmpty: true, expected: .take(mode: 0o700)),
+        // Root's with content: the directory alone becomes hers, its mode kept.
+        Row(owner: 0, mode: 0o755, isEmpty: false, expected: .take(mode: 0o755)),
+        Row(owner: 0, mode: 0o2750, isEmpty: false, expected: .take(mode: 0o2750)),
+        Row(owner: 0, mode: 0o000, isEmpty: false, expected: .take(mode: 0o700)),
+        Row(owner: 1002, mode: 0o700, isEmpty: true, expected: .refuse("belongs to uid 1002, not to alice (uid 1001)")),
+        Row(owner: 1002, mode: 0o777, isEmpty: false, expected: .refuse("belongs to uid 1002")),
+    ]
+
+    @Test(arguments: rows) func decide(_ row: Row) {
+        let got = ExistingVault.decide(path: "/srv/field/alice", owner: row.owner, mode: row.mode, isEmpty: row.isEmpty, user: "alice", uid: 1001)
+        switch (got, row.expected) {
+        case (.refuse(let reason), .refuse(let phrase)):
+            #expect(reason.hasPrefix("/srv/field/alice: ") && reason.contains(phrase), "\(reason)")
+        default:
+            #expect(got == row.expected)
+        }
+    }
+}

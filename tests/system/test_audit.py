@@ -168,3 +168,66 @@ def test_hooks_get_each_directory_exactly(make_daemon, make_user):
     assert lines == [
         "count=2", f"dir={dirs[0]}", f"dir={dirs[1]}", f"line={dirs[0]}", f"line={dirs[1]}",
     ], out.read_text()
+
+
+# --------------------------------------------------------------------------- after a wipe
+
+
+def as_user(user, *argv):
+    """Runs argv as `user` through runuser (a real other Unix user, no capabilities)."""
+    return subprocess.run(["runuser", "-u", user.name, "--", *map(str, argv)], capture_output=True, text=True, timeout=30)
+
+
+def test_after_a_wipe_the_way_forward_is_said_and_the_directory_is_given_back(daemon, make_user):
+    """A permission-mode wipe leaves the directory root:root 0000; unlock and status say
+    what to do next, and unregister + register of the same directory gives it back: the
+    user can write into the vault that status calls active."""
+    user = make_user()
+    vault = daemon.make_vault(user, "v")
+    register(daemon, user, vault)
+    daemon.ok("wipe", "--user", user.name, "--yes")
+    st = os.stat(vault)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0), "the wipe did not leave root:root 0000"
+
+    step = f"lockwipectl unregister --user {user.name}, then lockwipectl register --user {user.name} --dir DIR"
+    r = daemon.ctl("unlock", "--user", user.name)
+    assert r.code == 1 and "not locked (state: wiped)" in r.err and step in r.err, r.describe()
+    r = daemon.ctl("lock", "--user", user.name)
+    assert r.code == 1 and step in r.err, r.describe()
+    status = daemon.ok("status").out
+    assert step in status, status
+
+    daemon.ok("unregister", "--user", user.name)
+    r = daemon.ok("register", "--user", user.name, "--dir", vault)
+    assert f"given to {user.name}" in r.out, r.describe()
+    assert daemon.state_of(user) == "active"
+    st = os.stat(vault)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (user.uid, user.gid, 0o700), st
+    w = as_user(user, "sh", "-c", f'echo new > "{vault}/after-wipe.txt" && cat "{vault}/after-wipe.txt"')
+    assert w.returncode == 0 and w.stdout == "new\n", f"the user cannot use her active vault: {w.stderr}"
+
+
+def test_an_existing_directory_of_someone_else_is_refused_with_the_reason(daemon, make_user):
+    alice, bob = make_user(), make_user()
+    bobs = daemon.make_vault(bob, "bobs")
+    r = register(daemon, alice, bobs)
+    assert r.code == 1 and f"belongs to uid {bob.uid}, not to {alice.name} (uid {alice.uid})" in r.err, r.describe()
+    assert os.stat(bobs).st_uid == bob.uid, "a refused registration changed the owner"
+    assert daemon.registration(alice) is None
+
+
+def test_an_existing_directory_of_roots_is_given_to_the_user_and_only_it(daemon, make_user):
+    """Root's directory becomes hers through its descriptor: the directory itself, never
+    what it holds (no recursive chown)."""
+    user = make_user()
+    prepared = daemon.data / "prepared"
+    prepared.mkdir(mode=0o755)
+    (prepared / "root-file").write_text("root's")
+    os.chmod(prepared / "root-file", 0o600)
+    daemon.ok("register", "--user", user.name, "--dir", prepared)
+    st = os.stat(prepared)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (user.uid, 0o755), st
+    assert os.stat(prepared / "root-file").st_uid == 0, "the content was chowned too"
+    w = as_user(user, "touch", prepared / "mine")
+    assert w.returncode == 0, w.stderr
+    assert daemon.state_of(user) == "active"

@@ -95,20 +95,28 @@ extension Manager {
                 // Each directory is opened (or created with mkdirat on its verified parent and
                 // fchown'ed through its own descriptor) and its device and inode recorded: from
                 // now on the vault is that inode, whatever its path comes to name.
+                // An existing directory is kept when it is hers, given to her (through the same
+                // descriptor) when it is root's and empty, as a wipe leaves it, and refused
+                // otherwise (`ExistingVault`): `active` means she can use it.
                 var created: [VaultDirectory] = []
+                var given: [(VaultDirectory, previous: (uid: UInt32, gid: UInt32, mode: UInt32))] = []
                 var vaults: [VaultDirectory] = []
                 flow.add(
                     "create vault directories",
                     run: {
                         for d in normalized {
                             let (uid, gid) = (account!.uid, account!.gid)
-                            let (v, isNew) = try await BlockingPool.run { try VaultPath.create(d, uid: uid, gid: gid) }
-                            vaults.append(v)
-                            if isNew { created.append(v) }
+                            let prepared = try await BlockingPool.run { try VaultPath.create(d, user: user, uid: uid, gid: gid) }
+                            vaults.append(prepared.directory)
+                            if prepared.created { created.append(prepared.directory) }
+                            if let previous = prepared.given { given.append((prepared.directory, previous)) }
                         }
                     },
                     undo: {
-                        let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
+                        let uid = account!.uid
+                        let failed =
+                            created.reversed().compactMap { VaultPath.removeCreated($0) }
+                            + given.reversed().compactMap { VaultPath.restoreGiven($0.0, uid: uid, to: $0.previous) }
                         return failed.isEmpty ? nil : failed.joined(separator: "; ")
                     })
                 flow.add(
@@ -162,6 +170,10 @@ extension Manager {
                 await reschedule()
                 var detail = "registered \(normalized.joined(separator: ", "))"
                 if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
+                if !given.isEmpty {
+                    detail +=
+                        " (given to \(user): " + given.map { "\($0.0.path), was uid \($0.previous.uid) mode \(String($0.previous.mode, radix: 8))" }.joined(separator: "; ") + ")"
+                }
                 if kind == .encrypted {
                     let machine = vault?.stored.wrapped.wrapping == .machine
                     detail += "; protection: encrypted (fscrypt v2), key wrapped by "

@@ -24,7 +24,7 @@ extension Manager {
     ) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
-            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
+            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
         }
         let now = clock.now().wall
         try await store.commitWipeIntent(
