@@ -231,3 +231,27 @@ def test_an_existing_directory_of_roots_is_given_to_the_user_and_only_it(daemon,
     w = as_user(user, "touch", prepared / "mine")
     assert w.returncode == 0, w.stderr
     assert daemon.state_of(user) == "active"
+
+
+# --------------------------------------------------------------------------- errors in words
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_check_in_to_a_closed_port_names_the_url_and_the_cause(make_daemon, make_user):
+    url = f"http://127.0.0.1:{free_port()}/lockwipe"
+    d = make_daemon(config=config_text(extra=server_config(url, timeout=3)))
+    user = make_user()
+    register(d, user, d.make_vault(user, "v"))
+    r = d.ctl("check-in", "--user", user.name)
+    text = r.out + r.err
+    assert f"cannot connect to {url}" in text, r.describe()
+    assert "the connection was refused" in text and "errno" not in text, r.describe()
+    last = d.registration(user)["last_error"]
+    assert url in last and "errno" not in last and "error set" not in last, last
+    errors = [f["LOCKWIPE_ERROR"] for f in entries(d, "LOCKWIPE_ACTION=check-in", "LOCKWIPE_ERROR=")]
+    assert errors and all(url in e and "errno" not in e for e in errors), errors

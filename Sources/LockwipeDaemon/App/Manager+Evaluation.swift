@@ -93,7 +93,7 @@ extension Manager {
         } catch {
             logger.critical(
                 "cannot read and checkpoint the offline clocks; nothing is enforced until this is fixed",
-                metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+                metadata: ["error": .string(ErrorWords.of(error)), "path": .string(store.path)])
             return []
         }
         var due: [(String, Action, String)] = []
@@ -146,7 +146,7 @@ extension Manager {
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
-                metadata: ["error": .string("\(error)")])
+                metadata: ["error": .string(ErrorWords.of(error))])
         }
     }
 

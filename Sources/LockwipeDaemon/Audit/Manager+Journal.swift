@@ -27,10 +27,10 @@ extension Manager {
     /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
     func failure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
         logger.error(
-            "\(action) of \(user) failed: \(error)",
+            "\(action) of \(user) failed: \(ErrorWords.of(error))",
             metadata: [
                 "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
             ])
-        return ManagerError.actionFailed("\(action) of \(user) failed: \(error)")
+        return ManagerError.actionFailed("\(action) of \(user) failed: \(ErrorWords.of(error))")
     }
 }

@@ -57,7 +57,7 @@ extension Manager {
         do {
             try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
-            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
         }
         log(decision.after, meta)

@@ -118,7 +118,7 @@ public final class ControlServer: Sendable {
                 }
             }
         } catch {
-            logger.debug("connection ended", metadata: ["error": .string("\(error)")])
+            logger.debug("connection ended", metadata: ["error": .string(ErrorWords.of(error))])
         }
         if let own = peer.afterOwnRequest {
             await manager.endClientAfterOwnRequest(user: own.user, own.client)
@@ -194,7 +194,7 @@ public final class ControlServer: Sendable {
         } catch is DecodingError {
             return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.invalidParameter("parameters", reason: "the parameters do not match the method's signature")))
         } catch {
-            return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.actionFailed("\(error)")))
+            return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.actionFailed(ErrorWords.of(error))))
         }
     }
 

@@ -165,8 +165,13 @@ public struct HookRunner: LockAndWipeEventObserving {
                 meta["message_id"] = MessageID.hookFailed.metadata
                 logger.warning("hook failed; the action goes ahead", metadata: meta)
             }
+        } catch is CancellationError {
+            // Shutdown: the hook was ended with its process group; the action itself is not affected.
+            meta["error"] = "stopped before it finished: lockwiped is stopping"
+            meta["message_id"] = MessageID.hookFailed.metadata
+            logger.warning("hook stopped before it finished: lockwiped is stopping", metadata: meta)
         } catch {
-            meta["error"] = .string("\(error)")
+            meta["error"] = .string(ErrorWords.of(error))
             meta["message_id"] = MessageID.hookFailed.metadata
             logger.error("hook could not be run; the action goes ahead", metadata: meta)
         }

@@ -39,7 +39,7 @@ extension Manager {
         } catch {
             logger.critical(
                 "cannot destroy the wrapped vault key; overwriting the files instead",
-                metadata: ["user": .string(user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+                metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         guard kernelGone else {

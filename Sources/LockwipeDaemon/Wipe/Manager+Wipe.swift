@@ -57,13 +57,13 @@ extension Manager {
             await vaultStalled(r, "wipe", error)
             return nil
         } catch {
-            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
         }
         let now = clock.now().wall
         do {
             try await store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
         } catch {
-            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return nil
         }
         var options = configuration.wipe
@@ -116,7 +116,7 @@ extension Manager {
                 user, summary: summary, certificate: certificate,
                 event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {
-            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
         }
         if summary.complete {
             logger.notice("wiped \(user): \(detail) (certificate \(certificate.id))", metadata: meta)
