@@ -47,18 +47,18 @@ extension Manager {
                 notes.append("unlocked")
             } catch {
                 logger.error(
-                    "unlock of \(user) after a server contact failed: \(error)",
+                    "unlock of \(user) after a server contact failed: \(ErrorWords.of(error))",
                     metadata: [
                         "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
                     ])
-                notes.append("unlock FAILED: \(error)")
+                notes.append("unlock FAILED: \(ErrorWords.of(error))")
             }
         }
         do {
             try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
             logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
 
@@ -92,7 +92,7 @@ extension Manager {
             let done = try await body()
             return ActionResult(user: r.user, action: "check-in", state: done.state, detail: "\(ordered): \(done.detail)", wipe: done.wipe)
         } catch {
-            let why = (error as? ManagerError)?.message ?? "\(error)"
+            let why = (error as? ManagerError)?.message ?? ErrorWords.of(error)
             return ActionResult(user: r.user, action: "check-in", state: r.state, detail: "\(ordered) and it failed: \(why)", failed: true)
         }
     }

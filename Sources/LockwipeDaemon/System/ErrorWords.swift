@@ -15,7 +15,9 @@ enum ErrorWords {
         case let e as CocoaError:
             // Foundation's own sentence ("The file “x” couldn’t be opened because ..."), not its domain and code.
             let underlying = (e.userInfo[NSUnderlyingErrorKey] as? NSError).map { " (\(sentence(Int32($0.code))))" } ?? ""
-            return e.localizedDescription + underlying
+            let reason = (e as NSError).localizedFailureReason ?? e.localizedDescription
+            let path = e.filePath ?? e.url?.path
+            return (path.map { "\($0): " } ?? "") + reason + underlying
         default:
             return "\(error)"
         }

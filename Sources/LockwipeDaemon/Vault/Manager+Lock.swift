@@ -92,7 +92,7 @@ extension Manager {
                     _ = try await BlockingPool.run { terminator.terminate(uid: uid) }
                 } catch {
                     logger.error(
-                        "the processes of \(r.user) could not be ended: \(error)",
+                        "the processes of \(r.user) could not be ended: \(ErrorWords.of(error))",
                         metadata: ["user": .string(r.user), "message_id": MessageID.lockFailed.metadata])
                 }
             }

@@ -62,7 +62,7 @@ extension Manager {
             let left: String = limit > 0 ? "; \(limit - count) left before the vault is wiped" : ""
             throw ManagerError.notPermitted("wrong passcode (\(count) failed in a row\(left))")
         } catch let error as KeyWrapError {
-            throw ManagerError.actionFailed("cannot open the vault key of \(user): \(error)")
+            throw ManagerError.actionFailed("cannot open the vault key of \(user): \(ErrorWords.of(error))")
         }
     }
 
