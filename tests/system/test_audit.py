@@ -214,6 +214,14 @@ def test_an_existing_directory_of_someone_else_is_refused_with_the_reason(daemon
     assert r.code == 1 and f"belongs to uid {bob.uid}, not to {alice.name} (uid {alice.uid})" in r.err, r.describe()
     assert os.stat(bobs).st_uid == bob.uid, "a refused registration changed the owner"
     assert daemon.registration(alice) is None
+    # All or nothing: a directory of root's given before the refusal is given back.
+    roots = daemon.data / "roots"
+    roots.mkdir(mode=0o751)
+    r = register(daemon, alice, roots, bobs)
+    assert r.code == 1 and "belongs to uid" in r.err, r.describe()
+    st = os.stat(roots)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (0, 0, 0o751), st
+    assert daemon.registration(alice) is None
 
 
 def test_an_existing_directory_of_roots_is_given_to_the_user_and_only_it(daemon, make_user):

@@ -96,29 +96,36 @@ extension Manager {
                 // fchown'ed through its own descriptor) and its device and inode recorded: from
                 // now on the vault is that inode, whatever its path comes to name.
                 // An existing directory is kept when it is hers, given to her (through the same
-                // descriptor) when it is root's and empty, as a wipe leaves it, and refused
-                // otherwise (`ExistingVault`): `active` means she can use it.
+                // descriptor) when it is root's, as a wipe leaves it, and refused when it is
+                // another account's (`ExistingVault`): `active` means she can use it.
                 var created: [VaultDirectory] = []
                 var given: [(VaultDirectory, previous: (uid: UInt32, gid: UInt32, mode: UInt32))] = []
                 var vaults: [VaultDirectory] = []
+                let undoDirectories = { () -> String? in
+                    let uid = account!.uid
+                    let failed =
+                        created.reversed().compactMap { VaultPath.removeCreated($0) }
+                        + given.reversed().compactMap { VaultPath.restoreGiven($0.0, uid: uid, to: $0.previous) }
+                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                }
                 flow.add(
                     "create vault directories",
                     run: {
-                        for d in normalized {
-                            let (uid, gid) = (account!.uid, account!.gid)
-                            let prepared = try await BlockingPool.run { try VaultPath.create(d, user: user, uid: uid, gid: gid) }
-                            vaults.append(prepared.directory)
-                            if prepared.created { created.append(prepared.directory) }
-                            if let previous = prepared.given { given.append((prepared.directory, previous)) }
+                        do {
+                            for d in normalized {
+                                let (uid, gid) = (account!.uid, account!.gid)
+                                let prepared = try await BlockingPool.run { try VaultPath.create(d, user: user, uid: uid, gid: gid) }
+                                vaults.append(prepared.directory)
+                                if prepared.created { created.append(prepared.directory) }
+                                if let previous = prepared.given { given.append((prepared.directory, previous)) }
+                            }
+                        } catch {
+                            // A later directory refused: the earlier ones of this step are undone too.
+                            if let problem = undoDirectories() { throw RegistrationRefusal("\(ErrorWords.of(error)) (and undoing failed: \(problem))") }
+                            throw error
                         }
                     },
-                    undo: {
-                        let uid = account!.uid
-                        let failed =
-                            created.reversed().compactMap { VaultPath.removeCreated($0) }
-                            + given.reversed().compactMap { VaultPath.restoreGiven($0.0, uid: uid, to: $0.previous) }
-                        return failed.isEmpty ? nil : failed.joined(separator: "; ")
-                    })
+                    undo: undoDirectories)
                 flow.add(
                     "encrypt the vault directories",
                     run: {
