@@ -468,20 +468,31 @@ struct History: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the audit history, oldest first.")
     @OptionGroup var global: GlobalOptions
     @Option(help: "Only this user's events.") var user: String?
-    @Option(help: "At most this many (newest) events.") var limit: Int = 1000
+    @Option(help: "At most this many (newest) events; 0 shows none.") var limit: Int = 1000
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
         let reply = try global.call(.getHistory, HistoryRequest(user: user, limit: limit), HistoryReply.self)
         if json { return try printJSON(reply) }
         // UID and REGISTRATION (its id's first 8 digits) tell apart the registrations one
-        // name had; "-" for an event that belongs to none.
-        var rows = [["TIME", "USER", "UID", "REGISTRATION", "EVENT", "TRIGGER", "DETAIL"]]
+        // name had; "-" for an event that belongs to none. BY: who asked for it on the
+        // control socket (the requester's user name, or uid), "-" for lockwiped's own.
+        var rows = [["TIME", "USER", "UID", "REGISTRATION", "EVENT", "TRIGGER", "BY", "DETAIL"]]
         for e in reply.events {
             rows.append([
-                e.time, e.user, e.uid.map { "\($0)" } ?? "-", e.registrationId.map { String($0.prefix(8)) } ?? "-", e.kind, e.trigger?.rawValue ?? "-", e.detail,
+                e.time, e.user, e.uid.map { "\($0)" } ?? "-", e.registrationId.map { String($0.prefix(8)) } ?? "-", e.kind, e.trigger?.rawValue ?? "-",
+                e.requester.map { Self.userName($0.uid) } ?? "-", e.detail,
             ])
         }
         print(table(rows))
+    }
+
+    /// `uid`'s user name on this machine, or the number when it has none.
+    static func userName(_ uid: UInt32) -> String {
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil else { return "\(uid)" }
+        return String(cString: pwd.pw_name)
     }
 }

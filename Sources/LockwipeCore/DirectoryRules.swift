@@ -39,10 +39,48 @@ public enum DirectoryRules {
         return a == b || a.hasPrefix(b + "/")
     }
 
+    /// Whether `scalar` is a control character: C0 (U+0000 to U+001F: newline, tab,
+    /// escape, ...), DEL (U+007F) or C1 (U+0080 to U+009F, which some terminals obey as
+    /// escape sequences). None of them belongs in a path or name a person reads.
+    public static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// `text` with each control character written as an escape (`\n`, `\t`, `\r`, else
+    /// `\u{1B}`), so that a message can name it without breaking a line or a terminal.
+    public static func visible(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\t": out += "\\t"
+            case "\r": out += "\\r"
+            case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// Why `text`, given as `field` ("directory", "user name"), is refused at registration;
+    /// nil when it holds no control character. A path or name with one would break every
+    /// line it is shown on (history, status, the journal's stderr form, a dry-run) and the
+    /// newline-separated `LOCKWIPE_DIRECTORIES` of hooks.
+    public static func controlCharacterProblem(field: String, _ text: String) -> String? {
+        guard let first = text.unicodeScalars.first(where: isControl) else { return nil }
+        let hex = String(first.value, radix: 16, uppercase: true)
+        let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+        let name = first == "\n" ? "a newline, " : first == "\t" ? "a tab, " : ""
+        return "\(field) \"\(visible(text))\" contains a control character (\(name)\(code)); "
+            + "control characters are refused in paths and names: rename it and register again"
+    }
+
     /// Every problem with `path` as a new vault directory, given the directories that other
     /// registrations (and the daemon itself) already own and the directories the operator
     /// allows inside the guarded areas (normalized).
     public static func problems(path: String, taken: [(owner: String, path: String)], allowedUnder: [String] = []) -> [String] {
+        // First, and alone: every other message would print the path as it is.
+        if let problem = controlCharacterProblem(field: "directory", path) { return [problem] }
         guard let p = normalize(path) else {
             return ["\(path): must be an absolute path without '..'"]
         }
@@ -73,5 +111,37 @@ public enum DirectoryRules {
             return "\(p) is not in \(guardedAreas.joined(separator: ", ")); vaults there need no allowance"
         }
         return nil
+    }
+}
+
+/// What registration does with a vault directory that already exists, so that `active`
+/// always means its user can use it: keep it, give it to her (through its descriptor), or
+/// refuse, saying why. A permission-mode wipe leaves the directory `root:root 0000` and
+/// empty: registering it again gives it back.
+public enum ExistingVault: Sendable, Equatable {
+    /// Hers already, with her read, write and search bits.
+    case keep
+    /// Give it to her: owner her uid and group, this mode.
+    case take(mode: UInt32)
+    case refuse(String)
+
+    /// `owner` and `mode` (permission bits) are the directory's, `isEmpty` whether it holds
+    /// no entry; `user`/`uid` the account being registered.
+    public static func decide(path: String, owner: UInt32, mode: UInt32, isEmpty: Bool, user: String, uid: UInt32) -> ExistingVault {
+        let permissions = mode & 0o7777
+        if owner == uid {
+            // Her own directory: she could fix the mode herself, but `active` should not wait for it.
+            return permissions & 0o700 == 0o700 ? .keep : .take(mode: permissions | 0o700)
+        }
+        if owner == 0 {
+            // Root's: an administrator registers it for her. Empty (as a wipe leaves it,
+            // `root:root 0000`), it becomes hers as a created vault would (0700). With content,
+            // only the directory itself becomes hers (its mode kept, her bits added): what is
+            // inside stays as it is, never chowned recursively.
+            return .take(mode: isEmpty ? 0o700 : permissions | 0o700)
+        }
+        return .refuse(
+            "\(path): belongs to uid \(owner), not to \(user) (uid \(uid)); registration never takes a directory from another account: "
+                + "give it to \(user) (chown) if it is hers, or register another directory")
     }
 }

@@ -22,6 +22,25 @@ public enum RegistrationState: String, Sendable, Codable, Equatable, CaseIterabl
     /// A lock was committed (in force or not): the offline policy does not lock again,
     /// an unlock lifts it.
     public var isLockCommitted: Bool { self == .locked || self == .lockFailed }
+
+    /// What an operator can do next with `user`'s registration in this state, in words
+    /// (status and every refusal on a wiped or wiping registration end with it); nil when
+    /// the state needs nothing. A wipe is never undone: the way forward from one is a new
+    /// registration, which gives the user the directory the wipe left (`ExistingVault`).
+    public func nextStep(user: String) -> String? {
+        switch self {
+        case .wiped:
+            return "the data of \(user) was wiped; to give \(user) a vault again: lockwipectl unregister --user \(user), "
+                + "then lockwipectl register --user \(user) --dir DIR (the wiped directory may be registered again: it is given back to \(user))"
+        case .wiping:
+            return "the wipe of \(user) is running: lockwipectl status shows its progress; once it is done, unregister and register \(user) again"
+        case .wipePending:
+            return "the wipe of \(user) is pending: it is retried at the next start of lockwiped (lockwipectl status shows why it stopped); "
+                + "it cannot be cancelled"
+        case .active, .locked, .lockFailed:
+            return nil
+        }
+    }
 }
 
 /// How a vault is protected when locked (`status` says which: README.md "Encrypted vaults").

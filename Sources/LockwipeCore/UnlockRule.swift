@@ -69,7 +69,8 @@ public enum UnlockRule {
     }
 
     public static func access(_ r: Request) -> Access {
-        let notLocked = Access.refused(Refusal(.actionFailed, "\(r.user) is not locked (state: \(r.state.rawValue))"))
+        let nextStep = r.state.nextStep(user: r.user).map { ": " + $0 } ?? ""
+        let notLocked = Access.refused(Refusal(.actionFailed, "\(r.user) is not locked (state: \(r.state.rawValue))\(nextStep)"))
         guard r.protection == .encrypted else {
             guard r.byAdmin else {
                 return .refused(Refusal(.notPermitted, "only root and members of the admin group may unlock a vault with a permission lock"))

@@ -18,10 +18,27 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     /// not registered), which only administrators see.
     public var uid: UInt32?
     public var registrationId: String?
+    /// Who asked for it on the control socket; absent for what lockwiped did of its own
+    /// accord (offline, server, logout, start-up) and for events recorded before requesters
+    /// were.
+    public var requester: Requester?
+
+    /// The client that asked: its uid, pid and `/proc/PID/comm` (a name any process may
+    /// choose, informative only) when it connected.
+    public struct Requester: Codable, Sendable, Equatable {
+        public var uid: UInt32
+        public var pid: Int32
+        public var comm: String?
+        public init(uid: UInt32, pid: Int32, comm: String? = nil) {
+            self.uid = uid
+            self.pid = pid
+            self.comm = comm
+        }
+    }
 
     public init(
         time: String, user: String, kind: String, trigger: Trigger?, detail: String, certificate: SanitizationCertificate? = nil, uid: UInt32? = nil,
-        registrationId: String? = nil
+        registrationId: String? = nil, requester: Requester? = nil
     ) {
         self.time = time
         self.user = user
@@ -31,6 +48,7 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
         self.certificate = certificate
         self.uid = uid
         self.registrationId = registrationId
+        self.requester = requester
     }
 }
 

@@ -133,6 +133,8 @@ public enum InterfaceDescription {
         # certificate: on a wipe's result event (kind wipe or wipe-incomplete).
         # uid and registration_id: the registration the event belongs to; absent for one that
         # belongs to none (only administrators see those).
+        # requester: the control-socket client that asked for it; absent for what lockwiped
+        # did of its own accord and for events recorded before requesters were.
         type Event (
           time: string,
           user: string,
@@ -141,8 +143,12 @@ public enum InterfaceDescription {
           detail: string,
           certificate: ?Certificate,
           uid: ?int,
-          registration_id: ?string
+          registration_id: ?string,
+          requester: ?EventRequester
         )
+
+        # comm: the client's /proc/PID/comm when it connected (any process may choose it).
+        type EventRequester (uid: int, pid: int, comm: ?string)
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
@@ -158,6 +164,7 @@ public enum InterfaceDescription {
 
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
 
+        # limit: the newest that many events (default 1000, at most 10000); 0 returns none.
         method GetHistory(user: ?string, limit: ?int) -> (events: []Event)
 
         # The newest certificate of the user's wipes, or the one with id (administrators,

@@ -61,6 +61,21 @@ public enum JournalFields {
         return String(result.prefix(maximumNameLength))
     }
 
+    /// A duration as journal fields spell it: whole microseconds, in a field whose name ends
+    /// in `_USEC` (as systemd's own `_SOURCE_REALTIME_TIMESTAMP`, `WATCHDOG_USEC` do), so
+    /// every elapsed time in the journal has one unit. Rounded to the nearest; never negative.
+    public static func microseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, duration > .zero else { return "0" }
+        return String(seconds * 1_000_000 + (attoseconds + 500_000_000_000) / 1_000_000_000_000)
+    }
+
+    /// ``microseconds(_:)`` of a time in seconds.
+    public static func microseconds(seconds: Double) -> String {
+        guard seconds.isFinite, seconds > 0 else { return "0" }
+        return String(Int64((seconds * 1_000_000).rounded()))
+    }
+
     /// swift-log level -> syslog priority (`PRIORITY=`); trace has no syslog level below debug.
     public static func priority(for level: Logger.Level) -> Int {
         switch level {

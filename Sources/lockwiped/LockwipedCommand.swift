@@ -76,7 +76,13 @@ struct LockwipedCommand: AsyncParsableCommand {
         }
         let sink = JournalLogHandler.defaultSink()
         let prefixed = JournalLogHandler.stderrIsJournalStream()
-        LoggingSystem.bootstrap { label in JournalLogHandler(label: label, sink: sink, prefixesPriority: prefixed) }
+        // Entries logged while a control request is answered name its client (LOCKWIPE_PEER_*).
+        LoggingSystem.bootstrap(
+            { label, provider in
+                var handler = JournalLogHandler(label: label, sink: sink, prefixesPriority: prefixed)
+                handler.metadataProvider = provider
+                return handler
+            }, metadataProvider: RequestingClient.journalMetadata)
         let logger = Logger(label: "lockwiped")
         var paths = DaemonPaths(configPath: config, stateDirectory: stateDirectory, socketPath: socket, hooksDirectory: hooksDirectory)
         paths.configNamed = configNamed

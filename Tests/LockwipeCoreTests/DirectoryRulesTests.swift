@@ -31,7 +31,43 @@ import Testing
         Row(path: "/opt/fieldapp/database", allowedUnder: ["/opt/fieldapp/data"], refused: "lies in /opt"),
         Row(path: "/var/lib/app", allowedUnder: ["/opt/fieldapp"], refused: "lies in /var/lib"),
         Row(path: "/var/tmp/alice", refused: nil),
+        // Control characters: refused alone, the path shown escaped (issue 27).
+        Row(path: "/srv/field/a\nb", refused: #"directory "/srv/field/a\nb" contains a control character (a newline, U+000A)"#),
+        Row(path: "/etc/x\ty", refused: #"directory "/etc/x\ty" contains a control character (a tab, U+0009)"#),
+        Row(path: "/srv/field/\u{1B}[31mred", refused: #"\u{1B}[31mred" contains a control character (U+001B)"#),
+        Row(path: "/srv/field/del\u{7F}", refused: "(U+007F)"),
+        Row(path: "/srv/field/csi\u{9B}", refused: "(U+009B)"),
+        Row(path: "/srv/field/nul\u{0}", refused: "(U+0000)"),
+        Row(path: "/srv/field/é-ü-日本", refused: nil),
+        Row(path: "/srv/field/nbsp\u{A0}", refused: nil),
     ]
+
+    struct TextRow: Sendable, CustomTestStringConvertible {
+        var text: String
+        var visible: String
+        var control: Bool
+        var testDescription: String { visible }
+    }
+
+    static let texts: [TextRow] = [
+        TextRow(text: "alice", visible: "alice", control: false),
+        TextRow(text: "a\nb", visible: #"a\nb"#, control: true),
+        TextRow(text: "a\r\tb", visible: #"a\r\tb"#, control: true),
+        TextRow(text: "\u{1F}", visible: #"\u{1F}"#, control: true),
+        TextRow(text: "\u{7F}", visible: #"\u{7F}"#, control: true),
+        TextRow(text: "\u{80}x\u{9F}", visible: #"\u{80}x\u{9F}"#, control: true),
+        TextRow(text: "\u{A0}ß\u{202E}", visible: "\u{A0}ß\u{202E}", control: false),
+    ]
+
+    @Test(arguments: texts) func controlCharactersAreNamedEscaped(_ row: TextRow) {
+        #expect(DirectoryRules.visible(row.text) == row.visible)
+        let problem = DirectoryRules.controlCharacterProblem(field: "user name", row.text)
+        #expect((problem != nil) == row.control)
+        if let problem {
+            #expect(problem.hasPrefix("user name \"\(row.visible)\""))
+            #expect(!problem.unicodeScalars.contains(where: DirectoryRules.isControl))
+        }
+    }
 
     @Test(arguments: rows) func aVaultMayLieOnlyWhereNothingElseKeepsData(_ row: Row) {
         let problems = DirectoryRules.problems(path: row.path, taken: [], allowedUnder: row.allowedUnder)
@@ -92,5 +128,43 @@ import Testing
     @Test func normalizes() {
         #expect(DirectoryRules.normalize("/srv//a/./b/") == "/srv/a/b")
         #expect(DirectoryRules.normalize("/srv/a/../b") == nil)
+    }
+}
+
+/// An existing directory at registration: kept, given to the user, or refused with the reason.
+@Suite struct ExistingVaultTests {
+    struct Row: Sendable, CustomTestStringConvertible {
+        var owner: UInt32
+        var mode: UInt32
+        var isEmpty: Bool
+        var expected: ExistingVault
+        var testDescription: String { "owner \(owner) mode \(String(mode, radix: 8)) \(isEmpty ? "empty" : "not empty")" }
+    }
+
+    static let rows: [Row] = [
+        Row(owner: 1001, mode: 0o750, isEmpty: false, expected: .keep),
+        Row(owner: 1001, mode: 0o700, isEmpty: true, expected: .keep),
+        Row(owner: 1001, mode: 0o40755, isEmpty: true, expected: .keep),  // type bits ignored
+        Row(owner: 1001, mode: 0o000, isEmpty: false, expected: .take(mode: 0o700)),
+        Row(owner: 1001, mode: 0o055, isEmpty: false, expected: .take(mode: 0o755)),
+        // What a permission-mode wipe leaves: root:root 0000, empty.
+        Row(owner: 0, mode: 0o000, isEmpty: true, expected: .take(mode: 0o700)),
+        Row(owner: 0, mode: 0o755, isEmpty: true, expected: .take(mode: 0o700)),
+        // Root's with content: the directory alone becomes hers, its mode kept.
+        Row(owner: 0, mode: 0o755, isEmpty: false, expected: .take(mode: 0o755)),
+        Row(owner: 0, mode: 0o2750, isEmpty: false, expected: .take(mode: 0o2750)),
+        Row(owner: 0, mode: 0o000, isEmpty: false, expected: .take(mode: 0o700)),
+        Row(owner: 1002, mode: 0o700, isEmpty: true, expected: .refuse("belongs to uid 1002, not to alice (uid 1001)")),
+        Row(owner: 1002, mode: 0o777, isEmpty: false, expected: .refuse("belongs to uid 1002")),
+    ]
+
+    @Test(arguments: rows) func decide(_ row: Row) {
+        let got = ExistingVault.decide(path: "/srv/field/alice", owner: row.owner, mode: row.mode, isEmpty: row.isEmpty, user: "alice", uid: 1001)
+        switch (got, row.expected) {
+        case (.refuse(let reason), .refuse(let phrase)):
+            #expect(reason.hasPrefix("/srv/field/alice: ") && reason.contains(phrase), "\(reason)")
+        default:
+            #expect(got == row.expected)
+        }
     }
 }

@@ -25,7 +25,7 @@ import Testing
     static let permissionsAdminsOnly = "only root and members of the admin group may unlock a vault with a permission lock"
     static let byAnAdministrator = "alice was locked by an administrator: an administrator must unlock it"
     static func notLocked(_ state: RegistrationState) -> UnlockRule.Access {
-        .refused(.init(.actionFailed, "alice is not locked (state: \(state.rawValue))"))
+        .refused(.init(.actionFailed, "alice is not locked (state: \(state.rawValue))" + (state.nextStep(user: "alice").map { ": " + $0 } ?? "")))
     }
     static func noServer(_ by: String) -> UnlockRule.Access {
         .refused(.init(.notPermitted, "alice was locked by \(by) and no policy server is configured: an administrator must unlock it"))
@@ -49,6 +49,14 @@ import Testing
         .init(who: .user, protection: .encrypted, state: .active, trigger: nil, server: true, expected: notLocked(.active)),
         .init(who: .admin, protection: .encrypted, state: .wiped, trigger: .server, server: true, expected: notLocked(.wiped)),
         .init(who: .user, protection: .encrypted, state: .wipePending, trigger: .server, server: true, expected: notLocked(.wipePending)),
+        // A wiped permission vault: the refusal says the way forward (issue 27).
+        .init(
+            who: .admin, protection: .permissions, state: .wiped, trigger: .admin, server: false,
+            expected: .refused(
+                .init(
+                    .actionFailed,
+                    "alice is not locked (state: wiped): the data of alice was wiped; to give alice a vault again: lockwipectl unregister --user alice, "
+                        + "then lockwipectl register --user alice --dir DIR (the wiped directory may be registered again: it is given back to alice)"))),
         // An administrator unlocks every lock.
         .init(who: .admin, protection: .encrypted, state: .locked, trigger: .server, server: true, expected: .allowed),
         .init(who: .admin, protection: .encrypted, state: .locked, trigger: .offline, server: false, expected: .allowed),
@@ -149,5 +157,23 @@ import Testing
                 #expect(UnlockRule.access(.init(user: "alice", byAdmin: true, protection: protection, state: state, lockTrigger: trigger, serverConfigured: server)) == .allowed)
             }
         }
+    }
+}
+
+/// Every state that a wipe committed to says what to do next; the others need nothing.
+@Suite struct RegistrationNextStepTests {
+    @Test(
+        arguments: [
+            (RegistrationState.active, nil),
+            (.locked, nil),
+            (.lockFailed, nil),
+            (.wipePending, "is pending: it is retried at the next start of lockwiped"),
+            (.wiping, "lockwipectl status shows its progress"),
+            (.wiped, "lockwipectl unregister --user alice, then lockwipectl register --user alice --dir DIR"),
+        ] as [(RegistrationState, String?)])
+    func nextStep(_ state: RegistrationState, _ phrase: String?) {
+        let step = state.nextStep(user: "alice")
+        #expect((step != nil) == state.isWipeCommitted)
+        if let phrase { #expect(step?.contains(phrase) == true, "\(step ?? "nil")") }
     }
 }

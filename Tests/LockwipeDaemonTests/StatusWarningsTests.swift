@@ -57,7 +57,11 @@ import Testing
         (.wipePending, nil, false, 0, "the wipe of u is pending (incomplete or interrupted); it is retried at start-up"),
         (.active, nil, true, 0, "u is blocked by the policy server (TRAFFIC_REG_BLOCKED); its data is untouched"),
         (.active, nil, false, 3, "check-in of u failed 3 time(s) in a row: timed out"),
-        (.wiped, nil, false, 3, nil),
+        // A wiped registration: no check-in warning, the way forward instead (issue 27).
+        (
+            .wiped, nil, false, 3,
+            "the data of u was wiped; to give u a vault again: lockwipectl unregister --user u, then lockwipectl register --user u --dir DIR (the wiped directory may be registered again: it is given back to u)"
+        ),
     ])
     func eachRegistrationSaysWhatNeedsAnOperator(state: RegistrationState, vaultError: String?, blocked: Bool, failures: Int, expected: String?) {
         let r = record("u", state) {

@@ -173,3 +173,32 @@ import Testing
         #expect(words == ["trace x", "debug x", "info x", "notice x", "warning x", "error x", "critical x"])
     }
 }
+
+/// Elapsed times have one spelling in the journal: whole microseconds (`_USEC`).
+@Suite struct JournalMicrosecondsTests {
+    @Test(arguments: [
+        (Duration.zero, "0"),
+        (Duration.microseconds(1), "1"),
+        (Duration.nanoseconds(499), "0"),
+        (Duration.nanoseconds(500), "1"),
+        (Duration.milliseconds(1_500), "1500000"),
+        (Duration.seconds(90_061), "90061000000"),
+        (Duration.seconds(-3), "0"),
+    ])
+    func duration(_ d: Duration, _ expected: String) {
+        #expect(JournalFields.microseconds(d) == expected)
+    }
+
+    @Test(arguments: [
+        (0.0, "0"),
+        (0.000_001, "1"),
+        (0.123_456_4, "123456"),
+        (2.5, "2500000"),
+        (-1.0, "0"),
+        (Double.nan, "0"),
+        (Double.infinity, "0"),
+    ])
+    func seconds(_ s: Double, _ expected: String) {
+        #expect(JournalFields.microseconds(seconds: s) == expected)
+    }
+}

@@ -347,7 +347,7 @@ def test_crypto_erase_destroys_every_copy_of_the_key_and_nothing_outside(daemon,
                 raw = path.read_bytes()
                 assert key not in raw, f"the vault key is in {name}"
                 assert sealed not in raw, f"the wrapped key is in {name}"
-        line = daemon.log_lines("LOCKWIPE_KEY_DESTROYED_SECONDS=", f"LOCKWIPE_USER={user.name}")
+        line = daemon.log_lines("LOCKWIPE_KEY_DESTROYED_USEC=", f"LOCKWIPE_USER={user.name}")
         assert line, daemon.log_tail()
         # Unregistering a wiped encrypted registration is fine.
         daemon.ok("unregister", "--user", user.name)

@@ -93,7 +93,7 @@ extension Manager {
         } catch {
             logger.critical(
                 "cannot read and checkpoint the offline clocks; nothing is enforced until this is fixed",
-                metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+                metadata: ["error": .string(ErrorWords.of(error)), "path": .string(store.path)])
             return []
         }
         var due: [(String, Action, String)] = []
@@ -121,6 +121,8 @@ extension Manager {
     /// the warnings due, and the one wake-up at the next threshold crossing or warning. Overlapping reschedules apply
     /// the newest plan only (`WakeAlarm`).
     func reschedule() async {
+        // A plan made at the end of a request (a warning it announces) is the daemon's own, not the requester's.
+        if RequestingClient.current != nil { return await RequestingClient.$current.withValue(nil) { await reschedule() } }
         let plan = alarm.beginPlan()
         if let damage = store.damage {
             alarm.disarm()
@@ -144,7 +146,7 @@ extension Manager {
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
-                metadata: ["error": .string("\(error)")])
+                metadata: ["error": .string(ErrorWords.of(error))])
         }
     }
 

@@ -52,7 +52,7 @@ extension Manager {
         } catch {
             logger.error(
                 "cannot record the warning to \(r.user); it is not given now and is tried again at the next evaluation",
-                metadata: ["user": .string(r.user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+                metadata: ["user": .string(r.user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.actionFailed.metadata])
             return
         }
         // LOCKWIPE_ACTION is warn-lock / warn-wipe (the history's kind): `journalctl

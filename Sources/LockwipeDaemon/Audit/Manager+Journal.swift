@@ -6,8 +6,14 @@ import Logging
 /// How the Manager records what it does: history events (one kind per `EventKind`), the
 /// journal fields every action carries, and failures turned into `ManagerError`.
 extension Manager {
+    /// A history event; one asked for on the control socket records who asked
+    /// (`RequestingClient.current`), as its journal entries do.
     func event(_ user: String, _ kind: EventKind, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
-        StoredEvent(time: time, user: user, kind: kind.rawValue, trigger: trigger, detail: detail)
+        var e = StoredEvent(time: time, user: user, kind: kind.rawValue, trigger: trigger, detail: detail)
+        if let client = RequestingClient.current {
+            e.requester = StoredEvent.Requester(uid: client.uid, pid: client.pid, comm: client.comm)
+        }
+        return e
     }
 
     func journalFields(_ r: RegistrationRecord, action: String, trigger: Trigger, reason: String, id: MessageID) -> Logger.Metadata {
@@ -21,10 +27,10 @@ extension Manager {
     /// Logs a failed filesystem step and returns the caller's `ActionFailed`.
     func failure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
         logger.error(
-            "\(action) of \(user) failed: \(error)",
+            "\(action) of \(user) failed: \(ErrorWords.of(error))",
             metadata: [
                 "user": .string(user), "action": .string(action), "message_id": MessageID.actionFailed.metadata,
             ])
-        return ManagerError.actionFailed("\(action) of \(user) failed: \(error)")
+        return ManagerError.actionFailed("\(action) of \(user) failed: \(ErrorWords.of(error))")
     }
 }

@@ -213,7 +213,7 @@ public final class CheckInClient: SettingsFetching {
         do {
             response = try await client.execute(request, deadline: deadline)
         } catch {
-            return .failure(describe(error, timeout: timeout))
+            return .failure(describe(error, timeout: timeout, url: url))
         }
         let status = Int(response.status.code)
         let contentType = response.headers.first(name: "Content-Type")
@@ -227,7 +227,7 @@ public final class CheckInClient: SettingsFetching {
             } catch is NIOTooManyBytesError {
                 return .answer(status: status, contentType: contentType, body: nil)
             } catch {
-                return .failure(describe(error, timeout: timeout))
+                return .failure(describe(error, timeout: timeout, url: url))
             }
         }
     }
@@ -277,7 +277,7 @@ public final class CheckInClient: SettingsFetching {
         do {
             request.tlsConfiguration = try Self.tlsConfiguration(server: server, credentials: credentials)
         } catch {
-            return (failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds))"), false)
+            return (failure("TLS setup failed: \(Self.describe(error, timeout: server.timeoutSeconds, url: built.url))"), false)
         }
         let response: HTTPClientResponse
         do {
@@ -285,7 +285,7 @@ public final class CheckInClient: SettingsFetching {
             // connection could not be made (refused, TLS) when that is what ran out the time.
             response = try await client.execute(request, deadline: deadline)
         } catch {
-            return (failure(Self.describe(error, timeout: server.timeoutSeconds)), false)
+            return (failure(Self.describe(error, timeout: server.timeoutSeconds, url: built.url)), false)
         }
         let unauthorized = response.status.code == 401
         let head = Answer(status: Int(response.status.code), headers: response.headers, body: nil)
@@ -303,7 +303,7 @@ public final class CheckInClient: SettingsFetching {
             } catch is NIOTooManyBytesError {
                 answer.body = nil
             } catch {
-                return failure(Self.describe(error, timeout: timeout))
+                return failure(Self.describe(error, timeout: timeout, url: built.url))
             }
             return classify(answer)
         }
@@ -361,26 +361,71 @@ public final class CheckInClient: SettingsFetching {
         return problems
     }
 
-    /// A one-line reason an operator can act on (never containing request headers).
-    static func describe(_ error: any Error, timeout: Int) -> String {
+    /// A one-line reason an operator can act on (never containing request headers): what
+    /// failed, where (`url`, without its query or user info), and why in plain words; no
+    /// type names, error domains or errno numbers.
+    static func describe(_ error: any Error, timeout: Int, url: String? = nil) -> String {
+        let at = url.map { " " + shown($0) } ?? ""
         if let e = error as? HTTPClientError {
             switch e {
             case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
-                return "timed out after \(timeout) s"
-            case .remoteConnectionClosed: return "the server closed the connection before the answer was complete"
-            default: return "HTTP client error: \(e)"
+                return url.map { "timed out after \(timeout) s waiting for \(shown($0))" } ?? "timed out after \(timeout) s"
+            case .remoteConnectionClosed: return "the server\(at) closed the connection before the answer was complete"
+            case .invalidURL, .emptyHost, .emptyScheme: return "the server URL\(at) is not a valid http(s) URL"
+            case .cancelled: return cancelledReason
+            default:
+                let name = String(describing: e).split(separator: ".").last.map(String.init) ?? "unknown"
+                return "the request to\(at.isEmpty ? " the server" : at) failed (\(name))"
             }
         }
         if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
-            return "TLS failure: \(String(describing: error).prefix(300))"
+            return "TLS failure\(url.map { " with " + shown($0) } ?? ""): \(String(describing: error).prefix(300))"
         }
         if let e = error as? NIOConnectionError {
-            let reasons = (e.connectionErrors.map { "\($0.error)" } + (e.dnsAError.map { ["\($0)"] } ?? []))
-            return "cannot connect to \(e.host):\(e.port): \(reasons.first.map { String($0.prefix(200)) } ?? "unknown error")"
+            let target = "\(e.host):\(e.port)"
+            let reason: String
+            if let first = e.connectionErrors.first {
+                reason = (first.error as? IOError).map { connectWords($0.errnoCode, target: target) } ?? "\(first.error)".prefix(200).description
+            } else if e.dnsAError != nil || e.dnsAAAAError != nil {
+                reason = "the host name \(e.host) could not be resolved (DNS)"
+            } else {
+                reason = "no address to connect to for \(e.host)"
+            }
+            return "cannot connect to\(at.isEmpty ? " " + target : at): \(reason)"
         }
-        if let e = error as? IOError { return "cannot connect: \(String(describing: e).prefix(200))" }
-        if error is ChannelError { return "connection failed: \(String(describing: error).prefix(200))" }
+        if let e = error as? IOError {
+            let target = url.flatMap { URL(string: $0) }.map { "\($0.host ?? "the server"):\($0.port ?? ($0.scheme == "https" ? 443 : 80))" } ?? "the server"
+            return "cannot connect to\(at.isEmpty ? " the server" : at): \(connectWords(e.errnoCode, target: target))"
+        }
+        if error is ChannelError { return "the connection to\(at.isEmpty ? " the server" : at) failed (\(String(describing: error).prefix(100)))" }
+        if error is CancellationError { return cancelledReason }
         return String(String(describing: error).prefix(300))
+    }
+
+    /// A failed connect's errno in plain words, naming `target` (host:port).
+    static func connectWords(_ code: Int32, target: String) -> String {
+        switch code {
+        case ECONNREFUSED: return "the connection was refused: nothing accepts connections at \(target) (is the server running, and is this its port?)"
+        case ETIMEDOUT: return "the connection to \(target) timed out"
+        case EHOSTUNREACH: return "there is no route to the host of \(target)"
+        case ENETUNREACH, ENETDOWN: return "the network is unreachable from this machine (is it online?)"
+        case ECONNRESET: return "the server at \(target) reset the connection"
+        case EACCES, EPERM: return "the connection to \(target) was not permitted (a firewall, or the service's sandbox)"
+        case EADDRNOTAVAIL: return "no local address can reach \(target)"
+        default:
+            let text = String(cString: strerror(code))
+            return (text.first.map { $0.lowercased() + text.dropFirst() } ?? "error") + " (connecting to \(target))"
+        }
+    }
+
+    /// `url` as shown in a message: without query, fragment or user info (they may hold secrets).
+    static func shown(_ url: String) -> String {
+        guard var c = URLComponents(string: url) else { return url }
+        c.query = nil
+        c.fragment = nil
+        c.user = nil
+        c.password = nil
+        return c.string ?? url
     }
 }
 

@@ -107,10 +107,11 @@ final class CheckInScheduler {
         timer?.cancel()
         timer = nil
         guard !stopped, let soonest = next.values.min() else { return }
+        // The timer may be armed while a request is answered; what it starts is the daemon's own.
         timer = Task { [sleep, onDue] in
             do { try await sleep(soonest) } catch { return }
             guard !Task.isCancelled else { return }
-            await onDue?()
+            await RequestingClient.$current.withValue(nil) { await onDue?() }
         }
     }
 
@@ -153,7 +154,7 @@ final class CheckInScheduler {
     /// as its last step.
     func run(_ body: @escaping @Sendable (UInt64) async -> Void) {
         let token = takeToken()
-        runs[token] = Task { await body(token) }
+        runs[token] = Task { await RequestingClient.$current.withValue(nil) { await body(token) } }
     }
 
     func ended(_ token: UInt64) { runs[token] = nil }

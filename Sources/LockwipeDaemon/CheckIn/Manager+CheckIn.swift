@@ -94,10 +94,10 @@ extension Manager {
             request.cancel()
         }
         checkIns.end(ticket)
-        let elapsedMS = (NIODeadline.now() - started).nanoseconds / 1_000_000
+        let elapsedUSEC = (NIODeadline.now() - started).nanoseconds / 1_000
         let result = await withUser(user) {
             if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
-            return await self.apply(exchanged.outcome, user: user, registration: asked, purpose: purpose, elapsedMS: elapsedMS)
+            return await self.apply(exchanged.outcome, user: user, registration: asked, purpose: purpose, elapsedUSEC: elapsedUSEC)
         }
         if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,
             !after.state.isWipeCommitted

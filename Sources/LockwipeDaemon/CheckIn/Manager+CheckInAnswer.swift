@@ -10,7 +10,7 @@ import Logging
 extension Manager {
     /// Applies one answer in `user`'s turn, to the registration that asked only.
     func apply(
-        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedMS: Int64
+        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedUSEC: Int64
     ) async -> ActionResult {
         guard let r = try? await store.registration(user), r.id == asked else {
             let current = try? await store.registration(user)
@@ -22,7 +22,7 @@ extension Manager {
         let reading = clock.now()
         let meta: Logger.Metadata = [
             "user": .string(user), "uid": "\(r.uid)", "action": "check-in", "purpose": .string(purpose.rawValue),
-            "server": .string(configuration.server.url ?? ""), "elapsed_ms": "\(elapsedMS)",
+            "server": .string(configuration.server.url ?? ""), "elapsed_usec": "\(elapsedUSEC)",
         ]
         let decision = CheckInDecision.decide(await decisionInput(r, outcome), outcome)
         for line in decision.before { log(line, meta) }
@@ -47,18 +47,18 @@ extension Manager {
                 notes.append("unlocked")
             } catch {
                 logger.error(
-                    "unlock of \(user) after a server contact failed: \(error)",
+                    "unlock of \(user) after a server contact failed: \(ErrorWords.of(error))",
                     metadata: [
                         "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
                     ])
-                notes.append("unlock FAILED: \(error)")
+                notes.append("unlock FAILED: \(ErrorWords.of(error))")
             }
         }
         do {
             try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
-            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string("\(error)")])
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(error)", failed: true)
+            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
 
@@ -92,7 +92,7 @@ extension Manager {
             let done = try await body()
             return ActionResult(user: r.user, action: "check-in", state: done.state, detail: "\(ordered): \(done.detail)", wipe: done.wipe)
         } catch {
-            let why = (error as? ManagerError)?.message ?? "\(error)"
+            let why = (error as? ManagerError)?.message ?? ErrorWords.of(error)
             return ActionResult(user: r.user, action: "check-in", state: r.state, detail: "\(ordered) and it failed: \(why)", failed: true)
         }
     }

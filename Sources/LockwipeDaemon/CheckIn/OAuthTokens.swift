@@ -105,7 +105,8 @@ public actor OAuthTokens {
             return .success(c.accessToken)
         }
         if let f = inFlight[user], f.from == stored || rotatingTo[user] == stored { return await f.task.value }
-        let task = Task { await self.refresh(user: user, from: stored, oauth: oauth, deadline: deadline) }
+        // Shared by every check-in of the user that asks meanwhile: no one request's work.
+        let task = Task { await RequestingClient.$current.withValue(nil) { await self.refresh(user: user, from: stored, oauth: oauth, deadline: deadline) } }
         inFlight[user] = (stored, task)
         return await task.value
     }

@@ -171,7 +171,7 @@ public final class ControlServer: Sendable {
                 }
             }
         } catch {
-            logger.debug("connection ended", metadata: ["error": .string("\(error)")])
+            logger.debug("connection ended", metadata: ["error": .string(ErrorWords.of(error))])
         }
         if let own = peer.afterOwnRequest {
             await manager.endClientAfterOwnRequest(user: own.user, own.client)
@@ -195,6 +195,8 @@ public final class ControlServer: Sendable {
         /// wipe): the connection is closed after its answer, and then the client is ended
         /// if it has not exited.
         var afterOwnRequest: (user: String, client: RequestingClient)?
+        /// The client's name (`/proc/PID/comm`), read once, for the journal and history.
+        lazy var comm: String? = credentials.flatMap { RequestingClient.comm(of: $0.pid) }
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }
 
@@ -220,7 +222,8 @@ public final class ControlServer: Sendable {
         do {
             let result: Data
             // The client is spared if this request ends its own user's processes.
-            let client = credentials.map { RequestingClient(uid: $0.uid, pid: $0.pid) }
+            let comm = peer.comm
+            let client = credentials.map { RequestingClient(uid: $0.uid, pid: $0.pid, comm: comm) }
             defer {
                 if let client, let user = client.sparedFor { peer.afterOwnRequest = (user, client) }
             }
@@ -244,7 +247,7 @@ public final class ControlServer: Sendable {
         } catch is DecodingError {
             return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.invalidParameter("parameters", reason: "the parameters do not match the method's signature")))
         } catch {
-            return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.actionFailed("\(error)")))
+            return oneway ? nil : Reply(data: VarlinkMessage.encodeError(.actionFailed(ErrorWords.of(error))))
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeSystemd
 import Logging
 import Subprocess
 
@@ -10,7 +11,10 @@ import Subprocess
 #endif
 
 /// The `hooks.d` observer: runs every executable in the hooks directory, in lexical order,
-/// with the event as arguments (`<event> <user>`) and `LOCKWIPE_*` environment.
+/// with the event as arguments (`<event> <user>`) and `LOCKWIPE_*` environment; the
+/// directories both newline-separated (`LOCKWIPE_DIRECTORIES`: unambiguous, since a path
+/// with a control character is refused at registration) and one per variable
+/// (`LOCKWIPE_DIRECTORY_COUNT`, `LOCKWIPE_DIRECTORY_1` ...).
 ///
 /// A hook gets `timeout` to finish; then its whole process group gets SIGTERM and, two
 /// seconds later, SIGKILL. Its output goes to the journal. A hook's failure is logged and
@@ -86,6 +90,10 @@ public struct HookRunner: LockAndWipeEventObserving {
             "LOCKWIPE_DIRECTORIES": event.directories.joined(separator: "\n"),
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         ]
+        // One variable per directory as well: exact whatever a path holds (a registration
+        // made before control characters were refused may have a newline in one).
+        env["LOCKWIPE_DIRECTORY_COUNT"] = String(event.directories.count)
+        for (i, directory) in event.directories.enumerated() { env["LOCKWIPE_DIRECTORY_\(i + 1)"] = directory }
         if let due = event.dueAt {
             // Warnings: when the action is due, as Unix seconds and ISO 8601 (UTC).
             env["LOCKWIPE_DUE"] = String(due)
@@ -142,7 +150,7 @@ public struct HookRunner: LockAndWipeEventObserving {
                 group.cancelAll()
                 return first
             }
-            meta["elapsed"] = "\(ContinuousClock.now - started)"
+            meta["elapsed_usec"] = .string(JournalFields.microseconds(ContinuousClock.now - started))
             guard let outcome else {
                 meta["message_id"] = MessageID.hookFailed.metadata
                 logger.error("hook timed out after \(limit) and was terminated", metadata: meta)
@@ -157,8 +165,13 @@ public struct HookRunner: LockAndWipeEventObserving {
                 meta["message_id"] = MessageID.hookFailed.metadata
                 logger.warning("hook failed; the action goes ahead", metadata: meta)
             }
+        } catch is CancellationError {
+            // Shutdown: the hook was ended with its process group; the action itself is not affected.
+            meta["error"] = "stopped before it finished: lockwiped is stopping"
+            meta["message_id"] = MessageID.hookFailed.metadata
+            logger.warning("hook stopped before it finished: lockwiped is stopping", metadata: meta)
         } catch {
-            meta["error"] = .string("\(error)")
+            meta["error"] = .string(ErrorWords.of(error))
             meta["message_id"] = MessageID.hookFailed.metadata
             logger.error("hook could not be run; the action goes ahead", metadata: meta)
         }

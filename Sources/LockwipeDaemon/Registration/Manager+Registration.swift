@@ -48,6 +48,7 @@ extension Manager {
                 var account: Account?
                 var normalized: [String] = []
                 flow.add("validate user") {
+                    if let problem = DirectoryRules.controlCharacterProblem(field: "user name", user) { throw RegistrationRefusal(problem) }
                     guard let a = try await BlockingPool.run({ [accounts = self.accounts] in accounts.account(named: user) }) else {
                         throw RegistrationRefusal("no Unix user named '\(user)'")
                     }
@@ -94,22 +95,37 @@ extension Manager {
                 // Each directory is opened (or created with mkdirat on its verified parent and
                 // fchown'ed through its own descriptor) and its device and inode recorded: from
                 // now on the vault is that inode, whatever its path comes to name.
+                // An existing directory is kept when it is hers, given to her (through the same
+                // descriptor) when it is root's, as a wipe leaves it, and refused when it is
+                // another account's (`ExistingVault`): `active` means she can use it.
                 var created: [VaultDirectory] = []
+                var given: [(VaultDirectory, previous: (uid: UInt32, gid: UInt32, mode: UInt32))] = []
                 var vaults: [VaultDirectory] = []
+                let undoDirectories = { () -> String? in
+                    let uid = account!.uid
+                    let failed =
+                        created.reversed().compactMap { VaultPath.removeCreated($0) }
+                        + given.reversed().compactMap { VaultPath.restoreGiven($0.0, uid: uid, to: $0.previous) }
+                    return failed.isEmpty ? nil : failed.joined(separator: "; ")
+                }
                 flow.add(
                     "create vault directories",
                     run: {
-                        for d in normalized {
-                            let (uid, gid) = (account!.uid, account!.gid)
-                            let (v, isNew) = try await BlockingPool.run { try VaultPath.create(d, uid: uid, gid: gid) }
-                            vaults.append(v)
-                            if isNew { created.append(v) }
+                        do {
+                            for d in normalized {
+                                let (uid, gid) = (account!.uid, account!.gid)
+                                let prepared = try await BlockingPool.run { try VaultPath.create(d, user: user, uid: uid, gid: gid) }
+                                vaults.append(prepared.directory)
+                                if prepared.created { created.append(prepared.directory) }
+                                if let previous = prepared.given { given.append((prepared.directory, previous)) }
+                            }
+                        } catch {
+                            // A later directory refused: the earlier ones of this step are undone too.
+                            if let problem = undoDirectories() { throw RegistrationRefusal("\(ErrorWords.of(error)) (and undoing failed: \(problem))") }
+                            throw error
                         }
                     },
-                    undo: {
-                        let failed = created.reversed().compactMap { VaultPath.removeCreated($0) }
-                        return failed.isEmpty ? nil : failed.joined(separator: "; ")
-                    })
+                    undo: undoDirectories)
                 flow.add(
                     "encrypt the vault directories",
                     run: {
@@ -161,6 +177,10 @@ extension Manager {
                 await reschedule()
                 var detail = "registered \(normalized.joined(separator: ", "))"
                 if !created.isEmpty { detail += " (created \(created.map(\.path).joined(separator: ", ")))" }
+                if !given.isEmpty {
+                    detail +=
+                        " (given to \(user): " + given.map { "\($0.0.path), was uid \($0.previous.uid) mode \(String($0.previous.mode, radix: 8))" }.joined(separator: "; ") + ")"
+                }
                 if kind == .encrypted {
                     let machine = vault?.stored.wrapped.wrapping == .machine
                     detail += "; protection: encrypted (fscrypt v2), key wrapped by "

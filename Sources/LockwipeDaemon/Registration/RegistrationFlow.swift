@@ -23,7 +23,7 @@ struct RegistrationFlow {
         var error: any Error
         var undoProblems: [String]
         var description: String {
-            var text = "\(step): \(error)"
+            var text = "\(step): \(ErrorWords.of(error))"
             if !undoProblems.isEmpty { text += " (and undoing failed: \(undoProblems.joined(separator: "; ")))" }
             return text
         }

@@ -101,6 +101,8 @@ extension Manager {
     /// registration it belongs to; for a user, only the events of her own registrations
     /// (`Ownership.ownsRecord`), never those of another account that had her name.
     public func history(for caller: Caller, user: String?, limit: Int) async throws -> HistoryReply {
+        // 0 means none, as journalctl's -n 0; a negative count means nothing.
+        guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
         var filter = user
         var owner: UInt32? = nil
         if !caller.isAdmin {
@@ -117,13 +119,14 @@ extension Manager {
             filter = name
             owner = caller.credentials.uid
         }
-        let events = try await store.events(user: filter, limit: max(1, min(limit, 10_000)), owner: owner)
+        let events = try await store.events(user: filter, limit: min(limit, 10_000), owner: owner)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
                 HistoryEvent(
                     time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail,
-                    certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID)
+                    certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
+                    requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) })
             })
     }
 

@@ -36,6 +36,9 @@ enum StatusWarnings {
         for r in registrations where r.state == .wipePending {
             warnings.append("the wipe of \(r.user) is pending (incomplete or interrupted); it is retried at start-up")
         }
+        for r in registrations where r.state == .wiped {
+            if let step = r.state.nextStep(user: r.user) { warnings.append(step) }
+        }
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
         }

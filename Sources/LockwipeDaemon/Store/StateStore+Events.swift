@@ -15,10 +15,13 @@ extension StateStore {
     static func append(_ e: StoredEvent, _ db: Database) throws {
         try db.execute(
             sql: """
-                INSERT INTO events (time, user, kind, trigger, detail, certificate, uid, registration_id)
-                VALUES (?, ?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?))
+                INSERT INTO events (time, user, kind, trigger, detail, certificate, uid, registration_id, requester_uid, requester_pid, requester_comm)
+                VALUES (?, ?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?), ?, ?, ?)
                 """,
-            arguments: [e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate, e.user, e.user])
+            arguments: [
+                e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate, e.user, e.user, e.requester.map { Int64($0.uid) },
+                e.requester.map { Int64($0.pid) }, e.requester?.comm,
+            ])
     }
 
     /// The newest `limit` events (of `user`, when given), oldest first. With `owner`, only
@@ -51,6 +54,10 @@ extension StateStore {
         StoredEvent(
             time: row["time"], user: row["user"], kind: row["kind"], trigger: (row["trigger"] as String?).flatMap(Trigger.init(rawValue:)),
             detail: row["detail"], certificate: row["certificate"], uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) },
-            registrationID: row["registration_id"])
+            registrationID: row["registration_id"],
+            requester: (row["requester_uid"] as Int64?).map {
+                StoredEvent.Requester(
+                    uid: UInt32(truncatingIfNeeded: $0), pid: Int32(truncatingIfNeeded: row["requester_pid"] as Int64? ?? 0), comm: row["requester_comm"])
+            })
     }
 }

@@ -211,6 +211,16 @@ extension StateStore {
                     CREATE INDEX events_owner ON events(uid, user, id);
                     """)
         }
+        // Who asked for an event on the control socket (issue 27): its uid, pid and comm.
+        // Older events keep NULL: what asked for them is unknown.
+        m.registerMigration("v12-event-requesters") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE events ADD COLUMN requester_uid INTEGER;
+                    ALTER TABLE events ADD COLUMN requester_pid INTEGER;
+                    ALTER TABLE events ADD COLUMN requester_comm TEXT;
+                    """)
+        }
         return m
     }
 

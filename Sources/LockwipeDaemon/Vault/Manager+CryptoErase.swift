@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeSystemd
 import Logging
 
 /// Crypto-erase: the wipe of an encrypted vault destroys its key, after which what is
@@ -31,14 +32,14 @@ extension Manager {
             let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
             if try await store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, .keyDestroyed, trigger, detail, at: now)) {
                 var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
-                meta["key_destroyed_seconds"] = .string(String(format: "%.3f", seconds))
+                meta["key_destroyed_usec"] = .string(JournalFields.microseconds(seconds: seconds))
                 meta["key_in_kernel"] = kernelGone ? "absent" : "still in use"
                 logger.notice("vault key of \(user) destroyed: its data is unrecoverable", metadata: meta)
             }
         } catch {
             logger.critical(
                 "cannot destroy the wrapped vault key; overwriting the files instead",
-                metadata: ["user": .string(user), "error": .string("\(error)"), "message_id": MessageID.actionFailed.metadata])
+                metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         guard kernelGone else {

@@ -35,7 +35,7 @@ extension Manager {
             if let failed = await retryLock(r) { throw failed }
             return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
         case .wipePending, .wiping, .wiped:
-            throw ManagerError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue)")
+            throw ManagerError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
         case .active: break
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
@@ -92,7 +92,7 @@ extension Manager {
                     _ = try await BlockingPool.run { terminator.terminate(uid: uid) }
                 } catch {
                     logger.error(
-                        "the processes of \(r.user) could not be ended: \(error)",
+                        "the processes of \(r.user) could not be ended: \(ErrorWords.of(error))",
                         metadata: ["user": .string(r.user), "message_id": MessageID.lockFailed.metadata])
                 }
             }

@@ -62,7 +62,7 @@ extension Manager {
             let left: String = limit > 0 ? "; \(limit - count) left before the vault is wiped" : ""
             throw ManagerError.notPermitted("wrong passcode (\(count) failed in a row\(left))")
         } catch let error as KeyWrapError {
-            throw ManagerError.actionFailed("cannot open the vault key of \(user): \(error)")
+            throw ManagerError.actionFailed("cannot open the vault key of \(user): \(ErrorWords.of(error))")
         }
     }
 
@@ -108,7 +108,7 @@ extension Manager {
             guard r.protection == .encrypted else {
                 throw ManagerError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
             }
-            guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue)") }
+            guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")") }
             guard let stored = try await store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
             let policy = passcodePolicy(for: r).policy
             if let problem = policy.problem(with: new) { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem) }

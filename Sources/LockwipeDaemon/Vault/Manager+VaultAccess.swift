@@ -103,7 +103,7 @@ extension Manager {
     /// A vault call that did not answer (`VaultUnresponsive`) or failed otherwise: the
     /// journal (MESSAGE_ID `vaultUnresponsive`) and the `vault_error` in `status`.
     func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error) async {
-        let text = "\(error)"
+        let text = ErrorWords.of(error)
         if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
         logger.warning(
             "\(action) of \(r.user): \(text)",
@@ -217,7 +217,7 @@ extension Manager {
     /// `lock-failed` (never reported locked), the reason is kept for `status`, the journal
     /// gets a warning; the lock is retried.
     func lockFailed(_ r: RegistrationRecord, _ error: any Error) async -> ManagerError {
-        let text = "\(error)"
+        let text = ErrorWords.of(error)
         let now = clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
         try? await store.setVaultError(

@@ -285,24 +285,38 @@ enum VaultPath {
         return nil
     }
 
+    /// A vault directory as registration prepared it.
+    struct Prepared {
+        var directory: VaultDirectory
+        /// Made by `create` (undo removes it).
+        var created = false
+        /// It existed and was given to its user: the owner, group and mode it had (undo
+        /// restores them, `restoreGiven`).
+        var given: (uid: UInt32, gid: UInt32, mode: UInt32)? = nil
+    }
+
     /// Opens the vault directory `path`, creating it when missing: `mkdirat` on the verified
     /// parent descriptor, then the new directory is opened with `O_NOFOLLOW` relative to
     /// that same descriptor, checked to be a directory owned by root, and `fchown`ed and
     /// `fchmod`ed (0700) through the descriptor. No step resolves a path again, so nothing
-    /// swapped into the parent between two steps can be chowned. Returns the recorded
-    /// identity and whether it was created.
-    static func create(_ path: String, uid: UInt32, gid: UInt32) throws -> (VaultDirectory, created: Bool) {
-        switch Result(catching: { () throws(VaultOpenError) -> VaultDirectory.Identity in
-            let opened = try walk(path)
+    /// swapped into the parent between two steps can be chowned.
+    ///
+    /// A directory that exists is opened once by the same walk and judged by
+    /// `ExistingVault.decide` on what its descriptor says (owner, mode, empty or not): kept,
+    /// given to its user through that descriptor, or refused with the reason. So a vault
+    /// registered `active` is one its user can use (a permission-mode wipe leaves it
+    /// `root:root 0000`; registering it again gives it back), and nothing is ever chowned
+    /// by path, nor recursively.
+    static func create(_ path: String, user: String = "its user", uid: UInt32, gid: UInt32) throws -> Prepared {
+        var existing: OpenedVault?
+        do throws(VaultOpenError) {
+            existing = try walk(path)
+        } catch {
+            guard case .missing(_, let component) = error, component == path else { throw error }
+        }
+        if let opened = existing {
             defer { opened.close() }
-            return opened.identity
-        }) {
-        case .success(let identity):
-            return (VaultDirectory(path: path, identity: identity), false)
-        case .failure(.missing(_, let component)) where component == path:
-            break  // create it below
-        case .failure(let error):
-            throw error
+            return try giveExisting(opened, path: path, user: user, uid: uid, gid: gid)
         }
         let parentPath = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent
@@ -318,7 +332,61 @@ enum VaultPath {
         guard st.st_uid == 0 else { throw FileSystemError("create", path + " (the new directory is not owned by root: it was replaced)", code: EPERM) }
         guard fchown(fd, uid, gid) == 0 else { throw FileSystemError("chown", path) }
         guard fchmod(fd, 0o700) == 0 else { throw FileSystemError("chmod 0700", path) }
-        return (VaultDirectory(path: path, identity: .init(st)), true)
+        return Prepared(directory: VaultDirectory(path: path, identity: .init(st)), created: true)
+    }
+
+    /// The existing directory `opened`, kept, given to its user or refused (see `create`).
+    private static func giveExisting(_ opened: OpenedVault, path: String, user: String, uid: UInt32, gid: UInt32) throws -> Prepared {
+        let st = opened.stat
+        let directory = VaultDirectory(path: path, identity: opened.identity)
+        // Only root's directory is read (whether it is empty is all that matters there).
+        let empty = st.st_uid == 0 ? try isEmpty(opened.fd, path: path) : false
+        let decision = ExistingVault.decide(path: path, owner: st.st_uid, mode: UInt32(st.st_mode), isEmpty: empty, user: user, uid: uid)
+        switch decision {
+        case .keep:
+            return Prepared(directory: directory)
+        case .refuse(let reason):
+            throw RegistrationRefusal(reason)
+        case .take(let mode):
+            // Owner first, then the mode. Her own directory keeps its group (a shared group's
+            // 2750 vault); root's gets her group, as a created vault does.
+            guard st.st_uid == uid || fchown(opened.fd, uid, gid) == 0 else { throw FileSystemError("give the directory to \(user) (chown)", path) }
+            guard fchmod(opened.fd, mode_t(mode)) == 0 else { throw FileSystemError("give the directory to \(user) (chmod \(String(mode, radix: 8)))", path) }
+            return Prepared(directory: directory, given: (st.st_uid, st.st_gid, UInt32(st.st_mode & 0o7777)))
+        }
+    }
+
+    /// Whether the directory open as `fd` holds no entry (read through a descriptor of its own).
+    static func isEmpty(_ fd: Int32, path: String) throws -> Bool {
+        let own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard own >= 0 else { throw FileSystemError("read", path) }
+        guard let stream = fdopendir(own) else {
+            Glibc.close(own)
+            throw FileSystemError("read", path)
+        }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { return false }
+        }
+        return true
+    }
+
+    /// Undoes `create`'s gift of an existing directory (a registration that failed later):
+    /// the owner, group and mode it had, on the recorded inode only, and only while it is
+    /// still as `create` left it (its user's).
+    static func restoreGiven(_ directory: VaultDirectory, uid user: UInt32, to previous: (uid: UInt32, gid: UInt32, mode: UInt32)) -> String? {
+        do {
+            let opened = try open(directory)
+            defer { opened.close() }
+            guard opened.stat.st_uid == user else { return "\(directory.path): not restored to uid \(previous.uid): it is no longer its user's" }
+            guard fchown(opened.fd, previous.uid, previous.gid) == 0, fchmod(opened.fd, mode_t(previous.mode)) == 0 else {
+                return "could not give \(directory.path) back to uid \(previous.uid): \(String(cString: strerror(errno)))"
+            }
+            return nil
+        } catch {
+            return "could not give \(directory.path) back to uid \(previous.uid): \(error)"
+        }
     }
 
     /// Removes a directory `create` made (undo of a registration): only that inode, only

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeSystemd
 import Logging
 import NIOCore
 
@@ -23,7 +24,7 @@ extension Manager {
     ) async throws -> ActionResult {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         if r.state == .wiped {
-            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped", wipe: r.lastWipe)
+            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
         }
         let now = clock.now().wall
         try await store.commitWipeIntent(
@@ -56,13 +57,13 @@ extension Manager {
             await vaultStalled(r, "wipe", error)
             return nil
         } catch {
-            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
         }
         let now = clock.now().wall
         do {
             try await store.beginWipeAttempt(user, event: resumed ? self.event(user, .wipeResumed, .resume, reason, at: now) : nil)
         } catch {
-            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return nil
         }
         var options = configuration.wipe
@@ -101,13 +102,13 @@ extension Manager {
         meta["skipped"] = "\(summary.skipped.count)"
         meta["passes"] = "\(summary.passes)"
         meta["attributes_cleared"] = "\(summary.attributesCleared)"
-        meta["elapsed_seconds"] = .string(String(format: "%.3f", summary.elapsedSeconds))
+        meta["elapsed_usec"] = .string(JournalFields.microseconds(seconds: summary.elapsedSeconds))
         meta["certificate_id"] = .string(certificate.id)
         if !summary.caveats.isEmpty { meta["caveats"] = .string(Set(summary.caveats.map(\.kind.rawValue)).sorted().joined(separator: ",")) }
         if summary.cryptoErased {
             meta["crypto_erased"] = "true"
             meta["key_destroyed_at"] = .string(summary.keyDestroyedAt ?? "")
-            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_seconds"] = .string(String(format: "%.3f", s)) }
+            if let s = summary.keyDestroyedSeconds { meta["key_destroyed_usec"] = .string(JournalFields.microseconds(seconds: s)) }
         }
         let detail = summary.recordText(resumed: resumed)
         do {
@@ -115,7 +116,7 @@ extension Manager {
                 user, summary: summary, certificate: certificate,
                 event: self.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: clock.now().wall))
         } catch {
-            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string("\(error)")])
+            logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
         }
         if summary.complete {
             logger.notice("wiped \(user): \(detail) (certificate \(certificate.id))", metadata: meta)

@@ -15,4 +15,15 @@ public struct StoredEvent: Sendable, Equatable {
     /// is shown to administrators only.
     public var uid: UInt32? = nil
     public var registrationID: String? = nil
+    /// Who asked for it on the control socket (`v12-event-requesters`); nil for what the
+    /// daemon did of its own accord (offline, server, logout, start-up) and for events
+    /// recorded before requesters were.
+    public var requester: Requester? = nil
+
+    public struct Requester: Sendable, Equatable {
+        public var uid: UInt32
+        public var pid: Int32
+        /// The client's `/proc/PID/comm`: its own choice of name, informative only.
+        public var comm: String?
+    }
 }
