@@ -29,8 +29,9 @@ nonisolated(unsafe) var output = OutputSettings()
 ///   is not: a name where a verb stands is an unknown verb);
 /// - a word that is no verb is said to be one ("Unknown verb 'stauts'"), with the
 ///   nearest verb when one is close;
-/// - `--limit -5` reaches the option as its value (ArgumentParser would take `-5` for an
-///   option and say the value is missing), so that the check can say what is wrong.
+/// - `--limit -5` and `--since -2h` reach the option as its value (ArgumentParser would
+///   take `-5` for an option and say the value is missing), so that the check can say
+///   what is wrong.
 func shapedArguments(_ arguments: [String]) throws -> [String] {
     // ArgumentParser's own entry points (completion scripts call `---completion`).
     if let first = arguments.first,
@@ -74,6 +75,10 @@ func shapedArguments(_ arguments: [String]) throws -> [String] {
         case "--no-legend":
             output.noLegend = true
             globals.append(a)
+        case "--since" where i < arguments.count:
+            // Its value may look like an option ("-2h").
+            rest.append("--since=\(arguments[i])")
+            i += 1
         case "--limit", "-n":
             // A negative number is the option's value, not an option.
             if i < arguments.count, arguments[i].count > 1, arguments[i].hasPrefix("-"), Int(arguments[i]) != nil {

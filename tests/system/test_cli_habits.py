@@ -458,3 +458,61 @@ def test_bash_completes_registered_users_and_is_quiet_without_the_daemon(daemon,
 
     got, err, took = bash_complete(bins, tmp_path, ["lock", "--socket", tmp_path / "none", ""])
     assert got == [] and err == "" and took < 10, (got, err, took)
+
+
+# --------------------------------------------------------------------------- history
+
+
+def test_history_since_and_n(daemon, make_user):
+    alice = registered(daemon, make_user)
+    daemon.ok("lock", "--user", alice.name)
+    time.sleep(1.1)
+    cut = int(time.time())
+    daemon.ok("unlock", "--user", alice.name)
+    kinds = lambda *args: [e["kind"] for e in json.loads(daemon.ok("history", "--json", *args).out)["events"]]
+    assert "lock" in kinds() and "register" in kinds()
+    since = kinds("--since", f"@{cut}")
+    assert "unlock" in since and "lock" not in since and "register" not in since, since
+    assert kinds("--since", "-1h") == kinds()
+    assert kinds("--since", "1 day ago") == kinds()
+    assert kinds("--since", "tomorrow") == []
+    assert len(kinds("-n", "1")) == 1 and kinds("-n", "1") == kinds()[-1:]
+    r = daemon.ctl("history", "--since", "last tuesday-ish")
+    assert r.code == 2 and "--since" in r.err and "cannot read" in r.err, r.describe()
+
+
+def test_history_follow_prints_new_events_as_they_come(daemon, make_user, bins):
+    alice = registered(daemon, make_user)
+    p = subprocess.Popen([bins.lockwipectl, "--socket", daemon.socket, "history", "-f"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=child_env())
+    try:
+        lines = []
+        pending = [b""]
+
+        def read_until(predicate, what):
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if any(predicate(l) for l in lines):
+                    return
+                ready, _, _ = select.select([p.stdout], [], [], 0.5)
+                if ready:
+                    chunk = os.read(p.stdout.fileno(), 65536)
+                    if not chunk:
+                        break
+                    *complete, pending[0] = (pending[0] + chunk).split(b"\n")
+                    lines.extend(c.decode() for c in complete)
+            if any(predicate(l) for l in lines):
+                return
+            raise AssertionError(f"history -f did not print {what}: {lines}\n{p.stderr.read() if p.poll() is not None else ''}")
+
+        read_until(lambda l: "register" in l and alice.name in l, "the registration")
+        daemon.ok("lock", "--user", alice.name)
+        read_until(lambda l: " lock " in f" {l} " and alice.name in l, "the new lock")
+        daemon.ok("unlock", "--user", alice.name)
+        read_until(lambda l: "unlock" in l and alice.name in l, "the new unlock")
+        assert p.poll() is None, "history -f ended"
+        assert sum(1 for l in lines if l.startswith("TIME")) == 1, lines
+        assert sum(1 for l in lines if "register" in l) == 1, f"an event was printed twice: {lines}"
+    finally:
+        p.kill()
+        p.wait()
