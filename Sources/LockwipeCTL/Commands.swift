@@ -183,7 +183,12 @@ struct Lock: ParsableCommand {
         if labels.count == 1 {
             var target = targets[0]
             target.preview = true
-            previews = try global.call(.lock, target, ActionReply.self).results
+            do {
+                previews = try global.call(.lock, target, ActionReply.self).results
+            } catch let failure as CommandFailure where names.isEmpty && !all && failure.code == ExitStatus.usage {
+                // An administrator has no registration of her own to mean.
+                throw CommandFailure(code: ExitStatus.usage, message: "give the users to lock (lockwipectl lock NAME ...), or --all")
+            }
         }
         for p in previews { for line in processLines(p) { print(line) } }
         if all {

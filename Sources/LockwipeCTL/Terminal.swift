@@ -45,12 +45,19 @@ enum Terminal {
 /// The pager systemd's tools start for their output on a terminal: `$SYSTEMD_PAGER`, else
 /// `$PAGER`, else `less` (else `more`), with `LESS=FRXMK` when `LESS` is not set (quit when
 /// the output fits the screen, keep colours); none when standard output is not a terminal,
-/// with `--no-pager`, or when the variable says `cat` or is empty.
+/// with `--no-pager`, or when the variable says `cat` or is empty. Under sudo or pkexec
+/// only `less`, with `LESSSECURE=1` (`SYSTEMD_PAGERSECURE`).
 enum Pager {
     nonisolated(unsafe) private static var pid: pid_t = 0
 
     static func start(environment: [String: String] = ProcessInfo.processInfo.environment) {
         guard pid == 0, !output.noPager, isatty(STDOUT_FILENO) == 1, let command = command(environment) else { return }
+        if secure(environment) {
+            // As systemd's SYSTEMD_PAGERSECURE: a pager that can run commands must not run
+            // them with privileges someone was given for lockwipectl alone (sudo, pkexec).
+            guard command == "less" || command.hasPrefix("less ") else { return }
+            setenv("LESSSECURE", "1", 1)
+        }
         if environment["LESS"] == nil { setenv("LESS", "FRXMK", 1) }
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return }
@@ -85,6 +92,16 @@ enum Pager {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         pid = 0
+    }
+
+    /// `SYSTEMD_PAGERSECURE` when set (1/yes/true or 0/no/false); otherwise on when
+    /// lockwipectl runs with privileges given by sudo or pkexec, or set-user-ID.
+    static func secure(_ environment: [String: String]) -> Bool {
+        if let value = environment["SYSTEMD_PAGERSECURE"]?.lowercased() {
+            if ["1", "yes", "true", "on"].contains(value) { return true }
+            if ["0", "no", "false", "off"].contains(value) { return false }
+        }
+        return geteuid() != getuid() || (geteuid() == 0 && (environment["SUDO_UID"] != nil || environment["PKEXEC_UID"] != nil))
     }
 
     static func command(_ environment: [String: String]) -> String? {

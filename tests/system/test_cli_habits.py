@@ -3,6 +3,7 @@ names, plain `lockwipectl` = `status`, "Unknown verb", global options anywhere, 
 `--json=` forms, `--no-legend`/`--no-pager`, an ordinary user's verbs defaulting to
 herself, `status`'s exit code 3, and errors in the user's words (issue 27, items 8 and 9)."""
 
+import datetime
 import json
 import os
 import pty
@@ -156,7 +157,7 @@ def test_an_ordinary_users_verbs_default_to_herself(make_daemon, make_server, ma
 
     # Root names someone (or --all): no default for an administrator.
     r = d.ctl("lock")
-    assert r.code == 2, r.describe()
+    assert r.code == 2 and "give the users to lock" in r.err, r.describe()
 
 
 def test_an_unregistered_user_is_told_she_has_no_registration(daemon, make_user):
@@ -391,6 +392,16 @@ def test_a_pager_on_a_terminal_only_as_systemd_chooses_it(daemon, make_user, bin
     assert not list(tmp_path.glob("*.ran")), "a pager ran without a terminal, or with --no-pager/PAGER="
 
 
+def test_under_sudo_only_a_secure_less_pages(daemon, make_user, bins, tmp_path):
+    registered(daemon, make_user)
+    pager = pager_script(tmp_path, "pager")
+    base = [bins.lockwipectl, "--socket", daemon.socket, "status"]
+    out, code = run_in_pty(base, env={"PAGER": str(pager), "SUDO_UID": "1000"})
+    assert code == 0 and not (tmp_path / "pager.ran").exists(), "a pager that can run commands ran under sudo"
+    out, code = run_in_pty(base, env={"PAGER": str(pager), "SUDO_UID": "1000", "SYSTEMD_PAGERSECURE": "0"})
+    assert code == 0 and (tmp_path / "pager.ran").exists(), out
+
+
 RED = "\x1b[1;31m"
 
 
@@ -466,8 +477,9 @@ def test_bash_completes_registered_users_and_is_quiet_without_the_daemon(daemon,
 def test_history_since_and_n(daemon, make_user):
     alice = registered(daemon, make_user)
     daemon.ok("lock", "--user", alice.name)
-    time.sleep(1.1)
-    cut = int(time.time())
+    locked = [e for e in daemon.history(alice) if e["kind"] == "lock"][-1]["time"]
+    cut = int(datetime.datetime.fromisoformat(locked.replace("Z", "+00:00")).timestamp()) + 1
+    time.sleep(2.1)  # the unlock is recorded at a later second than the lock (whole seconds)
     daemon.ok("unlock", "--user", alice.name)
     kinds = lambda *args: [e["kind"] for e in json.loads(daemon.ok("history", "--json", *args).out)["events"]]
     assert "lock" in kinds() and "register" in kinds()
