@@ -153,7 +153,9 @@ struct Lock: ParsableCommand {
         abstract: "Lock a registration's vault now.",
         discussion: """
             Users may lock their own registration (without a name, theirs); administrators any, \
-            or --all.
+            or --all. First lists the processes the lock will end (those of the users whose \
+            vaults it locks, [lock] terminate_processes). --all asks for confirmation on a \
+            terminal and needs --yes otherwise, as wipe does.
             """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("The users to lock.", valueName: "user"), completion: .custom(completeUsers)) var users: [String] = []
