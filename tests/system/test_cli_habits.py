@@ -411,6 +411,10 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(daemon, make_user, bi
     base = [bins.lockwipectl, "--socket", daemon.socket, "status", "--no-pager"]
     out, code = run_in_pty(base, env={"NO_COLOR": None, "TERM": "xterm"})
     assert code == 0 and RED + "wiped" in out, repr(out)
+    # The test machine has no `lockwipe` group: status warns about it, in yellow.
+    assert "\x1b[1;33mwarning:" in out, repr(out)
+    out, code = run_in_pty(base, env={"TERM": "dumb"})
+    assert code == 0 and "wiped" in out and "\x1b[" not in out, repr(out)
     out, code = run_in_pty(base, env={"NO_COLOR": "1", "TERM": "xterm"})
     assert code == 0 and "wiped" in out and "\x1b[" not in out, repr(out)
     r = daemon.ctl("status", env={"TERM": "xterm"})
