@@ -424,21 +424,22 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(daemon, make_user, bi
 # --------------------------------------------------------------------------- completion
 
 
-def bash_complete(bins, tmp_path, words, env=None):
-    """What bash offers for the last word of `words` (lockwipectl's generated script,
-    its completion function called as bash calls it); also the stderr and the time taken."""
-    script = tmp_path / "lockwipectl.bash"
+def bash_complete(bins, tmp_path, words, env=None, tool="lockwipectl"):
+    """What bash offers for the last word of `words` (the tool's generated script, its
+    completion function called as bash calls it); also the stderr and the time taken."""
+    binary = bins.bin_dir / tool
+    script = tmp_path / f"{tool}.bash"
     if not script.exists():
-        script.write_text(subprocess.run([bins.lockwipectl, "--generate-completion-script", "bash"],
+        script.write_text(subprocess.run([binary, "--generate-completion-script", "bash"],
                                          capture_output=True, text=True, check=True).stdout)
-    words = [str(bins.lockwipectl)] + [str(w) for w in words]
+    words = [str(binary)] + [str(w) for w in words]
     line = " ".join(words)
     quoted = " ".join(shlex.quote(w) for w in words)
     program = (
         f"source {shlex.quote(str(script))}\n"
         f"COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}\n"
         f"COMP_LINE={shlex.quote(line)}; COMP_POINT=${{#COMP_LINE}}\n"
-        f"_lockwipectl {shlex.quote(words[0])} {shlex.quote(words[-1])} {shlex.quote(words[-2])}\n"
+        f"_{tool} {shlex.quote(words[0])} {shlex.quote(words[-1])} {shlex.quote(words[-2])}\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     started = time.monotonic()
@@ -459,6 +460,10 @@ def test_bash_completes_files_for_path_options(daemon, bins, tmp_path):
     assert f"{files}/subdir" in got and f"{files}/token-a" not in got, got
     got, _, _ = bash_complete(bins, tmp_path, ["status", "--socket", f"{files}/tok"])
     assert f"{files}/token-a" in got, got
+    got, _, _ = bash_complete(bins, tmp_path, ["--config", f"{files}/tok"], tool="lockwiped")
+    assert sorted(got) == [f"{files}/token-a", f"{files}/token-b"], got
+    got, _, _ = bash_complete(bins, tmp_path, ["--state-dir", f"{files}/"], tool="lockwiped")
+    assert got == [f"{files}/subdir"], got
 
 
 def test_bash_completes_registered_users_and_is_quiet_without_the_daemon(daemon, make_user, bins, tmp_path):
