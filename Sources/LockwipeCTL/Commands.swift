@@ -14,13 +14,37 @@ import LockwipeProtocol
 #endif
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the policy and every registration you may see.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show the policy and every registration you may see (the verb when none is given).",
+        discussion: """
+            Exits 3 when a registration shown is in state lock-failed (its vault is NOT locked), \
+            as systemctl status exits 3 for a unit that is not active; the report is printed all the same.
+            """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "Only this user's registration.") var user: String?
-    @Flag(help: "Print the stable JSON contract instead of text.") var json = false
+    @Argument(help: ArgumentHelp("Only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Option(help: "Only this user's registration.", completion: .custom(completeUsers)) var user: String?
+    @Flag(help: "Print the stable JSON contract instead of text (--json=short: on one line; --json=pretty, as --json: indented).")
+    var json = false
 
     func run() throws {
-        let report = try global.call(.getStatus, UserFilter(user: user), StatusReport.self)
+        let names = namedUsers(users, user)
+        var report = try global.call(.getStatus, UserFilter(user: names.count == 1 ? names[0] : nil), StatusReport.self)
+        if names.count > 1 {
+            if let missing = names.first(where: { n in !report.registrations.contains { $0.user == n } }) {
+                throw CommandFailure(code: ExitStatus.failed, message: "no registration for user \(missing)")
+            }
+            report.registrations = report.registrations.filter { names.contains($0.user) }
+        }
+        try printStatus(report)
+        let failed = report.registrations.filter { $0.state == .lockFailed }.map(\.user)
+        if !failed.isEmpty {
+            throw CommandFailure(code: ExitStatus.lockFailed, message: json ? "" : "the lock of \(failed.joined(separator: ", ")) failed: NOT locked")
+        }
+    }
+
+    private func printStatus(_ report: StatusReport) throws {
+        Pager.start()
         if json { return try printJSON(report) }
         let p = report.policy
         let lock = Policy.threshold(.lock, days: p.offlineDaysBeforeLock) + (p.offlineDaysBeforeLock > 0 ? " offline" : "")
@@ -36,6 +60,7 @@ struct Status: ParsableCommand {
             for r in report.registrations {
                 var state = r.state.rawValue
                 if let t = r.lockTrigger { state += " (\(t.rawValue))" }
+                if r.state == .lockFailed || r.state.isWipeCommitted { state = Terminal.red(state) }
                 let next = r.nextAction.map { "\($0.action.rawValue) \(relative($0.at))" } ?? "-"
                 rows.append([
                     r.user, String(r.uid), state, r.protection.rawValue, RelativeTime.format(seconds: r.offlineSeconds),
@@ -62,12 +87,18 @@ struct Status: ParsableCommand {
             }
             for r in report.registrations {
                 if let w = r.warning {
-                    print("\(r.user): warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server")
+                    print(
+                        "\(r.user): "
+                            + Terminal.yellow(
+                                "warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server"))
                 }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
-                if r.blocked { print("\(r.user): BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched") }
+                if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
                 if let e = r.vaultError {
-                    print("\(r.user): " + (r.state == .lockFailed ? "LOCK FAILED, the vault is NOT locked (retried): " : "VAULT UNREACHABLE, nothing is done to it: ") + e)
+                    print(
+                        "\(r.user): "
+                            + Terminal.red(
+                                (r.state == .lockFailed ? "LOCK FAILED, the vault is NOT locked (retried): " : "VAULT UNREACHABLE, nothing is done to it: ") + e))
                 }
                 if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
@@ -78,7 +109,8 @@ struct Status: ParsableCommand {
                     print(line)
                 }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
-                    print("\(r.user): last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))")
+                    print(
+                        "\(r.user): " + Terminal.red("last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))"))
                 }
                 if r.wipeProgress == nil, let w = r.wipe, !w.caveats.isEmpty {
                     // The overwrite could not reach every old copy: said until the next wipe.
@@ -87,8 +119,16 @@ struct Status: ParsableCommand {
                 }
             }
         }
-        for w in report.warnings { print("warning: \(w)") }
+        for w in report.warnings { print(Terminal.yellow("warning: \(w)")) }
     }
+}
+
+/// "alice: will end 3 processes: 1201 bash, 1250 vim, 1302 sleep" (the first 10, then a count).
+func processLines(_ p: ActionResult) -> [String] {
+    guard let list = p.processes, !list.isEmpty else { return [] }
+    let shown = list.prefix(10).map { "\($0.pid) \($0.comm)" }.joined(separator: ", ")
+    let more = list.count > 10 ? " and \(list.count - 10) more" : ""
+    return ["\(p.user): will end \(list.count) process\(list.count == 1 ? "" : "es"): \(shown)\(more)"]
 }
 
 /// "wiping: 1200/10000 files, 120 MiB of 1.0 GiB at 410 MiB/s, ETA 2s".
@@ -111,17 +151,59 @@ func describe(_ p: WipeProgressInfo) -> String {
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Lock a registration's vault now.",
-        discussion: "Users may lock their own registration; administrators any, or --all.")
+        discussion: """
+            Users may lock their own registration (without a name, theirs); administrators any, \
+            or --all. First lists the processes the lock will end (those of the users whose \
+            vaults it locks, [lock] terminate_processes). --all asks for confirmation on a \
+            terminal and needs --yes otherwise, as wipe does.
+            """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user to lock.") var user: String?
+    @Argument(help: ArgumentHelp("The users to lock.", valueName: "user"), completion: .custom(completeUsers)) var users: [String] = []
+    @Option(help: "The user to lock.", completion: .custom(completeUsers)) var user: String?
     @Flag(help: "Lock every registration.") var all = false
+    @Flag(help: "With --all: do not ask for confirmation.") var yes = false
 
     func validate() throws {
-        if all == (user != nil) { throw ValidationError("give exactly one of --user or --all") }
+        if all && !namedUsers(users, user).isEmpty { throw ValidationError("give user names or --all, not both") }
     }
 
     func run() throws {
-        try printResults(try global.call(.lock, TargetSelection(user: user, all: all ? true : nil), ActionReply.self))
+        let names = namedUsers(users, user)
+        // --all, or (no name) the caller's own registration: lockwiped decides whose.
+        let targets = names.isEmpty ? [TargetSelection(all: all ? true : nil)] : names.map { TargetSelection(user: $0) }
+        // First what it will end (processes may come and go until the lock itself).
+        var previews: [ActionResult] = []
+        let labels = names.isEmpty ? ["all"] : names
+        let previewed =
+            labels.count == 1
+            ? (labels, nil)
+            : eachUser(labels) { name in
+                var target = targets[names.firstIndex(of: name) ?? 0]
+                target.preview = true
+                previews += try global.call(.lock, target, ActionReply.self).results
+            }
+        if labels.count == 1 {
+            var target = targets[0]
+            target.preview = true
+            do {
+                previews = try global.call(.lock, target, ActionReply.self).results
+            } catch let failure as CommandFailure where names.isEmpty && !all && failure.code == ExitStatus.usage {
+                // An administrator has no registration of her own to mean.
+                throw CommandFailure(code: ExitStatus.usage, message: "give the users to lock (lockwipectl lock NAME ...), or --all")
+            }
+        }
+        for p in previews { for line in processLines(p) { print(line) } }
+        if all {
+            let ending = previews.reduce(0) { $0 + ($1.processes?.count ?? 0) }
+            try confirm(
+                "Lock EVERY registration (\(previews.count)) and end \(ending) process\(ending == 1 ? "" : "es") of their users?", yes: yes,
+                undoable: true)
+        }
+        // Only those whose preview worked (the others' failures are printed already).
+        try forEachUser(previewed.0) { name in
+            try printResults(try global.call(.lock, targets[names.firstIndex(of: name) ?? 0], ActionReply.self))
+        }
+        if let failure = previewed.1 { throw failure }
     }
 }
 
@@ -140,7 +222,9 @@ struct Unlock: ParsableCommand {
             --passcode-stdin add --new-passcode-stdin and give it on the second line.
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user to unlock.") var user: String
+    @Argument(help: ArgumentHelp("The users to unlock (default: yourself).", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Option(help: "The user to unlock (default: yourself).", completion: .custom(completeUsers)) var user: String?
     @Flag(name: .customLong("passcode-stdin"), help: "Read the passcode from the first line of standard input.")
     var passcodeStdin = false
     @Flag(name: .customLong("new-passcode-stdin"), help: "Also read a new passcode from the second line (replaces an expired or current one).")
@@ -148,9 +232,16 @@ struct Unlock: ParsableCommand {
 
     func validate() throws {
         if newPasscodeStdin && !passcodeStdin { throw ValidationError("--new-passcode-stdin needs --passcode-stdin") }
+        if passcodeStdin && namedUsers(users, user).count > 1 { throw ValidationError("--passcode-stdin unlocks one user: name one") }
+        if namedUsers(users, user).isEmpty { _ = try oneUser(nil, nil, verb: "unlock", defaultSelf: true) }
     }
 
     func run() throws {
+        let names = namedUsers(users, user)
+        try forEachUser(names.isEmpty ? [try oneUser(nil, nil, verb: "unlock", defaultSelf: true)] : names, unlock)
+    }
+
+    private func unlock(_ user: String) throws {
         if passcodeStdin {
             let passcode = try PasscodeInput.line("passcode")
             let new = newPasscodeStdin ? try PasscodeInput.line("new passcode") : nil
@@ -196,7 +287,9 @@ struct Wipe: ParsableCommand {
             resumes at its next start.
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user whose data to wipe.") var user: String?
+    @Argument(help: ArgumentHelp("The users whose data to wipe.", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Option(help: "The user whose data to wipe.", completion: .custom(completeUsers)) var user: String?
     @Flag(help: "Wipe every registration.") var all = false
     @Flag(help: "Do not ask for confirmation.") var yes = false
     @Flag(
@@ -206,25 +299,34 @@ struct Wipe: ParsableCommand {
             and the caveats (copy-on-write, snapshots, shared extents, names, flash).
             """)
     var dryRun = false
-    @Flag(help: "With --dry-run: print JSON.") var json = false
+    @Flag(help: "With --dry-run: print JSON (--json=short: on one line).") var json = false
     @Flag(name: .shortAndLong, help: "Do not show the progress while waiting (the report is still printed).") var quiet = false
 
     func validate() throws {
-        if all == (user != nil) { throw ValidationError("give exactly one of --user or --all") }
+        if all == !namedUsers(users, user).isEmpty { throw ValidationError("give user names or --all (one of them)") }
         if json && !dryRun { throw ValidationError("--json goes with --dry-run (a wipe prints its report)") }
     }
 
     func run() throws {
-        let target = TargetSelection(user: user, all: all ? true : nil)
+        let names = namedUsers(users, user)
+        // One request per user named (each fails or succeeds on its own), or one for --all.
+        let target = { (name: String) in all ? TargetSelection(all: true) : TargetSelection(user: name) }
         if dryRun {
-            let reply = try global.call(.previewWipe, target, WipePreviewReply.self)
-            if json { return try printJSON(reply) }
-            for line in reply.previews.flatMap(previewLines) { print(line) }
+            var previews: [WipePreview] = []
+            try forEachUser(all ? ["all"] : names) { name in
+                previews += try global.call(.previewWipe, target(name), WipePreviewReply.self).previews
+            }
+            Pager.start()
+            if json { return try printJSON(WipePreviewReply(previews: previews)) }
+            for line in previews.flatMap(previewLines) { print(line) }
             print("dry run: nothing was changed")
             return
         }
-        try confirm(all ? "Wipe the data of EVERY registered user?" : "Wipe all data of \(user!)?", yes: yes)
-        try printResults(try WipeWatch(global: global, user: user, display: WipeWatch.display(quiet: quiet)).run(target))
+        try confirm(all ? "Wipe the data of EVERY registered user?" : "Wipe all data of \(names.joined(separator: ", "))?", yes: yes)
+        let display = WipeWatch.display(quiet: quiet)
+        try forEachUser(all ? ["all"] : names) { name in
+            try printResults(try WipeWatch(global: global, user: all ? nil : name, display: display).run(target(name)))
+        }
     }
 }
 
@@ -266,17 +368,17 @@ struct CredentialOptions: ParsableArguments {
         name: .customLong("token-file"),
         help: ArgumentHelp(
             "File holding the bearer token for the policy server ('-' reads standard input); surrounding whitespace is ignored.",
-            valueName: "path"))
+            valueName: "path"), completion: .file())
     var tokenFile: String?
     @Option(
         name: .customLong("refresh-token-file"),
         help: ArgumentHelp(
             "File holding an OAuth 2.0 refresh token ('-' reads standard input); lockwiped trades it for access tokens at [server.oauth] token_url.",
-            valueName: "path"))
+            valueName: "path"), completion: .file())
     var refreshTokenFile: String?
-    @Option(name: .customLong("client-cert"), help: ArgumentHelp("PEM client certificate (chain) for TLS client authentication.", valueName: "path"))
+    @Option(name: .customLong("client-cert"), help: ArgumentHelp("PEM client certificate (chain) for TLS client authentication.", valueName: "path"), completion: .file())
     var clientCertificateFile: String?
-    @Option(name: .customLong("client-key"), help: ArgumentHelp("PEM private key of --client-cert (unencrypted).", valueName: "path"))
+    @Option(name: .customLong("client-key"), help: ArgumentHelp("PEM private key of --client-cert (unencrypted).", valueName: "path"), completion: .file())
     var clientKeyFile: String?
 
     func validate() throws {
@@ -292,7 +394,9 @@ struct CredentialOptions: ParsableArguments {
     /// The token and PEM texts, read here so that only their contents reach the daemon.
     func read() throws -> (token: String?, certificate: String?, key: String?, refreshToken: String?) {
         let token = try tokenFile.map { try readSecret($0, what: "token").trimmingWhitespace() }
-        if let token, token.isEmpty { throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty") }
+        if let token, token.isEmpty {
+            throw CommandFailure(code: ExitStatus.usage, message: "the token file \(tokenFile!) is empty (only blanks): it must hold the token")
+        }
         let refreshToken = try refreshTokenFile.map { try readSecret($0, what: "refresh token").trimmingWhitespace() }
         if let refreshToken, refreshToken.isEmpty {
             throw CommandFailure(code: ExitStatus.usage, message: "the refresh token file \(refreshTokenFile!) is empty")
@@ -304,16 +408,13 @@ struct CredentialOptions: ParsableArguments {
     }
 
     private func readSecret(_ path: String, what: String) throws -> String {
-        let data: Data?
-        if path == "-" {
-            data = StandardStreams.readInputToEnd()
-        } else {
-            data = FileManager.default.contents(atPath: path)
+        let data = path == "-" ? try UserFile.readStandardInput(what: what) : try UserFile.contents(path, what: what)
+        let file = path == "-" ? "standard input" : "the \(what) file \(path)"
+        guard data.count <= 32_768 else { throw CommandFailure(code: ExitStatus.usage, message: "\(file) is larger than 32 KiB") }
+        guard !data.isEmpty else { throw CommandFailure(code: ExitStatus.usage, message: "\(file) is empty: it must hold the \(what)") }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw CommandFailure(code: ExitStatus.usage, message: "\(file) is not UTF-8 text")
         }
-        guard let data, let text = String(data: data, encoding: .utf8) else {
-            throw CommandFailure(code: ExitStatus.failed, message: "cannot read the \(what) from \(path)")
-        }
-        guard data.count <= 32_768 else { throw CommandFailure(code: ExitStatus.usage, message: "the \(what) file \(path) is larger than 32 KiB") }
         return text
     }
 }
@@ -334,8 +435,9 @@ struct Register: ParsableCommand {
             Change them later with `lockwipectl credentials`.
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The Unix user.") var user: String
-    @Option(name: .customLong("dir"), help: ArgumentHelp("A data directory (absolute path); repeat for more.", valueName: "path"))
+    @Argument(help: ArgumentHelp("The Unix user.", valueName: "user"), completion: .custom(completeSystemUsers)) var name: String?
+    @Option(help: "The Unix user.", completion: .custom(completeSystemUsers)) var user: String?
+    @Option(name: .customLong("dir"), help: ArgumentHelp("A data directory (absolute path); repeat for more.", valueName: "path"), completion: .directory)
     var directories: [String] = []
     @OptionGroup var credentials: CredentialOptions
     @Flag(name: .customLong("require-encryption"), help: "Refuse unless every directory can become an encrypted (fscrypt) vault.")
@@ -344,6 +446,7 @@ struct Register: ParsableCommand {
     var passcodeStdin = false
 
     func validate() throws {
+        _ = try oneUser(name, user, verb: "register")
         if directories.isEmpty { throw ValidationError("give at least one --dir") }
         if passcodeStdin && credentials.readsStandardInput {
             throw ValidationError("--passcode-stdin and --token-file - (or --refresh-token-file -) cannot both read standard input")
@@ -351,6 +454,7 @@ struct Register: ParsableCommand {
     }
 
     func run() throws {
+        let user = try oneUser(name, user, verb: "register")
         let c = try credentials.read()
         let passcode = passcodeStdin ? try PasscodeInput.line("passcode") : nil
         try printResults(
@@ -373,15 +477,18 @@ struct Credentials: ParsableCommand {
             never printed, logged or shown by status, which only says which kinds are stored.
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user.") var user: String
+    @Argument(help: ArgumentHelp("The user.", valueName: "user"), completion: .custom(completeUsers)) var name: String?
+    @Option(help: "The user.", completion: .custom(completeUsers)) var user: String?
     @OptionGroup var credentials: CredentialOptions
     @Flag(help: "Remove all credentials.") var clear = false
 
     func validate() throws {
+        _ = try oneUser(name, user, verb: "set the credentials of")
         if clear == !credentials.isEmpty { throw ValidationError("give --token-file, --refresh-token-file and/or --client-cert/--client-key, or --clear") }
     }
 
     func run() throws {
+        let user = try oneUser(name, user, verb: "set the credentials of")
         let c = try credentials.read()
         try printResults(
             try global.call(
@@ -396,10 +503,17 @@ struct Unregister: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Stop protecting a user's data (administrators); the directories stay as they are.")
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user.") var user: String
+    @Argument(help: ArgumentHelp("The users.", valueName: "user"), completion: .custom(completeUsers)) var users: [String] = []
+    @Option(help: "The user.", completion: .custom(completeUsers)) var user: String?
+
+    func validate() throws {
+        if namedUsers(users, user).isEmpty { throw ValidationError("give the user to unregister (lockwipectl unregister USER)") }
+    }
 
     func run() throws {
-        try printResults(try global.call(.unregister, UserParameter(user: user), ActionReply.self))
+        try forEachUser(namedUsers(users, user)) { name in
+            try printResults(try global.call(.unregister, UserParameter(user: name), ActionReply.self))
+        }
     }
 }
 
@@ -409,34 +523,40 @@ struct CheckIn: ParsableCommand {
         discussion: """
             Waits for the answers and prints one line per registration. Exits 1 when any \
             check-in was not a successful contact (timeout, TLS or HTTP error, bad answer, \
-            blocked). Users may check in their own registration.
+            blocked). Users may check in their own registration (without a name, theirs).
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "Only this user's registration.") var user: String?
+    @Argument(help: ArgumentHelp("Only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Option(help: "Only this user's registration.", completion: .custom(completeUsers)) var user: String?
 
     func run() throws {
-        let reply = try global.call(.checkIn, UserFilter(user: user), ActionReply.self)
-        try printResults(reply)
-        if reply.results.contains(where: { $0.failed == true }) {
-            throw CommandFailure(code: ExitStatus.failed, message: "check-in failed (see above)")
+        let names = namedUsers(users, user)
+        var failed = false
+        try forEachUser(names.isEmpty ? [""] : names) { name in
+            let reply = try global.call(.checkIn, UserFilter(user: name.isEmpty ? nil : name), ActionReply.self)
+            try printResults(reply)
+            if reply.results.contains(where: { $0.failed == true }) { failed = true }
         }
+        if failed { throw CommandFailure(code: ExitStatus.failed, message: "check-in failed (see above)") }
     }
 }
 
 struct PolicyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "policy", abstract: "Show the policy in force.")
     @OptionGroup var global: GlobalOptions
-    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Print JSON (--json=short: on one line).") var json = false
 
     func run() throws {
         let p = try global.call(.getPolicy, NoParameters(), PolicyInfo.self)
         if json { return try printJSON(p) }
         print(
-            table([
-                ["offline_days_before_lock", p.offlineDaysBeforeLock == 0 ? "0 (never)" : "\(p.offlineDaysBeforeLock)"],
-                ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
-                ["source", p.source],
-            ]))
+            table(
+                [
+                    ["offline_days_before_lock", p.offlineDaysBeforeLock == 0 ? "0 (never)" : "\(p.offlineDaysBeforeLock)"],
+                    ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
+                    ["source", p.source],
+                ], header: false))
     }
 }
 
@@ -453,12 +573,18 @@ struct Certificate: ParsableCommand {
             certificate on its wipe event.
             """)
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user whose certificate to show.") var user: String
+    @Argument(help: ArgumentHelp("The user whose certificate to show (default: yourself).", valueName: "user"), completion: .custom(completeUsers))
+    var name: String?
+    @Option(help: "The user whose certificate to show (default: yourself).", completion: .custom(completeUsers)) var user: String?
     @Option(help: ArgumentHelp("This certificate instead of the newest.", valueName: "id")) var id: String?
-    @Flag(help: "Print JSON.") var json = false
+    @Flag(help: "Print JSON (--json=short: on one line).") var json = false
+
+    func validate() throws { _ = try oneUser(name, user, verb: "show the certificate of", defaultSelf: true) }
 
     func run() throws {
+        let user = try oneUser(name, user, verb: "show the certificate of", defaultSelf: true)
         let reply = try global.call(.getCertificate, CertificateRequest(user: user, id: id), CertificateReply.self)
+        Pager.start()
         if json { return try printJSON(reply.certificate) }
         print(reply.certificate.textLines.joined(separator: "\n"))
     }
@@ -467,12 +593,53 @@ struct Certificate: ParsableCommand {
 struct History: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show the audit history, oldest first.")
     @OptionGroup var global: GlobalOptions
-    @Option(help: "Only this user's events.") var user: String?
-    @Option(help: "At most this many (newest) events; 0 shows none.") var limit: Int = 1000
-    @Flag(help: "Print JSON.") var json = false
+    @Argument(help: ArgumentHelp("Only this user's events.", valueName: "user"), completion: .custom(completeUsers)) var name: String?
+    @Option(help: "Only this user's events.", completion: .custom(completeUsers)) var user: String?
+    @Option(name: [.customLong("limit"), .customShort("n")], help: ArgumentHelp("At most this many (newest) events; 0 shows none.", valueName: "N"))
+    var limit: Int = 1000
+    @Option(
+        help: ArgumentHelp(
+            "Only events at or after TIME: 2026-11-26, '2026-11-26 10:00[:00]' (local time), an ISO 8601 time, -2h, '3d ago', today, yesterday, @EPOCH.",
+            valueName: "time"))
+    var since: String?
+    @Flag(name: [.customLong("follow"), .customShort("f")], help: "After the events so far, print new ones as they come (every second) until interrupted.")
+    var follow = false
+    @Flag(help: "Print JSON (--json=short: on one line; with --follow, one line per poll).") var json = false
+
+    func validate() throws {
+        if limit < 0 { throw ValidationError("--limit must be a number ≥ 0, not \(limit)") }
+        if name != nil && user != nil && name != user { throw ValidationError("give one user, as a name or with --user") }
+        if let since, SinceTime.parse(since) == nil {
+            throw ValidationError("--since: cannot read '\(since)' as a time (2026-11-26, '2026-11-26 10:00', -2h, '3d ago', today, yesterday, @EPOCH)")
+        }
+    }
 
     func run() throws {
-        let reply = try global.call(.getHistory, HistoryRequest(user: user, limit: limit), HistoryReply.self)
+        try show()
+        guard follow else { return }
+        // The header once; then only what is new, as `journalctl -f` does.
+        output.noLegend = true
+        while true {
+            sleep(1)
+            try show()
+        }
+    }
+
+    /// Asks for the events (with --follow, after the first time only those not yet
+    /// printed); nil when there is nothing new to print.
+    private func fetch() throws -> HistoryReply? {
+        let first = HistoryFollowing.last == nil
+        let from = HistoryFollowing.last ?? since.flatMap { SinceTime.parse($0) }
+        var reply = try global.call(
+            .getHistory, HistoryRequest(user: name ?? user, limit: first ? limit : 10_000, since: from), HistoryReply.self)
+        guard follow else { return reply }
+        reply.events = HistoryFollowing.new(reply.events)
+        return first || !reply.events.isEmpty ? reply : nil
+    }
+
+    private func show() throws {
+        guard let reply = try fetch() else { return }
+        if !follow { Pager.start() }
         if json { return try printJSON(reply) }
         // UID and REGISTRATION (its id's first 8 digits) tell apart the registrations one
         // name had; "-" for an event that belongs to none. BY: who asked for it on the
@@ -485,6 +652,7 @@ struct History: ParsableCommand {
             ])
         }
         print(table(rows))
+        if follow { fflush(nil) }
     }
 
     /// `uid`'s user name on this machine, or the number when it has none.

@@ -18,6 +18,8 @@ public enum ExitStatus {
     public static let ok: Int32 = 0
     public static let failed: Int32 = 1
     public static let usage: Int32 = 2
+    /// `status`: a registration shown is in state lock-failed (`systemctl status`'s 3).
+    public static let lockFailed: Int32 = 3
     public static let unreachable: Int32 = 69
     public static let notPermitted: Int32 = 77
 }
@@ -37,7 +39,11 @@ public struct LockwipeCTL: ParsableCommand {
         commandName: "lockwipectl",
         abstract: "Control lockwiped: see and lock, unlock, wipe and register users' data.",
         discussion: """
-            Exit codes: 0 ok, 1 failed, 2 usage, 69 daemon unreachable, 77 not permitted. \
+            Without a verb, lockwipectl runs status. The global options (--socket, --json, --no-pager, \
+            --no-legend) may stand anywhere on the line. Users are named as arguments \
+            (lockwipectl lock alice bob) or with --user. \
+            Exit codes: 0 ok, 1 failed, 2 usage, 3 status: a lock failed (a vault is NOT locked), \
+            69 daemon unreachable, 77 not permitted. \
             The socket is /run/lockwipe/io.lockwipe.Manager unless --socket or LOCKWIPE_SOCKET says otherwise.
             """,
         version: LockwipeVersion.current,
@@ -52,11 +58,12 @@ public struct LockwipeCTL: ParsableCommand {
     /// usage code is 64).
     public static func mainWithExitCodes(_ arguments: [String]) -> Never {
         do {
-            var command = try parseAsRoot(hoistingGlobalSocket(arguments))
+            var command = try parseAsRoot(shapedArguments(arguments))
+            Terminal.decide()
             try command.run()
             exitProcess(ExitStatus.ok)
         } catch let failure as CommandFailure {
-            StandardStreams.writeError("lockwipectl: \(failure.message)\n")
+            if !failure.message.isEmpty { StandardStreams.writeError("lockwipectl: \(failure.message)\n") }
             exitProcess(failure.code)
         } catch {
             let code = exitCode(for: error)
@@ -70,30 +77,11 @@ public struct LockwipeCTL: ParsableCommand {
     }
 }
 
-/// `lockwipectl --socket PATH VERB [SUBVERB] ...`: ArgumentParser only takes options after
-/// the (innermost) subcommand, so a leading `--socket` is moved behind the verbs.
-func hoistingGlobalSocket(_ arguments: [String]) -> [String] {
-    var args = arguments
-    var moved: [String] = []
-    while let first = args.first {
-        if first == "--socket", args.count >= 2 {
-            moved += args.prefix(2)
-            args.removeFirst(2)
-        } else if first.hasPrefix("--socket=") {
-            moved.append(args.removeFirst())
-        } else {
-            break
-        }
-    }
-    guard !moved.isEmpty, let verb = args.first, !verb.hasPrefix("-") else { return arguments }
-    // Behind the verb and its sub-verbs (`passcode set`): the first option starts there.
-    let at = args.firstIndex(where: { $0.hasPrefix("-") }) ?? args.endIndex
-    return Array(args[..<at]) + moved + args[at...]
-}
-
 struct GlobalOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Path of lockwiped's control socket (default: $LOCKWIPE_SOCKET or /run/lockwipe/io.lockwipe.Manager).", valueName: "path"))
+    @Option(help: ArgumentHelp("Path of lockwiped's control socket (default: $LOCKWIPE_SOCKET or /run/lockwipe/io.lockwipe.Manager).", valueName: "path"), completion: .file())
     var socket: String?
+    @Flag(name: .customLong("no-pager"), help: "Do not pipe the output into a pager.") var noPager = false
+    @Flag(name: .customLong("no-legend"), help: "Do not print column headers and hints.") var noLegend = false
 
     var socketPath: String {
         socket ?? ProcessInfo.processInfo.environment["LOCKWIPE_SOCKET"].flatMap { $0.isEmpty ? nil : $0 } ?? VarlinkClient.defaultSocketPath
@@ -101,7 +89,7 @@ struct GlobalOptions: ParsableArguments {
 
     /// Calls the daemon, mapping every failure to the documented exit codes (`ExitStatus`).
     func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
-        try mappingErrors {
+        try mappingErrors(method) {
             // A wipe takes as long as its data needs (minutes for many GiB); everything
             // else answers within seconds.
             let client = try VarlinkClient(path: socketPath, timeout: method == .wipe ? nil : 120)
@@ -111,7 +99,7 @@ struct GlobalOptions: ParsableArguments {
 
     /// Runs `body`, which talks to the daemon, mapping its failures to the documented exit
     /// codes (`ExitStatus`).
-    func mappingErrors<T>(_ body: () throws -> T) throws -> T {
+    func mappingErrors<T>(_ method: ManagerMethod, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as VarlinkClient.ConnectionError {
@@ -128,7 +116,10 @@ struct GlobalOptions: ParsableArguments {
             default: throw CommandFailure(code: ExitStatus.failed, message: error.message)
             }
         } catch let error as DecodingError {
-            throw CommandFailure(code: ExitStatus.failed, message: "cannot understand lockwiped's reply: \(error)")
+            _ = error
+            throw CommandFailure(
+                code: ExitStatus.failed,
+                message: "cannot understand lockwiped's reply to \(method.rawValue): are lockwiped and lockwipectl the same version (lockwipectl --version)?")
         }
     }
 }
@@ -136,7 +127,7 @@ struct GlobalOptions: ParsableArguments {
 /// Prints JSON exactly as the daemon's contract encodes it.
 func printJSON<T: Encodable>(_ value: T) throws {
     let encoder = VarlinkCoding.encoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.outputFormatting = output.json == .short ? [.sortedKeys, .withoutEscapingSlashes] : [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     print(String(decoding: try encoder.encode(value), as: UTF8.self))
 }
 
@@ -155,12 +146,12 @@ func printResults(_ reply: ActionReply) throws {
 }
 
 /// Asks on a terminal; without one, `--yes` is required (a usage error otherwise).
-func confirm(_ question: String, yes: Bool) throws {
+func confirm(_ question: String, yes: Bool, undoable: Bool = false) throws {
     if yes { return }
     guard isatty(STDIN_FILENO) == 1 else {
         throw CommandFailure(code: ExitStatus.usage, message: "refusing without --yes: standard input is not a terminal to confirm on")
     }
-    StandardStreams.writeError("\(question) This cannot be undone. Type 'yes' to go ahead: ")
+    StandardStreams.writeError("\(question)\(undoable ? "" : " This cannot be undone.") Type 'yes' to go ahead: ")
     guard readLine()?.trimmingBlanks().lowercased() == "yes" else {
         throw CommandFailure(code: ExitStatus.failed, message: "not confirmed; nothing was done")
     }
@@ -173,12 +164,16 @@ func relative(_ iso: String, now: Date = Date()) -> String {
     return seconds > 0 ? "in \(RelativeTime.format(seconds: seconds))" : "\(RelativeTime.format(seconds: -seconds)) ago"
 }
 
-/// Aligned columns for human output.
-func table(_ rows: [[String]]) -> String {
+/// Aligned columns for human output; the first row is the header, left out with
+/// `--no-legend` (`header: false`: there is none).
+func table(_ rows: [[String]], header: Bool = true) -> String {
+    let rows = header && output.noLegend ? Array(rows.dropFirst()) : rows
     guard let width = rows.first?.count else { return "" }
-    let widths = (0..<width).map { c in rows.map { $0[c].count }.max() ?? 0 }
+    let widths = (0..<width).map { c in rows.map { Terminal.visibleWidth($0[c]) }.max() ?? 0 }
     return rows.map { row in
-        row.enumerated().map { i, cell in i == width - 1 ? cell : TextFormat.padded(cell, to: widths[i]) }
-            .joined(separator: "  ")
+        row.enumerated().map { i, cell in
+            i == width - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[i] - Terminal.visibleWidth(cell)))
+        }
+        .joined(separator: "  ")
     }.joined(separator: "\n")
 }

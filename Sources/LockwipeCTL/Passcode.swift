@@ -77,11 +77,16 @@ struct Passcode: ParsableCommand {
             abstract: "Set the first passcode of a vault still protected by the default passcode (the user or an administrator).",
             discussion: "On a terminal asks twice without echo; --passcode-stdin reads one line, the new passcode.")
         @OptionGroup var global: GlobalOptions
-        @Option(help: "The user whose vault it is.") var user: String
+        @Argument(help: ArgumentHelp("The user whose vault it is (default: yourself).", valueName: "user"), completion: .custom(completeUsers))
+        var name: String?
+        @Option(help: "The user whose vault it is (default: yourself).", completion: .custom(completeUsers)) var user: String?
         @Flag(name: .customLong("passcode-stdin"), help: "Read the new passcode from the first line of standard input.")
         var passcodeStdin = false
 
+        func validate() throws { _ = try oneUser(name, user, verb: "set the passcode of", defaultSelf: true) }
+
         func run() throws {
+            let user = try oneUser(name, user, verb: "set the passcode of", defaultSelf: true)
             let new = passcodeStdin ? try PasscodeInput.line("new passcode") : try PasscodeInput.promptNew()
             try printResults(try global.call(.setPasscode, PasscodeRequest(user: user, new: new), ActionReply.self))
         }
@@ -96,11 +101,16 @@ struct Passcode: ParsableCommand {
                 A wrong current passcode counts toward the retry limit like a failed unlock.
                 """)
         @OptionGroup var global: GlobalOptions
-        @Option(help: "The user whose vault it is.") var user: String
+        @Argument(help: ArgumentHelp("The user whose vault it is (default: yourself).", valueName: "user"), completion: .custom(completeUsers))
+        var name: String?
+        @Option(help: "The user whose vault it is (default: yourself).", completion: .custom(completeUsers)) var user: String?
         @Flag(name: .customLong("passcode-stdin"), help: "Read the current passcode, then the new one, one line each, from standard input.")
         var passcodeStdin = false
 
+        func validate() throws { _ = try oneUser(name, user, verb: "change the passcode of", defaultSelf: true) }
+
         func run() throws {
+            let user = try oneUser(name, user, verb: "change the passcode of", defaultSelf: true)
             let current: String
             let new: String
             if passcodeStdin {

@@ -53,7 +53,7 @@ struct WipeWatch {
 
     /// Sends the wipe, shows its progress until the report arrives, and returns the report.
     func run(_ target: TargetSelection) throws -> ActionReply {
-        let wipe = try global.mappingErrors { () -> VarlinkClient in
+        let wipe = try global.mappingErrors(.wipe) { () -> VarlinkClient in
             let client = try VarlinkClient(path: global.socketPath, timeout: nil)
             try client.send(ManagerMethod.wipe.rawValue, target)
             return client
@@ -84,7 +84,7 @@ struct WipeWatch {
                 } catch VarlinkClient.ConnectionError.broken(let reason) {
                     throw brokenDuringWipe(reason, started: started)
                 } catch {
-                    return try global.mappingErrors { throw error }
+                    return try global.mappingErrors(.wipe) { throw error }
                 }
             }
             // The progress is shown as well as it can be read: a failed status read only

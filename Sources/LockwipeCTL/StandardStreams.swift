@@ -46,6 +46,7 @@ enum StandardStreams {
 /// Ends the process with `code`, flushing standard output (C's `exit`; inside a
 /// `ParsableCommand` the name `exit` is ArgumentParser's own method).
 func exitProcess(_ code: Int32) -> Never {
+    Pager.finish()
     #if canImport(Glibc)
         Glibc.exit(code)
     #elseif canImport(Musl)

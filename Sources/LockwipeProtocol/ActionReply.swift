@@ -13,14 +13,32 @@ public struct ActionResult: Codable, Sendable, Equatable {
     /// True when the action did not achieve what was asked (a check-in that was not a
     /// contact); absent otherwise.
     public var failed: Bool?
+    /// A lock's preview (`Lock` with `preview`): the processes of the user it would end.
+    public var processes: [ProcessEntry]?
 
-    public init(user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil, failed: Bool? = nil) {
+    public init(
+        user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil, failed: Bool? = nil,
+        processes: [ProcessEntry]? = nil
+    ) {
+        self.processes = processes
         self.user = user
         self.action = action
         self.state = state
         self.detail = detail
         self.wipe = wipe
         self.failed = failed
+    }
+}
+
+/// One process a lock would end: its pid, its command name (`/proc/PID/comm`) and uid.
+public struct ProcessEntry: Codable, Sendable, Equatable {
+    public var pid: Int32
+    public var comm: String
+    public var uid: UInt32
+    public init(pid: Int32, comm: String, uid: UInt32) {
+        self.pid = pid
+        self.comm = comm
+        self.uid = uid
     }
 }
 

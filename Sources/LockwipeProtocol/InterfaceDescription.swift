@@ -80,7 +80,18 @@ public enum InterfaceDescription {
           registration_id: ?string
         )
 
-        type ActionResult (user: string, action: string, state: ?string, detail: string, wipe: ?WipeSummary, failed: ?bool)
+        # A process a lock would end (Lock with preview).
+        type ProcessEntry (pid: int, comm: string, uid: int)
+
+        type ActionResult (
+          user: string,
+          action: string,
+          state: ?string,
+          detail: string,
+          wipe: ?WipeSummary,
+          failed: ?bool,
+          processes: ?[]ProcessEntry
+        )
 
         # Who asked for a wipe: the lockwipectl peer, the policy server, the offline
         # policy or the passcode retry limit.
@@ -165,14 +176,17 @@ public enum InterfaceDescription {
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
 
         # limit: the newest that many events (default 1000, at most 10000); 0 returns none.
-        method GetHistory(user: ?string, limit: ?int) -> (events: []Event)
+        # since: only events at or after this time (seconds since the epoch).
+        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event)
 
         # The newest certificate of the user's wipes, or the one with id (administrators,
         # and the user whose data it is: the uid of the registration it was made for).
         method GetCertificate(user: string, id: ?string) -> (certificate: Certificate)
 
-        # Exactly one of user or all.
-        method Lock(user: ?string, all: ?bool) -> (results: []ActionResult)
+        # Exactly one of user or all; an ordinary user naming neither locks her own
+        # registration. With preview, nothing is locked: each result lists the processes
+        # the lock would end.
+        method Lock(user: ?string, all: ?bool, preview: ?bool) -> (results: []ActionResult)
 
         # An encrypted vault whose key a passcode wraps needs the passcode; an expired
         # passcode must be replaced in the same request (new_passcode).
@@ -229,6 +243,7 @@ public enum InterfaceDescription {
 
         method Unregister(user: string) -> (results: []ActionResult)
 
+        # Without user: every registration (administrators), or the caller's own.
         method CheckIn(user: ?string) -> (results: []ActionResult)
 
         error NotPermitted (reason: string)

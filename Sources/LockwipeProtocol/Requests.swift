@@ -19,13 +19,17 @@ public struct StatusRequest: Codable, Sendable, Equatable {
     }
 }
 
-/// `Lock`, `Wipe`: exactly one of `user` or `all`.
+/// `Lock`, `Wipe`: exactly one of `user` or `all` (a `Lock` by an ordinary user: neither
+/// means her own registration). `preview` (`Lock` only): change nothing, list the
+/// processes the lock would end.
 public struct TargetSelection: Codable, Sendable, Equatable {
     public var user: String?
     public var all: Bool?
-    public init(user: String? = nil, all: Bool? = nil) {
+    public var preview: Bool?
+    public init(user: String? = nil, all: Bool? = nil, preview: Bool? = nil) {
         self.user = user
         self.all = all
+        self.preview = preview
     }
 }
 
@@ -124,11 +128,15 @@ public struct CertificateRequest: Codable, Sendable, Equatable {
     }
 }
 
+/// `GetHistory`: the newest `limit` events (of `user`), only those at or after `since`
+/// (seconds since the epoch) when given.
 public struct HistoryRequest: Codable, Sendable, Equatable {
     public var user: String?
     public var limit: Int?
-    public init(user: String? = nil, limit: Int? = nil) {
+    public var since: Int64?
+    public init(user: String? = nil, limit: Int? = nil, since: Int64? = nil) {
         self.user = user
         self.limit = limit
+        self.since = since
     }
 }

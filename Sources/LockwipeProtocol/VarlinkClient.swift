@@ -59,13 +59,25 @@ public final class VarlinkClient {
             }
         }
         if rc != 0 {
-            let reason = String(cString: strerror(errno))
+            let reason = Self.connectFailure(errno)
             close(fd)
             throw ConnectionError.unreachable(path: path, reason: reason)
         }
     }
 
     deinit { close(fd) }
+
+    /// Why `connect` failed, in the operator's words (and what to check).
+    static func connectFailure(_ code: Int32) -> String {
+        switch code {
+        case ENOENT: return "there is no socket there (is lockwiped running? systemctl status lockwiped)"
+        case ECONNREFUSED: return "nothing answers on the socket (lockwiped is not running: systemctl status lockwiped)"
+        case EACCES, EPERM: return "no permission to open the socket"
+        case ENOTDIR: return "a part of the path is not a directory"
+        case ENOTSOCK, EPROTOTYPE: return "that is not lockwiped's socket"
+        default: return String(cString: strerror(code))
+        }
+    }
 
     /// Calls `method` and decodes its reply; a varlink error reply is thrown as `VarlinkError`.
     public func call<P: Encodable, R: Codable>(_ method: String, _ parameters: P, returning: R.Type) throws -> R {

@@ -18,16 +18,16 @@ struct LockwipedCommand: AsyncParsableCommand {
             """,
         version: LockwipeVersion.current)
 
-    @Option(help: ArgumentHelp("Configuration file; drop-ins are read from FILE.d/*.toml.", valueName: "file"))
+    @Option(help: ArgumentHelp("Configuration file; drop-ins are read from FILE.d/*.toml.", valueName: "file"), completion: .file())
     var config: String = DaemonPaths.defaultConfig
 
-    @Option(name: .customLong("state-dir"), help: ArgumentHelp("State directory (the SQLite database).", valueName: "dir"))
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("State directory (the SQLite database).", valueName: "dir"), completion: .directory)
     var stateDirectory: String = DaemonPaths.defaultStateDirectory
 
-    @Option(help: ArgumentHelp("Path of the control socket.", valueName: "path"))
+    @Option(help: ArgumentHelp("Path of the control socket.", valueName: "path"), completion: .file())
     var socket: String = VarlinkClient.defaultSocketPath
 
-    @Option(name: .customLong("hooks-dir"), help: ArgumentHelp("Directory of hook executables.", valueName: "dir"))
+    @Option(name: .customLong("hooks-dir"), help: ArgumentHelp("Directory of hook executables.", valueName: "dir"), completion: .directory)
     var hooksDirectory: String = DaemonPaths.defaultHooksDirectory
 
     @Flag(name: .customLong("check-config"), help: "Validate the configuration, print every problem, and exit (0 valid, 1 invalid).")

@@ -382,7 +382,9 @@ class Daemon:
         args = ["status", "--json"]
         if user is not None:
             args += ["--user", user.name]
-        r = self.ok(*args, user=as_user)
+        r = self.ctl(*args, user=as_user)
+        # 3: a registration shown is lock-failed (the report is complete all the same).
+        assert r.code in (0, 3), "expected a status report: " + r.describe() + "\n" + self.log_tail()
         try:
             return json.loads(r.out)
         except ValueError as e:

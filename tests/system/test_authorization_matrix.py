@@ -36,10 +36,20 @@ MATRIX = [
      dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.CheckIn", {"user": "{user}"},
      dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
+    # No user: every registration for administrators, her own for a user (none: denied).
+    ("io.lockwipe.Manager.CheckIn", {},
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Lock", {"user": "{user}"},
      dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Lock", {"all": True},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    # No user: a user's own registration (an administrator must name one or all).
+    ("io.lockwipe.Manager.Lock", {},
+     dict(root="error org.varlink.service.InvalidParameter", admin="error org.varlink.service.InvalidParameter",
+          self=OK, other=DENIED, ghost=DENIED)),
+    # What a lock would end: whoever may lock.
+    ("io.lockwipe.Manager.Lock", {"user": "{user}", "preview": True},
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     # A permission lock: only administrators lift it (encrypted vaults: test_vault.py).
     ("io.lockwipe.Manager.Unlock", {"user": "{user}"},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
@@ -53,9 +63,10 @@ MATRIX = [
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Unregister", {"user": "{user}"},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
-    # Who may wipe may preview the wipe (a permission vault here: administrators only).
+    # A user may survey her own vault whatever its protection (a permission vault here,
+    # which only administrators may wipe).
     ("io.lockwipe.Manager.PreviewWipe", {"user": "{user}"},
-     dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.PreviewWipe", {"all": True},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Wipe", {"user": "{user}"},
@@ -104,6 +115,8 @@ def outcome(reply):
         return OK  # allowed; there is nothing to show yet
     if error == "io.lockwipe.Manager.ActionFailed":
         return OK  # allowed; the action itself failed (e.g. CheckIn with no server configured)
+    if error == "org.varlink.service.InvalidParameter":
+        return f"error {error}"
     return f"error {error}: {reply.get('parameters')}"
 
 

@@ -299,7 +299,7 @@ def test_lock_all(daemon, alice, make_user):
     bob = make_user()
     vault = daemon.make_vault(bob, "bob")
     daemon.ok("register", "--user", bob.name, "--dir", vault)
-    daemon.ok("lock", "--all")
+    daemon.ok("lock", "--all", "--yes")
     assert daemon.state_of(alice) == "locked"
     assert daemon.state_of(bob) == "locked"
     assert owner_of(vault) == (0, 0, 0)

@@ -177,7 +177,8 @@ def test_ancestor_swap_cannot_turn_her_lock_on_another_users_vault(daemon, make_
     assert reg["state"] == "lock-failed", reg
     assert reg["vault_error"] and "symlink" in reg["vault_error"], reg
     s.assert_warned()
-    human = daemon.ok("status")
+    human = daemon.ctl("status")
+    assert human.code == 3, "status must exit 3 while a lock failed: " + human.describe()
     assert "LOCK FAILED" in human.out, human.out
     # Her real vault (moved away with `field`) was never the one locked either way.
     assert owner_of(s.home / "field.moved" / "vault")[0] == s.alice.uid

@@ -75,9 +75,11 @@ final class ConnectionGuard: ChannelDuplexHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is NULFrameDecoder.TooLarge {
+        if let tooLarge = error as? NULFrameDecoder.TooLarge {
             var out = context.channel.allocator.buffer(capacity: 128)
-            out.writeBytes(VarlinkMessage.encodeError(.invalidParameter("message", reason: "message larger than the limit")))
+            out.writeBytes(
+                VarlinkMessage.encodeError(
+                    .invalidParameter("message", reason: "the request is larger than lockwiped's limit of \(tooLarge.limit) bytes ([control] max_message_bytes)")))
             out.writeInteger(UInt8(0))
             context.writeAndFlush(NIOAny(out), promise: nil)
             context.close(promise: nil)

@@ -54,13 +54,22 @@ extension ControlServer {
             return try VarlinkMessage.encodeReply(await manager.policyInfo())
         case .getHistory:
             let p = try VarlinkMessage.decodeParameters(HistoryRequest.self, from: data)
-            return try VarlinkMessage.encodeReply(try await manager.history(for: caller, user: p.user, limit: p.limit ?? 1000))
+            return try VarlinkMessage.encodeReply(try await manager.history(for: caller, user: p.user, limit: p.limit ?? 1000, since: p.since))
         case .getCertificate:
             let p = try VarlinkMessage.decodeParameters(CertificateRequest.self, from: data)
             return try VarlinkMessage.encodeReply(CertificateReply(certificate: try await manager.certificate(for: caller, user: p.user, id: p.id)))
         case .lock:
-            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            var p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            if p.user == nil, p.all != true, !caller.isAdmin {
+                // An ordinary user may lock only her own registration: naming none means it.
+                p.user = try await onlyOwnRegistration(caller, verb: "lock")
+            }
             let users = try await selection(p, caller: caller, verb: "lock", userMayTargetSelf: true)
+            if p.preview == true {
+                var previews: [ActionResult] = []
+                for user in users { previews.append(try await manager.lockPreview(user: user)) }
+                return try VarlinkMessage.encodeReply(ActionReply(results: previews))
+            }
             var results: [ActionResult] = []
             for user in users {
                 let trigger: Trigger = caller.isAdmin ? .admin : .user
@@ -86,6 +95,9 @@ extension ControlServer {
                 ]))
         case .previewWipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
+            // A user may survey her own vault whatever its protection (she may read it all
+            // anyway); wiping it is another matter (`wipeTargets`).
+            let targets = try await selection(p, caller: caller, verb: "survey a wipe of", userMayTargetSelf: true)
             // One dry-run per caller at a time: a survey counts a whole vault, and a user's
             // connections must not turn into as many walks of it.
             let uid = caller.credentials.uid
@@ -96,7 +108,7 @@ extension ControlServer {
             }
             defer { _ = dryRuns.withLock { $0.remove(uid) } }
             var previews: [WipePreview] = []
-            for user in try await wipeTargets(p, caller: caller) { previews += try await manager.previewWipe(user: user) }
+            for user in targets { previews += try await manager.previewWipe(user: user) }
             return try VarlinkMessage.encodeReply(WipePreviewReply(previews: previews))
         case .wipe:
             let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
@@ -136,12 +148,17 @@ extension ControlServer {
             return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.unregister(user: p.user, by: caller)]))
         case .checkIn:
             let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
-            if !caller.isAdmin {
-                guard let user = p.user, try await isOwn(user, caller) else {
-                    throw VarlinkError.notPermitted("only administrators may check in for other users")
-                }
+            let users: [String]
+            if caller.isAdmin {
+                users = try await manager.targets(user: p.user, all: p.user == nil)
+            } else if let user = p.user {
+                guard try await isOwn(user, caller) else { throw try await refusal(caller, verb: "check in") }
+                users = try await manager.targets(user: user, all: false)
+            } else {
+                // Naming none: her own registrations, the only ones she may check in.
+                users = try await manager.ownRegistrations(uid: caller.credentials.uid)
+                if users.isEmpty { throw try await refusal(caller, verb: "check in") }
             }
-            let users = try await manager.targets(user: p.user, all: p.user == nil)
             return try VarlinkMessage.encodeReply(ActionReply(results: try await manager.checkIn(users: users)))
         }
     }
@@ -154,9 +171,29 @@ extension ControlServer {
 
     private func requireSelfOrAdmin(_ caller: Caller, _ user: String, _ verb: String) async throws {
         if caller.isAdmin { return }
-        guard try await isOwn(user, caller) else {
-            throw VarlinkError.notPermitted("you may only \(verb) your own registration")
+        guard try await isOwn(user, caller) else { throw try await refusal(caller, verb: verb) }
+    }
+
+    /// Why an ordinary user may not `verb` a registration that is not hers: that she has
+    /// none at all, or that only her own is hers to act on.
+    private func refusal(_ caller: Caller, verb: String) async throws -> VarlinkError {
+        let who = caller.userName.map { "\($0) (uid \(caller.credentials.uid))" } ?? "uid \(caller.credentials.uid)"
+        if try await manager.ownRegistrations(uid: caller.credentials.uid).isEmpty {
+            return VarlinkError.notPermitted(
+                "you have no registration (no data of \(who) is registered with lockwiped); only administrators may \(verb) other users' registrations")
         }
+        return VarlinkError.notPermitted("you may only \(verb) your own registration")
+    }
+
+    /// The caller's one registration, for a verb an ordinary user may only direct at her
+    /// own and that named none.
+    private func onlyOwnRegistration(_ caller: Caller, verb: String) async throws -> String {
+        let own = try await manager.ownRegistrations(uid: caller.credentials.uid)
+        guard let first = own.first else { throw try await refusal(caller, verb: verb) }
+        guard own.count == 1 else {
+            throw VarlinkError.invalidParameter("user", reason: "you have \(own.count) registrations (\(own.joined(separator: ", "))): name the one to \(verb)")
+        }
+        return first
     }
 
     /// Whom a Wipe (or its preview) may target. "Forgot passcode": a user may wipe their
@@ -180,6 +217,7 @@ extension ControlServer {
         if all == (p.user != nil) { throw VarlinkError.invalidParameter("user", reason: "give exactly one of user or all") }
         if !caller.isAdmin {
             guard userMayTargetSelf, !all, let user = p.user, try await isOwn(user, caller) else {
+                if userMayTargetSelf, !all { throw try await refusal(caller, verb: verb) }
                 throw VarlinkError.notPermitted(
                     userMayTargetSelf
                         ? "you may only \(verb) your own registration"

@@ -7,14 +7,14 @@ struct NULFrameDecoder: ByteToMessageDecoder {
     typealias InboundOut = ByteBuffer
     let maxMessageBytes: Int
 
-    struct TooLarge: Error {}
+    struct TooLarge: Error { var limit: Int }
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
         switch VarlinkFraming.next(in: buffer.readableBytesView, maxMessageBytes: maxMessageBytes) {
         case .needMore:
             return .needMoreData
         case .tooLarge:
-            throw TooLarge()
+            throw TooLarge(limit: maxMessageBytes)
         case .message(let range):
             let message = buffer.readSlice(length: range.count)!
             buffer.moveReaderIndex(forwardBy: 1)

@@ -47,7 +47,8 @@ extension Manager {
 
     public func status(for caller: Caller, user: String?) async throws -> StatusReport {
         let reading = clock.now()
-        var list = try await store.registrations().filter {
+        let everyone = try await store.registrations()
+        var list = everyone.filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
         if let user {
@@ -94,13 +95,13 @@ extension Manager {
             connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
-            policy: policyInfo(list), registrations: infos, warnings: warnings)
+            policy: policyInfo(everyone), registrations: infos, warnings: warnings)
     }
 
     /// The history: everything for administrators, each event with the uid and
     /// registration it belongs to; for a user, only the events of her own registrations
     /// (`Ownership.ownsRecord`), never those of another account that had her name.
-    public func history(for caller: Caller, user: String?, limit: Int) async throws -> HistoryReply {
+    public func history(for caller: Caller, user: String?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
         // 0 means none, as journalctl's -n 0; a negative count means nothing.
         guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
         var filter = user
@@ -119,7 +120,7 @@ extension Manager {
             filter = name
             owner = caller.credentials.uid
         }
-        let events = try await store.events(user: filter, limit: min(limit, 10_000), owner: owner)
+        let events = try await store.events(user: filter, limit: min(limit, 10_000), owner: owner, since: since)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
@@ -155,4 +156,9 @@ extension Manager {
     public func registrationUID(_ user: String) async throws -> UInt32? { try await store.registration(user)?.uid }
 
     public func registration(_ user: String) async throws -> RegistrationRecord? { try await store.registration(user) }
+
+    /// The names of the registrations that are `uid`'s own (`Ownership.isOwn`).
+    public func ownRegistrations(uid: UInt32) async throws -> [String] {
+        try await store.registrations().filter { Ownership.isOwn(registrationUID: $0.uid, callerUID: uid) }.map(\.user)
+    }
 }

@@ -26,7 +26,7 @@ extension StateStore {
 
     /// The newest `limit` events (of `user`, when given), oldest first. With `owner`, only
     /// the events that belong to a registration of that uid (`Ownership.ownsRecord`).
-    public nonisolated(nonsending) func events(user: String?, limit: Int, owner: UInt32? = nil) async throws -> [StoredEvent] {
+    public nonisolated(nonsending) func events(user: String?, limit: Int, owner: UInt32? = nil, since: Int64? = nil) async throws -> [StoredEvent] {
         try await perform { [self] in
             try db.read { db in
                 var conditions: [String] = []
@@ -38,6 +38,10 @@ extension StateStore {
                 if let owner {
                     conditions.append("uid = ? AND registration_id IS NOT NULL")
                     arguments.append(Int64(owner))
+                }
+                if let since {
+                    conditions.append("time >= ?")
+                    arguments.append(since)
                 }
                 arguments.append(limit)
                 let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeProtocol
 import Logging
 import Synchronization
 
@@ -64,6 +65,30 @@ extension Manager {
             spared = client.pid
         }
         return ProcessTerminator(grace: TimeInterval(configuration.terminateGraceSeconds), sparing: spared)
+    }
+
+    /// What a lock of `user` would end now (`lockwipectl lock` lists it first): her
+    /// processes, but the client asking when it is hers (a lock spares it). Changes nothing.
+    public func lockPreview(user: String) async throws -> ActionResult {
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard configuration.terminateProcesses else {
+            return ActionResult(
+                user: user, action: "lock", state: r.state, detail: "ends no processes ([lock] terminate_processes = false)", processes: [])
+        }
+        let client = RequestingClient.current
+        let spared = client.flatMap { $0.uid == r.uid ? $0.pid : nil }
+        let uid = r.uid
+        let entries = try await BlockingPool.run {
+            ProcessTerminator(grace: 0, sparing: spared).processes(of: uid).map { pid in
+                // Her own choice of name (prctl): control characters shown as "?", never
+                // passed on to an administrator's terminal.
+                let raw = ProcFile.read("/proc/\(pid)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
+                let comm = String(String.UnicodeScalarView(raw.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
+                return ProcessEntry(pid: pid, comm: comm, uid: uid)
+            }
+        }
+        let detail = entries.isEmpty ? "ends no processes (none running)" : "ends \(entries.count) process\(entries.count == 1 ? "" : "es")"
+        return ActionResult(user: user, action: "lock", state: r.state, detail: detail, processes: entries)
     }
 
     /// After a request that ended its own user's processes has been answered and its
