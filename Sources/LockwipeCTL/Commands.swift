@@ -131,22 +131,29 @@ func processLines(_ p: ActionResult) -> [String] {
     return ["\(p.user): will end \(list.count) process\(list.count == 1 ? "" : "es"): \(shown)\(more)"]
 }
 
-/// "wiping: 1200/10000 files, 120 MiB of 1.0 GiB at 410 MiB/s, ETA 2s".
+/// A running wipe's progress, the same words in `status` and on `wipe`'s progress line,
+/// most telling first so that a line cut to the terminal's width keeps the ETA:
+/// "wiping: 1200/10000 files, 120 MiB of 1.0 GiB, ETA 2s, 410 MiB/s, 1100 entries removed";
+/// "wiping: 900 entries removed, ETA 3s, 300 entries/s" when nothing is overwritten.
 func describe(_ p: WipeProgressInfo) -> String {
     if p.phase == "counting" { return "wiping: counting what to overwrite (\(TextFormat.fixed(p.elapsedSeconds, decimals: 0)) s)" }
-    var parts = ["wiping: \(p.entriesRemoved) entries removed"]
+    let eta = p.etaSeconds.map { "ETA \(RelativeTime.format(seconds: Int64($0.rounded(.up))))" }
+    var parts: [String?]
     if let total = p.bytesTotal {
         let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
-        parts.append("\(files), \(TextFormat.bytes(p.bytesOverwritten)) of \(TextFormat.bytes(total)) overwritten at \(TextFormat.bytes(Int64(p.bytesPerSecond)))/s")
+        parts = [
+            "wiping: \(files)", "\(TextFormat.bytes(p.bytesOverwritten)) of \(TextFormat.bytes(total))", eta,
+            p.bytesPerSecond > 0 ? "\(TextFormat.bytes(Int64(p.bytesPerSecond)))/s" : nil, "\(p.entriesRemoved) entries removed",
+        ]
     } else {
-        parts.append(TextFormat.fixed(p.entriesPerSecond, decimals: 0) + " entries/s")
+        parts = [
+            "wiping: \(p.entriesRemoved) entries removed", eta,
+            p.entriesPerSecond > 0 ? TextFormat.fixed(p.entriesPerSecond, decimals: 0) + " entries/s" : nil,
+        ]
     }
-    if let eta = p.etaSeconds { parts.append("ETA \(RelativeTime.format(seconds: Int64(eta.rounded(.up))))") }
     if p.skipped > 0 { parts.append("\(p.skipped) skipped") }
-    return parts.joined(separator: ", ")
+    return parts.compactMap { $0 }.joined(separator: ", ")
 }
-
-/// Bytes in binary units, one decimal.
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(

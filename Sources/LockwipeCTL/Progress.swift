@@ -99,7 +99,7 @@ struct WipeWatch {
             // locking the vault before the erase starts.
             let wiping = report.registrations.filter { $0.wipeProgress != nil || $0.state == .wiping || $0.state == .wipePending }
             if !wiping.isEmpty { started = true }
-            line.show(wiping.map(Self.describe).joined(separator: "; "))
+            line.show(wiping.map(Self.line(for:)).joined(separator: "; "))
         }
     }
 
@@ -121,22 +121,10 @@ struct WipeWatch {
             message: "lockwiped stopped while wiping \(who): the wipe is recorded and resumes at lockwiped's next start; `\(watch)` shows it then")
     }
 
-    /// "alice: 1200/10000 files, 120 MiB of 1.0 GiB, 41 MiB/s, ETA 2s".
-    static func describe(_ r: RegistrationInfo) -> String {
-        guard let p = r.wipeProgress else { return "\(r.user): wiping" }
-        if p.phase == "counting" { return "\(r.user): counting what to overwrite (\(RelativeTime.format(seconds: Int64(p.elapsedSeconds))))" }
-        var parts: [String] = []
-        if let bytes = p.bytesTotal {
-            let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
-            parts.append("\(files), \(TextFormat.bytes(p.bytesOverwritten)) of \(TextFormat.bytes(bytes))")
-            if p.bytesPerSecond > 0 { parts.append("\(TextFormat.bytes(Int64(p.bytesPerSecond)))/s") }
-        } else {
-            parts.append("\(p.entriesRemoved) entries removed")
-            if p.entriesPerSecond > 0 { parts.append("\(TextFormat.fixed(p.entriesPerSecond, decimals: 0)) entries/s") }
-        }
-        if let eta = p.etaSeconds { parts.append("ETA \(RelativeTime.format(seconds: Int64(eta.rounded(.up))))") }
-        if p.skipped > 0 { parts.append("\(p.skipped) skipped") }
-        return "\(r.user): " + parts.joined(separator: ", ")
+    /// "alice: wiping: 1200/10000 files, 120 MiB of 1.0 GiB, ETA 2s, ...": the words
+    /// `lockwipectl status` uses (`describe`).
+    static func line(for r: RegistrationInfo) -> String {
+        "\(r.user): " + (r.wipeProgress.map { describe($0) } ?? "wiping")
     }
 }
 
@@ -163,7 +151,7 @@ struct ProgressLine {
             let now = ContinuousClock.now
             guard now - lastPlain >= .seconds(WipeWatch.plainLineInterval) else { return }
             lastPlain = now
-            StandardStreams.writeError("wiping: \(text)\n")
+            StandardStreams.writeError("\(text)\n")
         }
     }
 

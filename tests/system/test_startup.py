@@ -66,31 +66,54 @@ def test_a_second_daemon_on_the_same_state_directory_exits_1_naming_the_first(ma
     d.ok("status")
 
 
-def test_the_socket_is_removed_only_by_the_daemon_that_bound_it(make_daemon):
-    """A daemon whose socket path was taken over (by another daemon on another state
-    directory) leaves the other one's socket in place when it stops."""
-    from host_helpers import wait_until
-
+def test_a_daemon_does_not_take_over_a_socket_another_daemon_serves(make_daemon):
+    """Another state directory, the same socket path: the second daemon exits 1 naming
+    the first one's pid, does nothing, and the first stays reachable."""
     a = make_daemon()
     first = socket_identity(a.socket)
     b = make_daemon(start=False)
-    b.socket = a.socket  # another state directory, the same socket path
-    b.start(wait=False)
+    r = run_daemon_once(b, argv=[str(b.bins.lockwiped), "--config", str(b.config), "--state-dir",
+                                 str(b.state_dir), "--socket", str(a.socket), "--hooks-dir",
+                                 str(b.hooks_dir)])
+    assert r.returncode == 1 and f"pid {a.proc.pid}" in r.stderr and "serving the control socket" in r.stderr, show(r)
+    assert " ready" not in r.stderr, show(r)
+    assert socket_identity(a.socket) == first, "the refused daemon replaced the socket"
+    a.ok("status")
 
-    def rebound():
-        try:
-            return socket_identity(a.socket) != first and b.log_lines(" ready ")
-        except FileNotFoundError:
-            return False
 
-    wait_until(rebound, 15, "the second daemon to bind the socket path anew", details=b.log_tail)
-    taken = socket_identity(a.socket)
-    a.stop()
-    assert a.socket.exists(), "the stopping daemon removed a socket another daemon had bound since"
-    assert socket_identity(a.socket) == taken
-    b.ok("status")
-    b.stop()
-    assert not a.socket.exists(), "a daemon did not remove its own socket at exit"
+def test_a_socket_path_that_is_not_a_socket_fails_after_the_pass_without_a_crash(make_daemon):
+    """A file that is not a socket at the socket's path is left alone: the daemon still
+    enforces (the pass does not wait for the socket), then exits 1 saying why."""
+    d = make_daemon(start=False)
+    d.socket.parent.mkdir(parents=True, exist_ok=True)
+    d.socket.write_text("not a socket\n")
+    r = run_daemon_once(d)
+    assert r.returncode == 1, show(r)
+    assert "is not a socket is there" in r.stderr and "Fatal error" not in r.stderr, show(r)
+    assert d.socket.read_text() == "not a socket\n"
+
+
+def test_the_socket_is_removed_only_by_the_daemon_that_bound_it(make_daemon):
+    """A daemon whose socket path was taken over since it bound it (the file removed and
+    another socket bound there) leaves that other socket in place when it stops."""
+    import socket as sockets
+
+    a = make_daemon()
+    a.socket.unlink()
+    other = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    try:
+        other.bind(str(a.socket))
+        other.listen(1)
+        taken = socket_identity(a.socket)
+        a.stop()
+        assert a.socket.exists(), "the stopping daemon removed a socket another process had bound since"
+        assert socket_identity(a.socket) == taken
+    finally:
+        other.close()
+    a.socket.unlink()
+    c = make_daemon()
+    c.stop()
+    assert not c.socket.exists(), "a daemon did not remove its own socket at exit"
 
 
 # --------------------------------------------------------------------------- permissions

@@ -157,7 +157,7 @@ def test_without_a_terminal_plain_lines_and_with_quiet_nothing(make_daemon, make
     out, err = p.communicate(timeout=300)
     assert p.returncode == 0, out + err
     assert "\r" not in err and "\x1b" not in err, repr(err)
-    plain = [line for line in err.splitlines() if line.startswith(f"wiping: {user.name}: ")]
+    plain = [line for line in err.splitlines() if line.startswith(f"{user.name}: wiping: ")]
     assert plain, f"no plain progress line on a wipe of several seconds: {err!r}"
     assert f"{user.name}: wiped" in out
 

@@ -171,6 +171,10 @@ struct DaemonService: Service {
                     logger.error("control socket failed: \(error)")
                 }
             }
+        } catch let inUse as SocketInUse {
+            // Another daemon serves it: this one does nothing at all.
+            await checkInClient.shutdown()
+            throw inUse
         } catch {
             bindFailure = error  // enforcement does not wait for the socket
         }
@@ -182,7 +186,12 @@ struct DaemonService: Service {
         let unavailable = LogindSessionWatcher.unavailableReason()
         await manager.startLockOnLogout(watcher: unavailable == nil ? LogindSessionWatcher() : nil, unavailableReason: unavailable)
         control.startUpEnded()
-        guard let serving else { throw bindFailure ?? (CancellationError() as any Error) }
+        guard let serving else {
+            await manager.stop()
+            await manager.drainObservers()
+            await checkInClient.shutdown()
+            throw bindFailure ?? (CancellationError() as any Error)
+        }
 
         notifier.ready(status: await manager.statusLine())
         logger.notice(

@@ -72,15 +72,15 @@ public final class ControlServer: Sendable {
         }
     }
 
-    /// A stream socket bound at `path` (a stale socket file there is replaced; any other
-    /// file is left alone and refused), mode 0666: anyone may connect, and what they may
-    /// do is decided per request from SO_PEERCRED. NIO listens on it.
+    /// A stream socket bound at `path` (a stale socket file there is replaced; one that a
+    /// process still listens on, another lockwiped's, and any other file are left alone
+    /// and refused), mode 0666: anyone may connect, and what they may do is decided per
+    /// request from SO_PEERCRED. NIO listens on it.
     static func bindUnixSocket(path: String) throws -> CInt {
         var st = stat()
         if lstat(path, &st) == 0 {
-            guard st.st_mode & S_IFMT == S_IFSOCK else {
-                throw FileSystemError("bind the control socket at", path, code: EEXIST)
-            }
+            guard st.st_mode & S_IFMT == S_IFSOCK else { throw NotASocket(path: path) }
+            if let listener = listeningProcess(at: path) { throw SocketInUse(path: path, pid: listener) }
             guard unlink(path) == 0 || errno == ENOENT else { throw FileSystemError("remove the stale socket", path) }
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -110,6 +110,28 @@ public final class ControlServer: Sendable {
             throw FileSystemError("chmod 0666", path, code: code)
         }
         return fd
+    }
+
+    /// The pid of the process listening on the socket at `path` (SO_PEERCRED of a
+    /// connection to it: who called listen()), or nil when nothing accepts there: a socket
+    /// left by a daemon that died is stale.
+    static func listeningProcess(at path: String) -> Int32? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { return nil }
+        return (try? PeerCredentials.of(fileDescriptor: fd))?.pid ?? 0
     }
 
     /// Accepts connections until the server channel closes; one child task per connection.
@@ -263,5 +285,24 @@ public final class ControlServer: Sendable {
         case .passcodeRequired(let user, let reason): return .passcodeRequired(user: user, reason: reason)
         case .passcodeExpired(let user, let reason): return .passcodeExpired(user: user, reason: reason)
         }
+    }
+}
+
+/// Another process listens on the control socket's path: lockwiped does not take it over.
+struct SocketInUse: Error, CustomStringConvertible {
+    var path: String
+    var pid: Int32
+
+    var description: String {
+        "another process\(pid > 0 ? " (pid \(pid))" : "") is serving the control socket \(path): is another lockwiped running with another state directory? lockwiped does not take its socket; stop it, or give this one another --socket"
+    }
+}
+
+/// Something that is not a socket is at the control socket's path: lockwiped leaves it.
+struct NotASocket: Error, CustomStringConvertible {
+    var path: String
+
+    var description: String {
+        "cannot bind the control socket \(path): something that is not a socket is there; lockwiped does not remove it: move it away, or give lockwiped another --socket"
     }
 }
