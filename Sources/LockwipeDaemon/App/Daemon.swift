@@ -92,9 +92,10 @@ public enum Daemon {
             logger.critical("\(access); lockwiped cannot run without its state database", metadata: ["path": .string(access.path)])
             return 1
         } catch {
+            let path = paths.stateDirectory + "/" + StateStore.fileName
             logger.critical(
-                "cannot open the state database; refusing to run without it",
-                metadata: ["path": .string(paths.stateDirectory + "/" + StateStore.fileName), "error": .string("\(error)")])
+                "cannot open the state database \(path): \(ErrorWords.of(error)); refusing to run without it",
+                metadata: ["path": .string(path), "error": .string(ErrorWords.of(error))])
             return 1
         }
 
@@ -118,7 +119,7 @@ public enum Daemon {
             try await group.run()
             return 0
         } catch {
-            logger.critical("lockwiped failed: \(error)")
+            logger.critical("lockwiped failed: \(ErrorWords.of(error))")
             return 1
         }
     }
@@ -168,7 +169,7 @@ struct DaemonService: Service {
                 } catch is CancellationError {
                     // graceful shutdown
                 } catch {
-                    logger.error("control socket failed: \(error)")
+                    logger.error("control socket failed: \(ErrorWords.of(error))")
                 }
             }
         } catch let inUse as SocketInUse {
