@@ -22,6 +22,9 @@ public enum ExitStatus {
     public static let lockFailed: Int32 = 3
     public static let unreachable: Int32 = 69
     public static let notPermitted: Int32 = 77
+    /// `wipe`: Ctrl-C while it waited (the wipe goes on in lockwiped), as a shell reports
+    /// a process ended by SIGINT.
+    public static let interrupted: Int32 = 130
 }
 
 /// A failure with the exit code it maps to and the sentence to print.
@@ -43,7 +46,7 @@ public struct LockwipeCTL: ParsableCommand {
             --no-legend) may stand anywhere on the line. Users are named as arguments \
             (lockwipectl lock alice bob) or with --user. \
             Exit codes: 0 ok, 1 failed, 2 usage, 3 status: a lock failed (a vault is NOT locked), \
-            69 daemon unreachable, 77 not permitted. \
+            69 daemon unreachable, 77 not permitted, 130 wipe: interrupted while waiting (the wipe goes on). \
             The socket is /run/lockwipe/io.lockwipe.Manager unless --socket or LOCKWIPE_SOCKET says otherwise.
             """,
         version: LockwipeVersion.current,

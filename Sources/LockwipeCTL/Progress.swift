@@ -38,8 +38,6 @@ struct WipeWatch {
 
     static let pollInterval: Int32 = 250  // ms
     static let plainLineInterval = 3.0  // s
-    /// The exit code after Ctrl-C, as a shell reports a process ended by SIGINT.
-    static let interruptedExit: Int32 = 130
 
     let global: GlobalOptions
     /// nil: every registration (`--all`).
@@ -75,7 +73,7 @@ struct WipeWatch {
                 StandardStreams.writeError(
                     "lockwipectl: interrupted; the wipe was not stopped: it goes on in lockwiped. Watch it with `lockwipectl status\(user.map { " --user \($0)" } ?? "")`.\n"
                 )
-                exitProcess(Self.interruptedExit)
+                exitProcess(ExitStatus.interrupted)
             }
             if ready > 0 {
                 line.clear()
