@@ -19,14 +19,14 @@ extension Manager {
     /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
         for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
-            await withUser(r.user) {
-                guard let current = try? await self.store.registration(r.user), current.state == .lockFailed else { return }
-                await self.retryLock(current)
+            await inTurn(of: registration(r), "the retry of the failed lock") { turn in
+                guard turn.record.state == .lockFailed else { return }
+                await self.retryLock(turn.record)
             }
         }
         var due = await checkpointClocks()
         if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
-            let users = Set(due.map(\.0))
+            let users = Set(due.map(\.0.user))
             let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
             await withTaskGroup(of: Void.self) { group in
                 for user in users {
@@ -35,22 +35,21 @@ extension Manager {
             }
             due = await checkpointClocks()
         }
-        for (user, action, _) in due {
-            await withUser(user) {
+        for (r, action, _) in due {
+            await inTurn(of: registration(r), "the offline \(action.rawValue)") { turn in
                 // Decided again now: a check-in may have answered while this waited its turn.
-                guard let (current, reason) = await self.dueNow(user), current == action else { return }
+                guard let (current, reason) = self.dueNow(in: turn), current == action else { return }
                 switch action {
-                case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
-                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason, requester: await self.offlineRequester(user))
+                case .lock: _ = try? await self.lock(in: turn, trigger: .offline, reason: reason)
+                case .wipe: _ = try? await self.wipe(in: turn, trigger: .offline, reason: reason, requester: self.offlineRequester(turn.record))
                 }
             }
         }
         await reschedule()
     }
 
-    /// The offline policy that makes `user`'s wipe due, in words, for its certificate.
-    func offlineRequester(_ user: String) async -> WipeRequester {
-        guard let r = try? await store.registration(user) else { return WipeRequester() }
+    /// The offline policy that makes `r`'s wipe due, in words, for its certificate.
+    func offlineRequester(_ r: RegistrationRecord) -> WipeRequester {
         let (p, source) = policy(for: r)
         return WipeRequester(policy: "\(source) policy: lock after \(p.offlineDaysBeforeLock) days offline, wipe after \(p.offlineDaysBeforeWipe) days")
     }
@@ -70,9 +69,10 @@ extension Manager {
         return (p, p == configuration.passcode ? "local" : "server")
     }
 
-    /// The action due for `user` right now, if any, with its reason.
-    func dueNow(_ user: String) async -> (Action, String)? {
-        guard let r = try? await store.registration(user), !r.state.isWipeCommitted else { return nil }
+    /// The action due for the registration whose turn this is, right now, if any, with its reason.
+    func dueNow(in turn: borrowing RegistrationTurn) -> (Action, String)? {
+        let r = turn.record
+        guard !r.state.isWipeCommitted else { return nil }
         let offline = offlineNow(r, clock.now())
         let (p, source) = policy(for: r)
         guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
@@ -85,7 +85,7 @@ extension Manager {
     }
 
     /// Checkpoints clocks (persisted) and returns the actions now due.
-    func checkpointClocks() async -> [(String, Action, String)] {
+    func checkpointClocks() async -> [(RegistrationRecord, Action, String)] {
         let reading = clock.now()
         let checkpoints: [(registration: RegistrationRecord, advance: OfflineClock.Advance)]
         do {
@@ -96,7 +96,7 @@ extension Manager {
                 metadata: ["error": .string(ErrorWords.of(error)), "path": .string(store.path)])
             return []
         }
-        var due: [(String, Action, String)] = []
+        var due: [(RegistrationRecord, Action, String)] = []
         for (r, advance) in checkpoints {
             if let back = advance.rollbackSeconds {
                 logger.warning(
@@ -111,7 +111,7 @@ extension Manager {
             let (p, source) = policy(for: r)
             let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
             if let action = evaluation.due {
-                due.append((r.user, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
+                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
             }
         }
         return due

@@ -13,7 +13,9 @@ import NIOPosix
 /// - every state change is committed to the store before the filesystem is touched when
 ///   that is the safe order (lock records, wipe intent), and after it otherwise (unlock);
 ///   a crash at any point leaves a registration locked or wipe-pending, never open;
-/// - actions on one user are serialized; actions on different users may interleave;
+/// - operations on one registration run one at a time, in its turn (`Registration.withTurn`,
+///   which hands them a `RegistrationTurn`); operations on different registrations may
+///   interleave; registering takes the registry's turn (`RegistryTurn`);
 /// - observers are told before and after, and can never stop an action.
 public actor Manager {
     public typealias Paths = DaemonPaths
@@ -43,8 +45,11 @@ public actor Manager {
     /// When each registration checks in next, the requests in flight, the check-in timer.
     let checkIns: CheckInScheduler
 
-    private var busyUsers: Set<String> = []
-    private var waiters: [String: [CheckedContinuation<Void, Never>]] = [:]
+    /// The registrations operations were handed to, by registration id (`Registration`):
+    /// each owns its turn. Made when first asked for, forgotten at unregister.
+    var registrations: [String: Registration] = [:]
+    /// The registry's own turn: registering (`RegistryTurn`).
+    let registryTurns = TurnQueue()
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
     /// time counts), which also wakes when the wall clock is set or the machine resumes.
     let alarm: WakeAlarm
@@ -154,8 +159,9 @@ public actor Manager {
         }
         do {
             for pending in try await store.pendingWipes() {
-                await withUser(pending.user) {
-                    _ = await self.performWipe(user: pending.user, reason: pending.reason, trigger: pending.trigger, resumed: true)
+                guard let r = try await store.registration(pending.user) else { continue }
+                await inTurn(of: registration(r), "the resumption of the interrupted wipe") { turn in
+                    await self.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
                 }
             }
             await checkVaults()
@@ -204,23 +210,6 @@ public actor Manager {
         checkIns.stop()
         stopLockOnLogout()
         timerEvents.finish()
-    }
-
-    // MARK: Per-user serialization
-
-    func withUser<T: Sendable>(_ user: String, _ body: () async throws -> T) async rethrows -> T {
-        while busyUsers.contains(user) {
-            await withCheckedContinuation { waiters[user, default: []].append($0) }
-        }
-        busyUsers.insert(user)
-        defer {
-            busyUsers.remove(user)
-            if var queue = waiters[user], !queue.isEmpty {
-                queue.removeFirst().resume()
-                waiters[user] = queue.isEmpty ? nil : queue
-            }
-        }
-        return try await body()
     }
 
     // MARK: Requests

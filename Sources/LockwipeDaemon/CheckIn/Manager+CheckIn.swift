@@ -39,8 +39,7 @@ extension Manager {
     public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> ActionResult {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
-        let result = try await withUser(user) { () throws -> ActionResult in
-            guard try await store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
+        let result = try await registration(named: user).withTurn { _ throws -> ActionResult in
             let now = clock.now().wall
             try await store.setCredentials(
                 user, credentials,
@@ -95,9 +94,15 @@ extension Manager {
         }
         checkIns.end(ticket)
         let elapsedUSEC = (NIODeadline.now() - started).nanoseconds / 1_000
-        let result = await withUser(user) {
-            if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
-            return await self.apply(exchanged.outcome, user: user, registration: asked, purpose: purpose, elapsedUSEC: elapsedUSEC)
+        let result: ActionResult
+        do {
+            result = try await registration(id: asked, user: user).withTurn { turn in
+                if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
+                return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
+            }
+        } catch {
+            // The registration that asked is gone (or cannot be read): the answer is dropped.
+            result = await dropStale(exchanged.outcome, user: user, asked: asked, purpose: purpose)
         }
         if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,
             !after.state.isWipeCommitted

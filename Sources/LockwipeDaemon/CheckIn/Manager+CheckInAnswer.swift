@@ -8,14 +8,11 @@ import Logging
 /// order: journal lines, the lock change, one store transaction, the answer's journal
 /// line, then a lock or wipe the server ordered.
 extension Manager {
-    /// Applies one answer in `user`'s turn, to the registration that asked only.
-    func apply(
-        _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedUSEC: Int64
-    ) async -> ActionResult {
-        guard let r = try? await store.registration(user), r.id == asked else {
-            let current = try? await store.registration(user)
-            return await dropStale(outcome, user: user, asked: asked, now: current?.id, purpose: purpose)
-        }
+    /// Applies one answer in the turn of the registration that asked (an answer to a
+    /// registration gone meanwhile is dropped before: `dropStale`).
+    func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: CheckInPurpose, elapsedUSEC: Int64) async -> ActionResult {
+        let r = turn.record
+        let user = r.user
         if r.state.isWipeCommitted {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
         }
@@ -64,10 +61,10 @@ extension Manager {
 
         switch decision.order {
         case .lock(let code, let reason):
-            return await carryOut(r, "lock", code: code) { try await self.lockLocked(user: user, trigger: .server, reason: reason) }
+            return await carryOut(r, "lock", code: code) { try await self.lock(in: turn, trigger: .server, reason: reason) }
         case .wipe(let code, let reason):
             return await carryOut(r, "wipe", code: code) {
-                try await self.wipeLocked(user: user, trigger: .server, reason: reason, requester: WipeRequester(server: self.configuration.server.url))
+                try await self.wipe(in: turn, trigger: .server, reason: reason, requester: WipeRequester(server: self.configuration.server.url))
             }
         case .settingsLock, nil:
             break
@@ -76,7 +73,7 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: detail, failed: decision.failed)
         }
         var state: RegistrationState = lock == .lifted ? .active : r.state
-        if case .settingsLock(let reason) = decision.order, let done = try? await lockLocked(user: user, trigger: .server, reason: reason) {
+        if case .settingsLock(let reason) = decision.order, let done = try? await self.lock(in: turn, trigger: .server, reason: reason) {
             state = done.state ?? state
             notes.append("locked by the server")
         }
@@ -154,10 +151,8 @@ extension Manager {
 
     /// An answer (or a request cancelled by unregister) for a registration that is gone:
     /// applied to nobody, logged and recorded in the history of the user name.
-    private func dropStale(
-        _ outcome: CheckInOutcome, user: String, asked: String, now current: String?,
-        purpose: CheckInPurpose
-    ) async -> ActionResult {
+    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> ActionResult {
+        let current = try? await store.registration(user)?.id
         let answer: String
         switch outcome {
         case .contact: answer = "a contact (settings)"

@@ -14,11 +14,11 @@ extension Manager {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
-        let result = try await withUser(user) {
+        let result = try await { () async throws -> ActionResult in
             // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
             let registrationID = RegistrationRecord.newID()
             // The vault key is made (scrypt for a passcode) off the actor before anything is
-            // checked and before the registration turn is taken, so that a slow scrypt holds
+            // checked and before the registry's turn is taken, so that a slow scrypt holds
             // up no other registration. Its refusal is raised at the flow's step "wrap the
             // vault key", in the same order as ever; an unused key is wiped.
             var vault: NewVault?
@@ -30,8 +30,9 @@ extension Manager {
             }
             defer { vault?.key.wipe() }
             // From the check of which directories are taken to the insert, one registration
-            // at a time: two registrations cannot both take a directory.
-            return try await withUser(Self.registrationTurn) { () async throws -> ActionResult in
+            // at a time (the registry's turn): two registrations cannot both take a directory
+            // or a name.
+            return try await withRegistryTurn { _ async throws -> ActionResult in
                 if let existing = try await store.registration(user) {
                     throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
                 }
@@ -191,18 +192,15 @@ extension Manager {
                 }
                 return ActionResult(user: user, action: "register", state: .active, detail: detail)
             }
-        }
+        }()
         // A new registration fetches its settings at once (SAP onboarding: settings download).
         scheduleCheckIn(user, in: 0)
         return result
     }
 
-    /// The turn every registration takes (inside its user's): no user name contains "/".
-    static let registrationTurn = "/registration"
-
     public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
-        try await withUser(user) {
-            guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        try await registration(named: user).withTurn { turn in
+            let r = turn.record
             if r.state == .wipePending || r.state == .wiping {
                 throw ManagerError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
             }
@@ -230,6 +228,7 @@ extension Manager {
             let connection = try? await store.sapConnection(registration: r.id)
             let credentials = try? await store.credentials(user)
             try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
+            forgetRegistration(id: r.id)
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
             releaseConnection(user: user, connection: connection, credentials: credentials)

@@ -7,7 +7,7 @@ import Logging
 /// on the thread pool (ending the processes that hold the vault when configured to).
 extension Manager {
     public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        let result = try await withUser(user) { try await lockLocked(user: user, trigger: trigger, reason: reason) }
+        let result = try await registration(named: user).withTurn { turn in try await lock(in: turn, trigger: trigger, reason: reason) }
         await reschedule()
         return result
     }
@@ -18,8 +18,8 @@ extension Manager {
                 user: user, action: "unlock", state: .active,
                 detail: "unlocked: the policy server lifted the lock at the check-in just made")
         }
-        let result = try await withUser(user) {
-            try await unlockLocked(user: user, caller: caller, passcode: passcode, newPasscode: newPasscode)
+        let result = try await registration(named: user).withTurn { turn in
+            try await unlock(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
         await reschedule()
         return result
@@ -27,8 +27,10 @@ extension Manager {
 
     // MARK: Lock
 
-    func lockLocked(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
-        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+    /// Locks the registration whose turn this is.
+    func lock(in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String) async throws -> ActionResult {
+        let r = turn.record
+        let user = r.user
         switch r.state {
         case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
         case .lockFailed:

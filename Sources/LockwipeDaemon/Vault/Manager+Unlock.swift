@@ -29,14 +29,15 @@ extension Manager {
     }
 
     /// The unlock itself, in the user's turn (any check-in it needed was made before).
-    func unlockLocked(user: String, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
-        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+    func unlock(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
+        let r = turn.record
+        let user = r.user
         switch UnlockRule.access(unlockRequest(r, caller)) {
         case .allowed: break
         case .refused(let refusal), .checkInFirst(otherwise: let refusal): throw ManagerError(refusal, user: user)
         }
         if r.protection == .encrypted {
-            return try await unlockEncrypted(r, caller: caller, passcode: passcode, newPasscode: newPasscode)
+            return try await unlockEncrypted(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
         try await liftLock(r, protection, records: try await store.lockRecords(user), key: nil)
         try await commitUnlock(r, by: caller)
@@ -47,7 +48,8 @@ extension Manager {
 
     /// Opens the key of an encrypted vault the caller may unlock (`UnlockRule.access`),
     /// as `UnlockRule.opening` and `afterPasscode` say, and adds it to the kernel.
-    private func unlockEncrypted(_ r: RegistrationRecord, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
+    private func unlockEncrypted(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
+        let r = turn.record
         let user = r.user
         guard let stored = try await store.vaultKey(user) else {
             throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
@@ -71,7 +73,7 @@ extension Manager {
             if let newPasscode, let problem = policy.problem(with: newPasscode) {
                 throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem)
             }
-            key = try await openWithPasscode(r, stored, passcode, policy: policy, caller: caller)
+            key = try await openWithPasscode(in: turn, stored, passcode, policy: policy, caller: caller)
             var expired: (setAt: String, expirationDays: Int)?
             if let setAt = stored.passcodeSetAt, policy.isExpired(setAt: setAt, now: now) {
                 expired = (Timestamp.iso(setAt), policy.expirationDays)

@@ -19,7 +19,10 @@ extension Manager {
     /// can lose it. Reaching the policy's `retry_limit` wipes the vault (trigger `retry-limit`).
     /// Inside the back-off after wrong passcodes (`PasscodeBackoff`) the attempt is refused
     /// at once: not tried (no scrypt run), not counted.
-    func openWithPasscode(_ r: RegistrationRecord, _ stored: StoredVaultKey, _ passcode: String, policy: PasscodePolicy, caller: Caller) async throws -> [UInt8] {
+    func openWithPasscode(
+        in turn: borrowing RegistrationTurn, _ stored: StoredVaultKey, _ passcode: String, policy: PasscodePolicy, caller: Caller
+    ) async throws -> [UInt8] {
+        let r = turn.record
         let user = r.user
         let now = clock.now().wall
         if let at = PasscodeBackoff.standard.retryAt(failures: stored.failedAttempts, lastFailure: stored.lastFailedAt, now: now) {
@@ -54,8 +57,8 @@ extension Manager {
                 ])
             if policy.retriesExhausted(failedAttempts: count) {
                 let reason = "\(count) wrong passcodes in a row reached the passcode policy's retry_limit (\(limit))"
-                let result = try? await wipeLocked(
-                    user: user, trigger: .retryLimit, reason: reason, requester: WipeRequester(peerUID: caller.credentials.uid, retryLimit: limit))
+                let result = try? await wipe(
+                    in: turn, trigger: .retryLimit, reason: reason, requester: WipeRequester(peerUID: caller.credentials.uid, retryLimit: limit))
                 let pending: String = result?.state == .wiped ? "" : " (the wipe is pending)"
                 throw ManagerError.notPermitted("wrong passcode; \(reason): the vault of \(user) was wiped\(pending)")
             }
@@ -103,8 +106,8 @@ extension Manager {
     /// `passcode change` (with the current passcode, which counts toward `retry_limit`).
     /// Works locked or unlocked: only the wrapped key changes.
     public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> ActionResult {
-        try await withUser(user) {
-            guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        try await registration(named: user).withTurn { turn in
+            let r = turn.record
             guard r.protection == .encrypted else {
                 throw ManagerError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
             }
@@ -118,7 +121,7 @@ extension Manager {
                     throw ManagerError.actionFailed("\(user) has no passcode yet (the machine key wraps the vault key): use lockwipectl passcode set")
                 }
                 guard current != new else { throw ManagerError.actionFailed("the new passcode is the same as the current one") }
-                key = try await openWithPasscode(r, stored, current, policy: policy, caller: caller)
+                key = try await openWithPasscode(in: turn, stored, current, policy: policy, caller: caller)
             } else {
                 guard stored.wrapped.wrapping == .machine else {
                     throw ManagerError.actionFailed(

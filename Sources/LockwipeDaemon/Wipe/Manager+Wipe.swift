@@ -10,8 +10,8 @@ import NIOCore
 extension Manager {
     public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> ActionResult {
         let requested = ContinuousClock.now
-        let result = try await withUser(user) {
-            try await wipeLocked(user: user, trigger: trigger, reason: reason, requester: requester, requested: requested)
+        let result = try await registration(named: user).withTurn { turn in
+            try await wipe(in: turn, trigger: trigger, reason: reason, requester: requester, requested: requested)
         }
         await reschedule()
         return result
@@ -19,10 +19,13 @@ extension Manager {
 
     // MARK: Wipe
 
-    func wipeLocked(
-        user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(), requested: ContinuousClock.Instant = .now
+    /// Wipes the registration whose turn this is: the intent committed, then carried out.
+    func wipe(
+        in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(),
+        requested: ContinuousClock.Instant = .now
     ) async throws -> ActionResult {
-        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        let r = turn.record
+        let user = r.user
         if r.state == .wiped {
             return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
         }
@@ -30,7 +33,8 @@ extension Manager {
         try await store.commitWipeIntent(
             user, reason: reason, trigger: trigger, requester: requester, event: event(user, .wipeStarted, trigger, reason, at: now))
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        let summary = await performWipe(user: user, reason: reason, trigger: trigger, resumed: false, requested: requested)
+        try await turn.refresh()
+        let summary = await performWipe(in: turn, reason: reason, trigger: trigger, resumed: false, requested: requested)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
         return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)
@@ -39,8 +43,11 @@ extension Manager {
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
-    func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
-        guard let r = try? await store.registration(user) else { return nil }
+    func performWipe(
+        in turn: borrowing RegistrationTurn, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now
+    ) async -> WipeSummary? {
+        let r = turn.record
+        let user = r.user
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
             logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))

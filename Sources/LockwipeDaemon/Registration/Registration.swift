@@ -1,0 +1,159 @@
+import LockwipeCore
+
+/// One registration, as the Manager holds it while it exists (systemd-homed's `Home` is the
+/// model): its registration id and user, and its turn with the operations waiting for it.
+/// A name unregistered and registered again is another registration: another id, another
+/// object, another turn.
+///
+/// It lives in the Manager's isolation (a non-Sendable class the actor owns; no actor of
+/// its own, so taking the turn costs no hop). The Manager finds it once per operation
+/// (`Manager.registration(named:)`) and hands the operation to it.
+final class Registration {
+    let id: String
+    let user: String
+    private let store: StateStore
+    private let turns = TurnQueue()
+    /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
+    fileprivate var current: RegistrationRecord?
+
+    init(id: String, user: String, store: StateStore) {
+        self.id = id
+        self.user = user
+        self.store = store
+    }
+
+    /// Runs `body` in this registration's turn: after every operation on it that asked
+    /// before, and before every one that asks after. The record is read once, when the
+    /// turn begins; a registration that is gone by then (unregistered meanwhile) throws
+    /// `noSuchRegistration`, and so does a failed read.
+    nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
+        await turns.take()
+        defer {
+            current = nil
+            turns.release()
+        }
+        current = try await read()
+        return try await body(RegistrationTurn(self))
+    }
+
+    /// Whether an operation holds the turn now (for tests and `status`).
+    var isBusy: Bool { turns.isBusy }
+
+    /// The record of this registration (this id) as the store has it now.
+    fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
+        guard let r = try await store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
+        return r
+    }
+}
+
+/// Holding a registration's turn, as a value (swift-nio's `NIOIsolatedEventLoop` is the
+/// model): only `Registration.withTurn` makes one, it cannot be copied, stored or sent
+/// anywhere, so a function that takes it as a parameter cannot be called outside the turn.
+/// It carries the record read when the turn began.
+struct RegistrationTurn: ~Copyable {
+    let registration: Registration
+
+    fileprivate init(_ registration: Registration) {
+        self.registration = registration
+    }
+
+    var user: String { registration.user }
+
+    /// The record read when the turn began (or at the last `refresh()`): what no other
+    /// operation on this registration can change while this turn lasts.
+    var record: RegistrationRecord { registration.current! }
+
+    /// Reads the record again after this turn committed a change to it, and returns it.
+    @discardableResult
+    nonisolated(nonsending) func refresh() async throws -> RegistrationRecord {
+        let r = try await registration.read()
+        registration.current = r
+        return r
+    }
+}
+
+/// Registering: the registry's own turn, one registration at a time from the check of which
+/// directories are taken to the insert, so that two registrations cannot both take a
+/// directory (or a name). Only `Manager.withRegistryTurn` makes one.
+struct RegistryTurn: ~Copyable {
+    fileprivate init() {}
+}
+
+extension Manager {
+    /// Runs `body` in the registry's turn (registering; see `RegistryTurn`).
+    func withRegistryTurn<T>(_ body: (borrowing RegistryTurn) async throws -> T) async rethrows -> T {
+        await registryTurns.take()
+        defer { registryTurns.release() }
+        return try await body(RegistryTurn())
+    }
+
+    /// The registration `user` names now, found once from the store's record: the object of
+    /// that registration id (made the first time an operation asks for it).
+    func registration(named user: String) async throws -> Registration {
+        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        return registration(r)
+    }
+
+    /// The object of the registration `r` is a record of.
+    func registration(_ r: RegistrationRecord) -> Registration {
+        registration(id: r.id, user: r.user)
+    }
+
+    /// The object of registration `id` (of `user`).
+    func registration(id: String, user: String) -> Registration {
+        if let known = registrations[id] { return known }
+        let made = Registration(id: id, user: user, store: store)
+        registrations[id] = made
+        return made
+    }
+
+    /// Runs `body` in `registration`'s turn for the daemon's own work (evaluation, the
+    /// start-up pass), which no caller waits for: a registration unregistered before its
+    /// turn came is skipped, and a record that cannot be read is logged (`what` says what
+    /// was not done), not swallowed.
+    func inTurn(of registration: Registration, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
+        do {
+            try await registration.withTurn { turn in await body(turn) }
+        } catch ManagerError.noSuchRegistration {
+            return
+        } catch {
+            logger.error(
+                "\(what) of \(registration.user) did not run: \(ErrorWords.of(error))",
+                metadata: ["user": .string(registration.user), "message_id": MessageID.actionFailed.metadata])
+        }
+    }
+
+    /// Forgets the object of a registration that was deleted (unregister). An operation
+    /// still waiting for its turn finds the registration gone when the turn comes.
+    func forgetRegistration(id: String) {
+        registrations[id] = nil
+    }
+}
+
+/// A turn and its queue: one holder at a time, the others resumed in the order they asked.
+/// Used in one isolation only (the Manager's).
+final class TurnQueue {
+    private var busy = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    var isBusy: Bool { busy }
+
+    /// Takes the turn, waiting for it if it is held. A waiter is handed the turn by
+    /// `release` (it stays busy), so that nobody arriving meanwhile can take it first.
+    nonisolated(nonsending) func take() async {
+        if busy {
+            await withCheckedContinuation { waiters.append($0) }
+        } else {
+            busy = true
+        }
+    }
+
+    /// Hands the turn to the next waiter, if any, or frees it.
+    func release() {
+        if waiters.isEmpty {
+            busy = false
+        } else {
+            waiters.removeFirst().resume()
+        }
+    }
+}
