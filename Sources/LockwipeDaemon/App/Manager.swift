@@ -45,9 +45,11 @@ public actor Manager {
     /// When each registration checks in next, the requests in flight, the check-in timer.
     let checkIns: CheckInScheduler
 
-    /// The registrations operations were handed to, by registration id (`Registration`):
-    /// each owns its turn. Made when first asked for, forgotten at unregister.
+    /// The registry: the registrations operations were handed to, by registration id,
+    /// each owning its turn (`Registration`). Made when first asked for, forgotten at
+    /// unregister.
     var registrations: [String: Registration] = [:]
+    let turnsEnded = TurnsEnded()
     /// The registry's own turn: registering (`RegistryTurn`).
     let registryTurns = TurnQueue()
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended

@@ -94,14 +94,17 @@ extension Manager {
         }
         checkIns.end(ticket)
         let elapsedUSEC = (NIODeadline.now() - started).nanoseconds / 1_000
+        // The answer goes to the registration that asked, in its turn.
+        let registration = registration(id: asked, user: user)
         let result: ActionResult
         do {
-            result = try await registration(id: asked, user: user).withTurn { turn in
+            result = try await registration.withTurn { turn in
                 if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
                 return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
         } catch {
             // The registration that asked is gone (or cannot be read): the answer is dropped.
+            if case ManagerError.noSuchRegistration = error { forgetRegistration(registration) }
             result = await dropStale(exchanged.outcome, user: user, asked: asked, purpose: purpose)
         }
         if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,

@@ -228,7 +228,7 @@ extension Manager {
             let connection = try? await store.sapConnection(registration: r.id)
             let credentials = try? await store.credentials(user)
             try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
-            forgetRegistration(id: r.id)
+            forgetRegistration(turn.registration)
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
             releaseConnection(user: user, connection: connection, credentials: credentials)

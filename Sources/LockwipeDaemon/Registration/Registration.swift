@@ -13,37 +13,63 @@ final class Registration {
     let user: String
     private let store: StateStore
     private let turns = TurnQueue()
+    /// Counts the turns that ended, of every registration (the registry's).
+    private let ended: TurnsEnded
+    /// The record the registry read to find this registration, and the count of ended
+    /// turns before that read: the next turn's record when no turn ended since and the
+    /// turn was free, so that finding a registration and starting an operation on it read
+    /// its record once.
+    private var found: (record: RegistrationRecord, since: Int)?
     /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
     fileprivate var current: RegistrationRecord?
 
-    init(id: String, user: String, store: StateStore) {
+    init(id: String, user: String, store: StateStore, ended: TurnsEnded) {
         self.id = id
         self.user = user
         self.store = store
+        self.ended = ended
     }
 
     /// Runs `body` in this registration's turn: after every operation on it that asked
     /// before, and before every one that asks after. The record is read once, when the
-    /// turn begins; a registration that is gone by then (unregistered meanwhile) throws
-    /// `noSuchRegistration`, and so does a failed read.
+    /// turn begins (or was read by the registry just before, see `found`); a registration
+    /// that is gone by then (unregistered meanwhile) throws `noSuchRegistration`, and so
+    /// does a failed read.
     nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
-        await turns.take()
+        let waited = await turns.take()
         defer {
             current = nil
+            ended.count += 1
             turns.release()
         }
-        current = try await read()
+        if !waited, let found, found.since == ended.count, found.record.id == id {
+            current = found.record
+        } else {
+            current = try await read()
+        }
+        found = nil
         return try await body(RegistrationTurn(self))
     }
 
-    /// Whether an operation holds the turn now (for tests and `status`).
+    /// The registry read `record` of this registration when `since` turns had ended.
+    fileprivate func offer(_ record: RegistrationRecord, since: Int) {
+        found = (record, since)
+    }
+
+    /// Whether an operation holds the turn now, and how many wait for it.
     var isBusy: Bool { turns.isBusy }
+    var waiting: Int { turns.waiting }
 
     /// The record of this registration (this id) as the store has it now.
     fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
         guard let r = try await store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
         return r
     }
+}
+
+/// How many registration turns have ended (the registry's count; see `Registration.found`).
+final class TurnsEnded {
+    var count = 0
 }
 
 /// Holding a registration's turn, as a value (swift-nio's `NIOIsolatedEventLoop` is the
@@ -87,22 +113,27 @@ extension Manager {
         return try await body(RegistryTurn())
     }
 
-    /// The registration `user` names now, found once from the store's record: the object of
-    /// that registration id (made the first time an operation asks for it).
+    /// The registration `user` names now, found once from the store's record (which its
+    /// next turn reuses when nothing can have changed it since).
     func registration(named user: String) async throws -> Registration {
+        let since = turnsEnded.count
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        return registration(r)
+        let found = registration(id: r.id, user: r.user)
+        found.offer(r, since: since)
+        return found
     }
 
-    /// The object of the registration `r` is a record of.
+    /// The object of the registration `r` was read from (its turn reads the record again:
+    /// `r` may be old).
     func registration(_ r: RegistrationRecord) -> Registration {
         registration(id: r.id, user: r.user)
     }
 
-    /// The object of registration `id` (of `user`).
+    /// The object of registration `id` of `user`, made when first asked for. An id the
+    /// store no longer has gets one too: its turn finds it gone.
     func registration(id: String, user: String) -> Registration {
         if let known = registrations[id] { return known }
-        let made = Registration(id: id, user: user, store: store)
+        let made = Registration(id: id, user: user, store: store, ended: turnsEnded)
         registrations[id] = made
         return made
     }
@@ -115,7 +146,7 @@ extension Manager {
         do {
             try await registration.withTurn { turn in await body(turn) }
         } catch ManagerError.noSuchRegistration {
-            return
+            forgetRegistration(registration)
         } catch {
             logger.error(
                 "\(what) of \(registration.user) did not run: \(ErrorWords.of(error))",
@@ -123,10 +154,11 @@ extension Manager {
         }
     }
 
-    /// Forgets the object of a registration that was deleted (unregister). An operation
-    /// still waiting for its turn finds the registration gone when the turn comes.
-    func forgetRegistration(id: String) {
-        registrations[id] = nil
+    /// Forgets the object of a registration the store no longer has (deleted by unregister,
+    /// or found gone by a turn): ids are never used again, so every turn still waiting for
+    /// it finds it gone, and a name registered again is another registration.
+    func forgetRegistration(_ registration: Registration) {
+        if registrations[registration.id] === registration { registrations[registration.id] = nil }
     }
 }
 
@@ -137,15 +169,19 @@ final class TurnQueue {
     private var waiters: [CheckedContinuation<Void, Never>] = []
 
     var isBusy: Bool { busy }
+    var waiting: Int { waiters.count }
 
-    /// Takes the turn, waiting for it if it is held. A waiter is handed the turn by
-    /// `release` (it stays busy), so that nobody arriving meanwhile can take it first.
-    nonisolated(nonsending) func take() async {
-        if busy {
-            await withCheckedContinuation { waiters.append($0) }
-        } else {
+    /// Takes the turn, waiting for it if it is held; returns whether it waited. A waiter is
+    /// handed the turn by `release` (it stays busy), so that nobody arriving meanwhile can
+    /// take it first.
+    @discardableResult
+    nonisolated(nonsending) func take() async -> Bool {
+        guard busy else {
             busy = true
+            return false
         }
+        await withCheckedContinuation { waiters.append($0) }
+        return true
     }
 
     /// Hands the turn to the next waiter, if any, or frees it.

@@ -1,0 +1,160 @@
+import Foundation
+import LockwipeCore
+import LockwipeProtocol
+import LockwipeTestSupport
+import Synchronization
+import Testing
+
+@testable import LockwipeDaemon
+
+/// Each registration is an object with a turn of its own (`Registration`): operations on
+/// one run one at a time, operations on two interleave, a name registered again is another
+/// registration with another turn, and registering takes the registry's turn.
+@Suite(.timeLimit(.minutes(1))) struct RegistrationTurnTests {
+    var root: Caller { ManagerFixture.root }
+
+    /// Two registrations (root and daemon), each with a vault of its own.
+    func withTwo(_ body: (ManagerFixture) async throws -> Void) async throws {
+        try await ManagerFixture.run { f in
+            _ = try await f.manager.register(user: "root", directories: [f.directory + "/data/root"], by: root)
+            _ = try await f.manager.register(user: "daemon", directories: [f.directory + "/data/daemon"], by: root)
+            try await body(f)
+        }
+    }
+
+    /// Waits (a bounded while) until `n` operations wait for `user`'s turn.
+    func waitUntil(_ manager: Manager, queued n: Int, on user: String) async throws {
+        for _ in 0..<1_000 {
+            if try await manager.waiting(for: user) >= n { return }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        Issue.record("\(n) operation(s) never queued for the turn of \(user)")
+    }
+
+    @Test func operationsOnOneRegistrationRunOneAtATime() async throws {
+        try await withTwo { f in
+            let gate = Gate()
+            let held = Gate()
+            let holder = Task { try await f.manager.holdTurn(of: "root", held: held, until: gate) }
+            await held.wait()
+            let lock = Task { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
+            // The lock waits for the turn, and has changed nothing while it waits.
+            try await waitUntil(f.manager, queued: 1, on: "root")
+            #expect(try await f.manager.store.registration("root")?.state == .active)
+            await gate.open()
+            try await holder.value
+            #expect(try await lock.value.state == .locked)
+            #expect(try await f.manager.store.registration("root")?.state == .locked)
+        }
+    }
+
+    @Test func operationsOnTwoRegistrationsInterleave() async throws {
+        try await withTwo { f in
+            let gate = Gate()
+            let held = Gate()
+            let holder = Task { try await f.manager.holdTurn(of: "root", held: held, until: gate) }
+            await held.wait()
+            // root's turn is held: daemon's lock runs to its end meanwhile.
+            let locked = try await f.manager.lock(user: "daemon", trigger: .admin, reason: "test")
+            #expect(locked.state == .locked)
+            #expect(try await f.manager.busy("root"))
+            await gate.open()
+            try await holder.value
+        }
+    }
+
+    @Test func aNameRegisteredAgainIsAnotherRegistrationWithAnotherTurn() async throws {
+        try await ManagerFixture.run { f in
+            let vault = f.directory + "/data/root"
+            _ = try await f.manager.register(user: "root", directories: [vault], by: root)
+            let probe = try await f.manager.reRegister("root", directories: [vault], by: root)
+            #expect(probe.oldID != probe.newID)
+            #expect(!probe.sameObject)
+            // In the new registration's turn, the old one's turn is free, and finds it gone.
+            #expect(probe.oldTurnWhileNewHeld == .noSuchRegistration("root"))
+        }
+    }
+
+    /// Two registrations of one directory at once: the registry's turn lets one take it.
+    @Test func concurrentRegistrationsOfOneDirectoryTakeItOnce() async throws {
+        try await ManagerFixture.run { f in
+            let dir = f.directory + "/data/shared"
+            async let one = Result { try await f.manager.register(user: "root", directories: [dir], by: root) }
+            async let two = Result { try await f.manager.register(user: "daemon", directories: [dir], by: root) }
+            let results = await [one, two]
+            #expect(results.filter { (try? $0.get()) != nil }.count == 1)
+            let refusals = results.compactMap { r -> String? in
+                guard case .failure(ManagerError.registrationRefused(let why)) = r else { return nil }
+                return why
+            }
+            #expect(refusals.count == 1)
+            #expect(refusals.first?.contains(dir) == true)
+        }
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}
+
+/// Opens once; every waiter, before or after, goes on.
+actor Gate {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func open() {
+        isOpen = true
+        for w in waiters { w.resume() }
+        waiters = []
+    }
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+}
+
+extension Manager {
+    /// Holds the turn of `user`'s registration until `gate` opens (`held` opens once it does).
+    func holdTurn(of user: String, held: Gate, until gate: Gate) async throws {
+        try await registration(named: user).withTurn { _ in
+            await held.open()
+            await gate.wait()
+        }
+    }
+
+    func waiting(for user: String) async throws -> Int {
+        try await registration(named: user).waiting
+    }
+
+    func busy(_ user: String) async throws -> Bool {
+        try await registration(named: user).isBusy
+    }
+
+    struct ReRegistered: Sendable {
+        var oldID: String
+        var newID: String
+        var sameObject: Bool
+        var oldTurnWhileNewHeld: ManagerError?
+    }
+
+    /// Unregisters `user` and registers it again; in the new registration's turn, takes
+    /// the old one's.
+    func reRegister(_ user: String, directories: [String], by caller: Caller) async throws -> ReRegistered {
+        let old = try await registration(named: user)
+        _ = try await unregister(user: user, by: caller)
+        _ = try await register(user: user, directories: directories, by: caller)
+        let new = try await registration(named: user)
+        let oldTurn: ManagerError? = try await new.withTurn { _ in
+            do {
+                try await old.withTurn { _ in }
+                return nil
+            } catch let error as ManagerError {
+                return error
+            }
+        }
+        return ReRegistered(oldID: old.id, newID: new.id, sameObject: old === new, oldTurnWhileNewHeld: oldTurn)
+    }
+}
