@@ -16,7 +16,7 @@ extension Manager {
     /// attempt: a machine that is in fact online is not punished. All of them share one
     /// deadline, `[server] timeout` from now (waiting for a free request slot included), so
     /// a slow or stalling server delays enforcement, and start-up, by that much at most.
-    /// What is due is then decided again, per user, under that user's turn.
+    /// What is due is then decided again, per registration, in its turn.
     public func evaluate() async {
         for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
             await inTurn(of: registration(r), "the retry of the failed lock") { turn in

@@ -4,9 +4,9 @@ import LockwipeProtocol
 import Logging
 import NIOCore
 
-/// Server check-in: the Manager asks the server (outside any user's turn: the request
-/// may take up to `[server] timeout`), then applies the answer in that user's turn, like
-/// every other decision. Only a 2xx with a settings document is a contact.
+/// Server check-in: the Manager asks the server (outside any registration's turn: the
+/// request may take up to `[server] timeout`), then applies the answer in the turn of the
+/// registration that asked, like every other decision. Only a 2xx with a settings document is a contact.
 extension Manager {
     public enum CheckInPurpose: String, Sendable {
         /// The `[server] interval` (or backoff) came round.

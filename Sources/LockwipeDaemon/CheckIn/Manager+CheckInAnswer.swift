@@ -4,7 +4,7 @@ import LockwipeProtocol
 import Logging
 
 /// A check-in answer applied to the registration that asked: `CheckInDecision` decides what
-/// it does (no I/O), this carries the effects out in the user's turn, in the decision's
+/// it does (no I/O), this carries the effects out in the registration's turn, in the decision's
 /// order: journal lines, the lock change, one store transaction, the answer's journal
 /// line, then a lock or wipe the server ordered.
 extension Manager {

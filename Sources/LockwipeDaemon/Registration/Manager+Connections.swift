@@ -41,7 +41,7 @@ extension Manager {
         return ServerExchange(connection: answer, outcome: outcome)
     }
 
-    /// A successful Connections answer, in the user's turn, for the registration that asked:
+    /// A successful Connections answer, in the turn of the registration that asked:
     /// the id (or that there is none) is stored, and the answer counts as a contact.
     func recordConnection(_ answer: SAPConnectionAnswer, user: String, registration asked: String) async {
         guard let r = try? await store.registration(user), r.id == asked, !r.state.isWipeCommitted else { return }

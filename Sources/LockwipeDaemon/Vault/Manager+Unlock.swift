@@ -5,7 +5,7 @@ import Logging
 
 /// Unlock: who may is decided by `UnlockRule` (LockwipeCore), what it takes is done here.
 /// The key work (scrypt, the machine key) runs on the shared pool (`VaultKeys`), the
-/// filesystem work of an unlock too (`BlockingPool`); the Manager's turn for the user is
+/// filesystem work of an unlock too (`BlockingPool`); the registration's turn is
 /// held throughout, except for the one check-in a user's unlock of a server or offline
 /// lock makes first.
 extension Manager {
@@ -18,7 +18,7 @@ extension Manager {
     }
 
     /// A user unlocking their own vault after a server or offline lock: one check-in
-    /// attempt first (outside the user's turn, as every check-in), so that a server that
+    /// attempt first (outside the registration's turn, as every check-in), so that a server that
     /// lifts the lock hands the vault back to its passcode.
     /// Returns true when that contact already opened the vault (its key is wrapped by the
     /// machine key): then there is nothing left for the unlock to do.
@@ -28,7 +28,7 @@ extension Manager {
         return try await store.registration(user)?.state == .active
     }
 
-    /// The unlock itself, in the user's turn (any check-in it needed was made before).
+    /// The unlock itself, in the registration's turn (any check-in it needed was made before).
     func unlock(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
         let r = turn.record
         let user = r.user

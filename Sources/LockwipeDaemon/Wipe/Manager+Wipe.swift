@@ -59,7 +59,7 @@ extension Manager {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
             await vaultWarning(r, "wipe", error)
         } catch let error as VaultUnresponsive {
-            // The erase would stall its thread and this user's turn for good: it is not
+            // The erase would stall its thread and this registration's turn for good: it is not
             // started, and the wipe stays pending (retried like any pending wipe).
             await vaultStalled(r, "wipe", error)
             return nil
