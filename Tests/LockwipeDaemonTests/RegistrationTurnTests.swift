@@ -126,11 +126,11 @@ extension Manager {
     }
 
     func waiting(for user: String) async throws -> Int {
-        try await registration(named: user).waiting
+        try await registration(named: user).registration.waiting
     }
 
     func busy(_ user: String) async throws -> Bool {
-        try await registration(named: user).isBusy
+        try await registration(named: user).registration.isBusy
     }
 
     struct ReRegistered: Sendable {
@@ -143,10 +143,10 @@ extension Manager {
     /// Unregisters `user` and registers it again; in the new registration's turn, takes
     /// the old one's.
     func reRegister(_ user: String, directories: [String], by caller: Caller) async throws -> ReRegistered {
-        let old = try await registration(named: user)
+        let old = try await registration(named: user).registration
         _ = try await unregister(user: user, by: caller)
         _ = try await register(user: user, directories: directories, by: caller)
-        let new = try await registration(named: user)
+        let new = try await registration(named: user).registration
         let oldTurn: ManagerError? = try await new.withTurn { _ in
             do {
                 try await old.withTurn { _ in }

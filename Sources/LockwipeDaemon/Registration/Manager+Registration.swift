@@ -14,6 +14,8 @@ extension Manager {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
+        // A closure of its own, so that the new vault key is wiped (`defer` below) as soon as
+        // the registration is made or refused.
         let result = try await { () async throws -> ActionResult in
             // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
             let registrationID = RegistrationRecord.newID()

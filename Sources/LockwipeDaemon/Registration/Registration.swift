@@ -15,11 +15,6 @@ final class Registration {
     private let turns = TurnQueue()
     /// Counts the turns that ended, of every registration (the registry's).
     private let ended: TurnsEnded
-    /// The record the registry read to find this registration, and the count of ended
-    /// turns before that read: the next turn's record when no turn ended since and the
-    /// turn was free, so that finding a registration and starting an operation on it read
-    /// its record once.
-    private var found: (record: RegistrationRecord, since: Int)?
     /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
     fileprivate var current: RegistrationRecord?
 
@@ -32,10 +27,18 @@ final class Registration {
 
     /// Runs `body` in this registration's turn: after every operation on it that asked
     /// before, and before every one that asks after. The record is read once, when the
-    /// turn begins (or was read by the registry just before, see `found`); a registration
-    /// that is gone by then (unregistered meanwhile) throws `noSuchRegistration`, and so
-    /// does a failed read.
+    /// turn begins; a registration that is gone by then (unregistered meanwhile) throws
+    /// `noSuchRegistration`, and so does a failed read.
     nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
+        try await withTurn(found: nil, body)
+    }
+
+    /// `withTurn`, reusing `found` (the record the registry read to find this registration,
+    /// when `since` turns had ended) as the turn's record when no turn ended since and the
+    /// turn was free: nothing can have changed it in a turn.
+    fileprivate nonisolated(nonsending) func withTurn<T>(
+        found: (record: RegistrationRecord, since: Int)?, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T
+    ) async throws -> T {
         let waited = await turns.take()
         defer {
             current = nil
@@ -47,13 +50,7 @@ final class Registration {
         } else {
             current = try await read()
         }
-        found = nil
         return try await body(RegistrationTurn(self))
-    }
-
-    /// The registry read `record` of this registration when `since` turns had ended.
-    fileprivate func offer(_ record: RegistrationRecord, since: Int) {
-        found = (record, since)
     }
 
     /// Whether an operation holds the turn now, and how many wait for it.
@@ -64,6 +61,21 @@ final class Registration {
     fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
         guard let r = try await store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
         return r
+    }
+}
+
+/// A registration as the registry just found it (`Manager.registration(named:)`): the
+/// object and the record read to find it, which its turn reuses when nothing can have
+/// changed it since, so that finding a registration and starting an operation on it read
+/// its record once. Used once: `withTurn` consumes it.
+struct FoundRegistration: ~Copyable {
+    let registration: Registration
+    fileprivate let record: RegistrationRecord
+    fileprivate let since: Int
+
+    /// `Registration.withTurn`, on the record found when nothing changed it since.
+    nonisolated(nonsending) consuming func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
+        try await registration.withTurn(found: (record, since), body)
     }
 }
 
@@ -115,12 +127,10 @@ extension Manager {
 
     /// The registration `user` names now, found once from the store's record (which its
     /// next turn reuses when nothing can have changed it since).
-    func registration(named user: String) async throws -> Registration {
+    func registration(named user: String) async throws -> FoundRegistration {
         let since = turnsEnded.count
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        let found = registration(id: r.id, user: r.user)
-        found.offer(r, since: since)
-        return found
+        return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
     }
 
     /// The object of the registration `r` was read from (its turn reads the record again:
