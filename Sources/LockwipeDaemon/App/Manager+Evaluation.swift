@@ -19,7 +19,7 @@ extension Manager {
     /// What is due is then decided again, per registration, in its turn.
     public func evaluate() async {
         for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
-            await inTurn(of: registration(r), "the retry of the failed lock") { turn in
+            await inTurn(of: registration(of: r), "the retry of the failed lock") { turn in
                 guard turn.record.state == .lockFailed else { return }
                 await self.retryLock(turn.record)
             }
@@ -36,7 +36,7 @@ extension Manager {
             due = await checkpointClocks()
         }
         for (r, action, _) in due {
-            await inTurn(of: registration(r), "the offline \(action.rawValue)") { turn in
+            await inTurn(of: registration(of: r), "the offline \(action.rawValue)") { turn in
                 // Decided again now: a check-in may have answered while this waited its turn.
                 guard let (current, reason) = self.dueNow(in: turn), current == action else { return }
                 switch action {

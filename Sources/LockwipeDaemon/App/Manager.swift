@@ -161,8 +161,7 @@ public actor Manager {
         }
         do {
             for pending in try await store.pendingWipes() {
-                guard let r = try await store.registration(pending.user) else { continue }
-                await inTurn(of: registration(r), "the resumption of the interrupted wipe") { turn in
+                await inTurn(named: pending.user, "the resumption of the interrupted wipe") { turn in
                     await self.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
                 }
             }

@@ -99,7 +99,8 @@ extension Manager {
         let result: ActionResult
         do {
             result = try await registration.withTurn { turn in
-                if let connection = exchanged.connection { await self.recordConnection(connection, user: user, registration: asked) }
+                // A connection recorded is a contact committed: the answer is applied to the record after it.
+                if let connection = exchanged.connection, await self.recordConnection(connection, in: turn) { try await turn.refresh() }
                 return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
         } catch {

@@ -58,6 +58,18 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
+        // Committed: the lock or wipe the server ordered, and the policy said below, start
+        // from the record after it.
+        do {
+            try await turn.refresh()
+        } catch {
+            logger.error(
+                "cannot read the registration of \(user) again after recording a server contact: \(ErrorWords.of(error))",
+                metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
+            return ActionResult(
+                user: user, action: "check-in", state: r.state, detail: "contact recorded, but the registration cannot be read again: \(ErrorWords.of(error))",
+                failed: true)
+        }
 
         switch decision.order {
         case .lock(let code, let reason):
@@ -77,7 +89,7 @@ extension Manager {
             state = done.state ?? state
             notes.append("locked by the server")
         }
-        let (p, source) = policy(for: (try? await store.registration(user)) ?? r)
+        let (p, source) = policy(for: turn.record)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
         return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
     }

@@ -43,15 +43,19 @@ extension Manager {
 
     /// A successful Connections answer, in the turn of the registration that asked:
     /// the id (or that there is none) is stored, and the answer counts as a contact.
-    func recordConnection(_ answer: SAPConnectionAnswer, user: String, registration asked: String) async {
-        guard let r = try? await store.registration(user), r.id == asked, !r.state.isWipeCommitted else { return }
+    /// Returns whether it committed that (the turn's record is then out of date).
+    @discardableResult
+    func recordConnection(_ answer: SAPConnectionAnswer, in turn: borrowing RegistrationTurn) async -> Bool {
+        let r = turn.record
+        let (user, asked) = (r.user, r.id)
+        guard !r.state.isWipeCommitted else { return false }
         let reading = clock.now()
         var id: String?
         var problem: String?
         switch answer {
         case .created(let created): id = created
         case .createdWithoutID(let why): problem = why + "; registered locally, the connection is retried at the next check-in"
-        case .refused: return
+        case .refused: return false
         }
         let detail = id.map { "SAP application connection created (\($0))" } ?? "SAP application connection not made: \(problem ?? "no id")"
         do {
@@ -63,7 +67,7 @@ extension Manager {
                     events: [event(user, .connection, .server, detail, at: reading.wall)]))
         } catch {
             logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
-            return
+            return false
         }
         let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked)]
         if let id {
@@ -71,6 +75,7 @@ extension Manager {
         } else {
             logger.warning("\(user): \(detail)", metadata: meta)
         }
+        return true
     }
 
     /// Unregister: the registration's connection is deleted on the server in the

@@ -79,7 +79,7 @@ struct FoundRegistration: ~Copyable {
     }
 }
 
-/// How many registration turns have ended (the registry's count; see `Registration.found`).
+/// How many registration turns have ended (the registry's count; see `FoundRegistration`).
 final class TurnsEnded {
     var count = 0
 }
@@ -135,7 +135,7 @@ extension Manager {
 
     /// The object of the registration `r` was read from (its turn reads the record again:
     /// `r` may be old).
-    func registration(_ r: RegistrationRecord) -> Registration {
+    func registration(of r: RegistrationRecord) -> Registration {
         registration(id: r.id, user: r.user)
     }
 
@@ -161,6 +161,19 @@ extension Manager {
             logger.error(
                 "\(what) of \(registration.user) did not run: \(ErrorWords.of(error))",
                 metadata: ["user": .string(registration.user), "message_id": MessageID.actionFailed.metadata])
+        }
+    }
+
+    /// `inTurn(of:)` for the registration `user` names now (none: skipped).
+    func inTurn(named user: String, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
+        do {
+            try await registration(named: user).withTurn { turn in await body(turn) }
+        } catch ManagerError.noSuchRegistration {
+            return
+        } catch {
+            logger.error(
+                "\(what) of \(user) did not run: \(ErrorWords.of(error))",
+                metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
         }
     }
 
