@@ -76,20 +76,44 @@ import Testing
     }
 
     /// Two registrations of one directory at once: the registry's turn lets one take it.
+    /// root's is slow inside the turn (its account lookup takes 300 ms): daemon's, asked
+    /// meanwhile, waits for the turn, so it sees root's directory taken.
     @Test func concurrentRegistrationsOfOneDirectoryTakeItOnce() async throws {
-        try await ManagerFixture.run { f in
+        let accounts = SlowAccounts(ManagerFixture.accounts, slow: "root")
+        try await ManagerFixture.run(accounts: accounts) { f in
             let dir = f.directory + "/data/shared"
-            async let one = Result { try await f.manager.register(user: "root", directories: [dir], by: root) }
-            async let two = Result { try await f.manager.register(user: "daemon", directories: [dir], by: root) }
-            let results = await [one, two]
-            #expect(results.filter { (try? $0.get()) != nil }.count == 1)
-            let refusals = results.compactMap { r -> String? in
-                guard case .failure(ManagerError.registrationRefused(let why)) = r else { return nil }
-                return why
+            let first = Task { await Result { try await f.manager.register(user: "root", directories: [dir], by: root) } }
+            while !accounts.entered { try await Task.sleep(for: .milliseconds(2)) }
+            let second = await Result { try await f.manager.register(user: "daemon", directories: [dir], by: root) }
+            let results = [await first.value, second]
+            #expect((try? results[0].get())?.state == .active)
+            guard case .failure(ManagerError.registrationRefused(let why)) = results[1] else {
+                Issue.record("daemon's registration of root's directory was not refused: \(results[1])")
+                return
             }
-            #expect(refusals.count == 1)
-            #expect(refusals.first?.contains(dir) == true)
+            #expect(why.contains(dir))
         }
+    }
+}
+
+/// Accounts from a table, where looking up `slow` takes 300 ms (on the pool, as NSS would).
+final class SlowAccounts: AccountLookup {
+    let table: TableAccounts
+    let slow: String
+    private let started = Atomic<Bool>(false)
+    var entered: Bool { started.load(ordering: .acquiring) }
+
+    init(_ table: TableAccounts, slow: String) {
+        self.table = table
+        self.slow = slow
+    }
+
+    func account(named name: String) -> Account? {
+        if name == slow {
+            started.store(true, ordering: .releasing)
+            Thread.sleep(forTimeInterval: 0.3)
+        }
+        return table.account(named: name)
     }
 }
 
