@@ -6,7 +6,8 @@ import NIOCore
 
 /// Server check-in: the Manager asks the server (outside any registration's turn: the
 /// request may take up to `[server] timeout`), then applies the answer in the turn of the
-/// registration that asked, like every other decision. Only a 2xx with a settings document is a contact.
+/// registration that asked, like every other decision. Only a 2xx with a settings
+/// document is a contact.
 extension Manager {
     public enum CheckInPurpose: String, Sendable {
         /// The `[server] interval` (or backoff) came round.
