@@ -31,35 +31,45 @@ import Testing
         Issue.record("\(n) operation(s) never queued for the turn of \(user)")
     }
 
+    /// Runs `body` while another task holds the turn of `user`'s registration, then lets it go.
+    func whileHeld(_ f: ManagerFixture, _ user: String, _ body: () async throws -> Void) async throws {
+        let gate = Gate()
+        let held = Gate()
+        let holder = Task { try await f.manager.holdTurn(of: user, held: held, until: gate) }
+        await held.wait()
+        do {
+            try await body()
+        } catch {
+            await gate.open()
+            _ = await holder.result
+            throw error
+        }
+        await gate.open()
+        try await holder.value
+    }
+
     @Test func operationsOnOneRegistrationRunOneAtATime() async throws {
         try await withTwo { f in
-            let gate = Gate()
-            let held = Gate()
-            let holder = Task { try await f.manager.holdTurn(of: "root", held: held, until: gate) }
-            await held.wait()
-            let lock = Task { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
-            // The lock waits for the turn, and has changed nothing while it waits.
-            try await waitUntil(f.manager, queued: 1, on: "root")
-            #expect(try await f.manager.store.registration("root")?.state == .active)
-            await gate.open()
-            try await holder.value
-            #expect(try await lock.value.state == .locked)
+            var lock: Task<ActionResult, any Error>?
+            try await whileHeld(f, "root") {
+                lock = Task { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
+                // The lock waits for the turn, and has changed nothing while it waits.
+                try await waitUntil(f.manager, queued: 1, on: "root")
+                #expect(try await f.manager.store.registration("root")?.state == .active)
+            }
+            #expect(try await lock?.value.state == .locked)
             #expect(try await f.manager.store.registration("root")?.state == .locked)
         }
     }
 
     @Test func operationsOnTwoRegistrationsInterleave() async throws {
         try await withTwo { f in
-            let gate = Gate()
-            let held = Gate()
-            let holder = Task { try await f.manager.holdTurn(of: "root", held: held, until: gate) }
-            await held.wait()
-            // root's turn is held: daemon's lock runs to its end meanwhile.
-            let locked = try await f.manager.lock(user: "daemon", trigger: .admin, reason: "test")
-            #expect(locked.state == .locked)
-            #expect(try await f.manager.busy("root"))
-            await gate.open()
-            try await holder.value
+            try await whileHeld(f, "root") {
+                // root's turn is held: daemon's lock runs to its end meanwhile.
+                let locked = try await f.manager.lock(user: "daemon", trigger: .admin, reason: "test")
+                #expect(locked.state == .locked)
+                #expect(try await f.manager.busy("root"))
+            }
         }
     }
 
