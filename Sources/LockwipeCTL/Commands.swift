@@ -29,7 +29,7 @@ struct Status: ParsableCommand {
 
     func run() throws {
         let names = namedUsers(users, user)
-        var report = try global.call(.getStatus, UserFilter(user: names.count == 1 ? names[0] : nil), StatusReport.self)
+        var report = try global.call(.getStatus, StatusRequest(user: names.count == 1 ? names[0] : nil), StatusReport.self)
         if names.count > 1 {
             if let missing = names.first(where: { n in !report.registrations.contains { $0.user == n } }) {
                 throw CommandFailure(code: ExitStatus.failed, message: "no registration for user \(missing)")

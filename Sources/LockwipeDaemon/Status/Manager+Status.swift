@@ -98,29 +98,14 @@ extension Manager {
             policy: policyInfo(everyone), registrations: infos, warnings: warnings)
     }
 
-    /// The history: everything for administrators, each event with the uid and
-    /// registration it belongs to; for a user, only the events of her own registrations
-    /// (`Ownership.ownsRecord`), never those of another account that had her name.
-    public func history(for caller: Caller, user: String?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
+    /// The history of `user` (nil: everyone), each event with the uid and registration it
+    /// belongs to; with an `owner`, only the events of that uid's registrations
+    /// (`Ownership.ownsRecord`), never those of another account that had the name. Who may
+    /// ask for which is decided before (`WhoMay`, `.readHistory`).
+    public func history(user: String?, owner: UInt32?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
         // 0 means none, as journalctl's -n 0; a negative count means nothing.
         guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
-        var filter = user
-        var owner: UInt32? = nil
-        if !caller.isAdmin {
-            guard let name = user ?? caller.userName else { return HistoryReply(events: []) }
-            let registrationUID = try await store.registration(name)?.uid
-            guard
-                Ownership.mayReadHistory(
-                    of: name, registrationUID: registrationUID,
-                    callerUID: caller.credentials.uid, callerName: caller.userName)
-            else {
-                if user == nil { return HistoryReply(events: []) }
-                throw ManagerError.notPermitted("only administrators may read the history of other users")
-            }
-            filter = name
-            owner = caller.credentials.uid
-        }
-        let events = try await store.events(user: filter, limit: min(limit, 10_000), owner: owner, since: since)
+        let events = try await store.events(user: user, limit: min(limit, 10_000), owner: owner, since: since)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {

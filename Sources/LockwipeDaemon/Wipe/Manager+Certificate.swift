@@ -63,17 +63,10 @@ extension Manager {
         return String(cString: buffer)
     }
 
-    /// The newest certificate of `user` (or the one with `id`), for administrators and for
-    /// the user whose data it is (as `history`): a certificate belongs to the uid and
-    /// registration it was made for, so a new account with an old name finds none.
-    public func certificate(for caller: Caller, user: String, id: String?) async throws -> SanitizationCertificate {
-        if !caller.isAdmin {
-            let registrationUID = try await store.registration(user)?.uid
-            guard
-                Ownership.mayReadHistory(of: user, registrationUID: registrationUID, callerUID: caller.credentials.uid, callerName: caller.userName)
-            else { throw ManagerError.notPermitted("only administrators may read the certificates of other users") }
-        }
-        let owner = caller.isAdmin ? nil : caller.credentials.uid
+    /// The newest certificate of `user` (or the one with `id`); with an `owner`, only one
+    /// made for that uid's registration (as `history`), so a new account with an old name
+    /// finds none. Who may ask is decided before (`WhoMay`, `.readCertificate`).
+    public func certificate(user: String, id: String?, owner: UInt32?) async throws -> SanitizationCertificate {
         guard let certificate = try await store.certificate(user: user, id: id, owner: owner) else {
             throw ManagerError.noSuchCertificate(user: user, id: id)
         }
