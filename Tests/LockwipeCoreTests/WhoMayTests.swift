@@ -32,7 +32,7 @@ struct WhoMayTests {
     static func refused(_ message: String) -> WhoMay.Decision { .refused(WhoMay.Refusal(.notPermitted, message)) }
     static func invalid(_ message: String) -> WhoMay.Decision { .refused(WhoMay.Refusal(.invalidParameter("user"), message)) }
     static let onlyOne = invalid("give exactly one of user or all")
-    static let noRegistration = { (verb: String) in
+    static func noRegistration(_ verb: String) -> WhoMay.Decision {
         refused("you have no registration (no data of carol (uid 1003) is registered with lockwiped); only administrators may \(verb) other users' registrations")
     }
     static let carol = WhoMay.Caller(uid: 1003, name: "carol", isAdmin: false)

@@ -30,17 +30,20 @@ import Testing
             let server = ControlServer(
                 manager: f.manager, logger: Logger(label: "test"), limits: .init(maxConnections: 4, maxMessageBytes: 1 << 20, idleTimeout: .seconds(5)))
             let startingUp = VarlinkError.startingUp(ControlServer.startingUpRefusal)
-            #expect(try await Self.call(server, ServiceMethods.getInfo, NoParameters()).product == "lockwiped")
-            #expect(
-                try await Self.call(server, ServiceMethods.getInterfaceDescription, InterfaceDescriptionRequest(interface: InterfaceDescription.managerName))
-                    .description == InterfaceDescription.manager)
-            #expect(try await Self.call(server, ManagerMethods.getStatus, StatusRequest()).startingUp == true)
+            let info = try await Self.call(server, ServiceMethods.getInfo, NoParameters())
+            #expect(info.product == "lockwiped")
+            let description = try await Self.call(
+                server, ServiceMethods.getInterfaceDescription, InterfaceDescriptionRequest(interface: InterfaceDescription.managerName))
+            #expect(description.description == InterfaceDescription.manager)
+            let status = try await Self.call(server, ManagerMethods.getStatus, StatusRequest())
+            #expect(status.startingUp == true)
             await #expect(throws: startingUp) { try await Self.call(server, ManagerMethods.getStatus, StatusRequest(loginGate: true)) }
             await #expect(throws: startingUp) { try await Self.call(server, ManagerMethods.lock, TargetSelection(user: "nobody")) }
             await #expect(throws: startingUp) { try await Self.call(server, ManagerMethods.getPolicy, NoParameters()) }
 
             server.startUpEnded()
-            #expect(try await Self.call(server, ManagerMethods.getStatus, StatusRequest(loginGate: true)).startingUp == nil)
+            let gate = try await Self.call(server, ManagerMethods.getStatus, StatusRequest(loginGate: true))
+            #expect(gate.startingUp == nil)
             await #expect(throws: VarlinkError.noSuchRegistration("nobody")) { try await Self.call(server, ManagerMethods.lock, TargetSelection(user: "nobody")) }
             await #expect(throws: VarlinkError.invalidParameter("user", reason: "give exactly one of user or all")) {
                 try await Self.call(server, ManagerMethods.wipe, TargetSelection())
