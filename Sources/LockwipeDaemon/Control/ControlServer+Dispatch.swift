@@ -77,8 +77,8 @@ extension ControlServer {
         case .user(let user): return try await manager.targets(user: user, all: false)
         case .all: return try await manager.targets(user: nil, all: true)
         case .users(let users): return users
-        case .records(let user, _): return user.map { [$0] } ?? []
         case .nothing: return []
+        case .records: preconditionFailure("a rule for registrations allowed records")
         }
     }
 
