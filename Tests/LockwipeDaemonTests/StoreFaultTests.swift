@@ -157,7 +157,10 @@ import Testing
         try await run { f in
             _ = try await f.manager.register(user: "root", directories: [f.directory + "/data/v"], by: root)
             let error = await #expect(throws: ManagerError.self) { try await f.manager.unlock(user: "root", by: root) }
-            guard case .wrongState(let user, let current, let reason) = error else { Issue.record("not wrongState: \(String(describing: error))"); return }
+            guard case .wrongState(let user, let current, let reason) = error else {
+                Issue.record("not wrongState: \(String(describing: error))")
+                return
+            }
             #expect(user == "root" && current == .active)
             #expect(reason.hasPrefix("root is not locked (state: active)"))
         }
@@ -168,7 +171,10 @@ import Testing
             _ = try await f.manager.register(user: "root", directories: [f.directory + "/data/v"], by: root)
             _ = try await f.manager.wipe(user: "root", trigger: .admin, reason: "test")
             let error = await #expect(throws: ManagerError.self) { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
-            guard case .wrongState(let user, let current, let reason) = error else { Issue.record("not wrongState: \(String(describing: error))"); return }
+            guard case .wrongState(let user, let current, let reason) = error else {
+                Issue.record("not wrongState: \(String(describing: error))")
+                return
+            }
             #expect(user == "root" && current == .wiped)
             #expect(reason.hasPrefix("root cannot be locked: the registration is wiped"))
         }
