@@ -137,12 +137,14 @@ extension Manager {
 
     /// The lock records that could be read; each vault that could not is said in the
     /// journal (MESSAGE_ID `vaultUnreachable`) and recorded by the retry that reaches it.
-    func unrecordable(_ r: RegistrationRecord, _ results: [Result<LockRecord?, any Error>]) -> [LockRecord] {
+    /// A retry says it at debug level: its lock fails on the same vault and says so once.
+    func unrecordable(_ r: RegistrationRecord, _ results: [Result<LockRecord?, any Error>], level: Logger.Level = .warning) -> [LockRecord] {
         results.compactMap { result in
             do {
                 return try result.get()
             } catch {
-                logger.warning(
+                logger.log(
+                    level: level,
                     "lock of \(r.user): the owner and mode of a vault cannot be read, it is recorded when the lock is retried: \(ErrorWords.of(error))",
                     metadata: ["user": .string(r.user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.vaultUnreachable.metadata])
                 return nil
@@ -203,7 +205,7 @@ extension Manager {
                         r,
                         try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
                             missing.map { v in Result { try protection.recordState(of: [v], user: user).first } }
-                        })
+                        }, level: .debug)
                 } catch {
                     await vaultStalled(r, "lock", error)
                     found = []
