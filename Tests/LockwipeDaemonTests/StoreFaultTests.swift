@@ -137,6 +137,29 @@ import Testing
         }
     }
 
+    /// A refresh of the locks on logout that cannot read the registrations keeps the timer
+    /// that is running: the lock still comes when it is due.
+    @Test func aLogoutLockIsNotDroppedWhenTheRegistrationsCannotBeRead() async throws {
+        var config = Configuration()
+        config.passcode.lockTimeout = 120
+        config.terminateProcesses = false
+        try await ManagerFixture.run(config) { f in
+            let (sessions, timers) = (FakeSessions(), ManualDeadlines())
+            sessions.set(uid: 0, sessions: 1)
+            _ = try await f.manager.register(user: "root", directories: [f.directory + "/data/v"], by: root)
+            await f.manager.startLockOnLogout(watcher: sessions, timers: timers)
+            sessions.set(uid: 0, sessions: 0)
+            await f.manager.sessionsChanged()
+            #expect(timers.pending == 1)
+            f.faults.failNext(1, of: "registrations")
+            await f.manager.sessionsChanged()
+            #expect(timers.pending == 1, "the lock on logout was dropped")
+            #expect(f.logs.with(messageID: Self.stateUnavailable).contains { $0.message.contains("the locks on logout are not refreshed") })
+            await timers.advance(seconds: 120)
+            #expect(try await state(f).state == .locked)
+        }
+    }
+
     // MARK: Log and carry on
 
     @Test func aFailedCheckInThatCannotBeRecordedIsLoggedAndReported() async throws {
