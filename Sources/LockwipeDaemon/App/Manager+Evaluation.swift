@@ -18,9 +18,17 @@ extension Manager {
     /// a slow or stalling server delays enforcement, and start-up, by that much at most.
     /// What is due is then decided again, per user, under that user's turn.
     public func evaluate() async {
-        for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
+        // Fail closed: registrations that cannot be read are not retried now, and the
+        // reschedule below (which cannot read them either) retries within a minute.
+        for r in await registrationsOrLog("the retry of failed locks") where recorded(r).state == .lockFailed {
             await withUser(r.user) {
-                guard let current = try? await self.store.registration(r.user), current.state == .lockFailed else { return }
+                let current: RegistrationRecord?
+                do {
+                    current = try await self.store.registration(r.user).map(self.recorded)
+                } catch {
+                    return self.stateNotice("the failed lock of \(r.user) is not retried now (retried at the next evaluation)", user: r.user, error)
+                }
+                guard let current, current.state == .lockFailed else { return }
                 await self.retryLock(current)
             }
         }
@@ -39,9 +47,15 @@ extension Manager {
             await withUser(user) {
                 // Decided again now: a check-in may have answered while this waited its turn.
                 guard let (current, reason) = await self.dueNow(user), current == action else { return }
-                switch action {
-                case .lock: _ = try? await self.lockLocked(user: user, trigger: .offline, reason: reason)
-                case .wipe: _ = try? await self.wipeLocked(user: user, trigger: .offline, reason: reason, requester: await self.offlineRequester(user))
+                // A failure is in the journal (and in status, lock-failed or wipe-pending);
+                // what is still due is retried at the next evaluation.
+                do {
+                    switch action {
+                    case .lock: _ = try await self.lockLocked(user: user, trigger: .offline, reason: reason)
+                    case .wipe: _ = try await self.wipeLocked(user: user, trigger: .offline, reason: reason, requester: await self.offlineRequester(user))
+                    }
+                } catch {
+                    _ = self.failure(user, "offline \(action.rawValue) (retried at the next evaluation)", error)
                 }
             }
         }
@@ -50,7 +64,14 @@ extension Manager {
 
     /// The offline policy that makes `user`'s wipe due, in words, for its certificate.
     func offlineRequester(_ user: String) async -> WipeRequester {
-        guard let r = try? await store.registration(user) else { return WipeRequester() }
+        let found: RegistrationRecord?
+        do {
+            found = try await store.registration(user)
+        } catch {
+            stateNotice("the certificate of the offline wipe of \(user) does not name its policy", user: user, error)
+            return WipeRequester()
+        }
+        guard let r = found else { return WipeRequester() }
         let (p, source) = policy(for: r)
         return WipeRequester(policy: "\(source) policy: lock after \(p.offlineDaysBeforeLock) days offline, wipe after \(p.offlineDaysBeforeWipe) days")
     }
@@ -72,7 +93,15 @@ extension Manager {
 
     /// The action due for `user` right now, if any, with its reason.
     func dueNow(_ user: String) async -> (Action, String)? {
-        guard let r = try? await store.registration(user), !r.state.isWipeCommitted else { return nil }
+        let found: RegistrationRecord?
+        do {
+            found = try await store.registration(user)
+        } catch {
+            // Fail closed: nothing is done blind; still due, so the next evaluation retries.
+            stateNotice("the offline action due for \(user) is not carried out now (retried at the next evaluation)", user: user, error)
+            return nil
+        }
+        guard let r = found, !r.state.isWipeCommitted else { return nil }
         let offline = offlineNow(r, clock.now())
         let (p, source) = policy(for: r)
         guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
@@ -105,8 +134,12 @@ extension Manager {
                         "user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
                         "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)",
                     ])
-                try? await store.append(
-                    event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                do {
+                    try await store.append(
+                        event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                } catch {
+                    stateNotice("the clock rollback is not in the history of \(r.user)", user: r.user, error)
+                }
             }
             let (p, source) = policy(for: r)
             let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
@@ -131,7 +164,17 @@ extension Manager {
         }
         await refreshLogoutLocks()
         let reading = clock.now()
-        let outlooks = await outlooks(reading)
+        let outlooks: [Outlook]
+        do {
+            outlooks = try await self.outlooks(reading)
+        } catch {
+            // Fail closed: nothing is known to be far off, so the evaluation runs again soon.
+            stateNotice("the next threshold cannot be planned; the evaluation is retried in a minute", error)
+            guard alarm.isNewest(plan), !stopped else { return }
+            notifier.status("the state database cannot be read: \(ErrorWords.of(error)); retried in a minute")
+            do { try alarm.arm(in: 60, plan: plan) } catch { logger.critical("cannot create the wake-up timer", metadata: ["error": .string(ErrorWords.of(error))]) }
+            return
+        }
         let entries = summaryEntries(outlooks)
         let windowOpensIn = await announceWarnings(outlooks, reading: reading)
         guard alarm.isNewest(plan), !stopped else { return }

@@ -60,6 +60,9 @@ public actor Manager {
     /// The problems of the last SIGHUP reload when it was rejected (the previous
     /// configuration kept); `status` warns until a reload succeeds.
     var rejectedReload: [String] = []
+    /// Locks that failed while the failure could not be recorded (user: why): such a
+    /// registration reads lock-failed, never locked, until the record is written (`recorded(_:)`).
+    var unrecordedLockFailures: [String: String] = [:]
     /// Lock on logout (ManagerSessions.swift).
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.

@@ -33,4 +33,24 @@ extension Manager {
             ])
         return ManagerError.actionFailed("\(action) of \(user) failed: \(ErrorWords.of(error))")
     }
+
+    /// A read or write of the state database that failed where the daemon carries on: the
+    /// journal says what was not read or recorded and what follows (MESSAGE_ID
+    /// `stateUnavailable`, or `stateDamaged` when the database is damaged).
+    func stateNotice(_ what: String, user: String? = nil, _ error: any Error) {
+        var meta: Logger.Metadata = [
+            "error": .string(ErrorWords.of(error)), "path": .string(store.path),
+            "message_id": (error is StateStoreDamage ? MessageID.stateDamaged : MessageID.stateUnavailable).metadata,
+        ]
+        if let user { meta["user"] = .string(user) }
+        logger.error("\(what): the state database cannot be read or written: \(ErrorWords.of(error))", metadata: meta)
+    }
+
+    /// A request that failed because the state database could not be read or written:
+    /// logged (`stateNotice`), and the caller's `ActionFailed` in words.
+    func stateFailure(_ user: String, _ action: String, _ error: any Error) -> ManagerError {
+        if let known = error as? ManagerError { return known }
+        stateNotice("\(action) of \(user) failed, nothing was changed", user: user, error)
+        return ManagerError.actionFailed("\(action) of \(user) failed, nothing was changed: the state database cannot be read or written: \(ErrorWords.of(error))")
+    }
 }

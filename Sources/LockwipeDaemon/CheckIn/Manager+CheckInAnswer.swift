@@ -12,9 +12,16 @@ extension Manager {
     func apply(
         _ outcome: CheckInOutcome, user: String, registration asked: String, purpose: CheckInPurpose, elapsedUSEC: Int64
     ) async -> ActionResult {
-        guard let r = try? await store.registration(user), r.id == asked else {
-            let current = try? await store.registration(user)
-            return await dropStale(outcome, user: user, asked: asked, now: current?.id, purpose: purpose)
+        let found: RegistrationRecord?
+        do {
+            found = try await store.registration(user)
+        } catch {
+            // Not "unregistered": the answer is not applied, the check-in failed, and the
+            // next one asks again.
+            return ActionResult(user: user, action: "check-in", state: nil, detail: stateFailure(user, "check-in", error).message, failed: true)
+        }
+        guard let r = found, r.id == asked else {
+            return await dropStale(outcome, user: user, asked: asked, now: found?.id, purpose: purpose)
         }
         if r.state.isWipeCommitted {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
@@ -76,11 +83,24 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: detail, failed: decision.failed)
         }
         var state: RegistrationState = lock == .lifted ? .active : r.state
-        if case .settingsLock(let reason) = decision.order, let done = try? await lockLocked(user: user, trigger: .server, reason: reason) {
-            state = done.state ?? state
-            notes.append("locked by the server")
+        if case .settingsLock(let reason) = decision.order {
+            do {
+                let done = try await lockLocked(user: user, trigger: .server, reason: reason)
+                state = done.state ?? state
+                notes.append("locked by the server")
+            } catch {
+                // In the journal and the result; the server's settings order it again at the next check-in.
+                notes.append("the lock the server ordered FAILED: \(failure(user, "lock", error).message)")
+            }
         }
-        let (p, source) = policy(for: (try? await store.registration(user)) ?? r)
+        let now: RegistrationRecord?
+        do {
+            now = try await store.registration(user)
+        } catch {
+            stateNotice("the check-in result of \(user) names the policy it had before", user: user, error)
+            now = nil
+        }
+        let (p, source) = policy(for: now ?? r)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
         return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
     }
@@ -121,9 +141,18 @@ extension Manager {
                     policyError: lastError, lock: lock, events: events))
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
-            try? await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+            do {
+                try await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+            } catch {
+                stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
+            }
         case .blocked(let code, let failures):
-            try? await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+            // The server says it again at the next check-in.
+            do {
+                try await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+            } catch {
+                stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
+            }
         }
     }
 
@@ -168,7 +197,11 @@ extension Manager {
         }
         let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
         let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        try? await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        do {
+            try await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        } catch {
+            stateNotice("the dropped check-in is not in the history of \(user)", user: user, error)
+        }
         logger.warning(
             "\(detail)",
             metadata: [

@@ -44,7 +44,13 @@ extension Manager {
     /// A successful Connections answer, in the user's turn, for the registration that asked:
     /// the id (or that there is none) is stored, and the answer counts as a contact.
     func recordConnection(_ answer: SAPConnectionAnswer, user: String, registration asked: String) async {
-        guard let r = try? await store.registration(user), r.id == asked, !r.state.isWipeCommitted else { return }
+        let found: RegistrationRecord?
+        do {
+            found = try await store.registration(user)
+        } catch {
+            return stateNotice("the server connection of \(user) is not recorded (asked again at the next check-in)", user: user, error)
+        }
+        guard let r = found, r.id == asked, !r.state.isWipeCommitted else { return }
         let reading = clock.now()
         var id: String?
         var problem: String?

@@ -22,8 +22,8 @@ extension Manager {
         return Outlook(record: r, offline: offline, next: next)
     }
 
-    func outlooks(_ reading: ClockReading) async -> [Outlook] {
-        ((try? await store.registrations()) ?? []).map { outlook($0, reading) }
+    func outlooks(_ reading: ClockReading) async throws -> [Outlook] {
+        try await store.registrations().map { outlook(recorded($0), reading) }
     }
 
     func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
@@ -42,12 +42,16 @@ extension Manager {
 
     public func statusLine() async -> String {
         if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
-        return StatusSummary.line(summaryEntries(await outlooks(clock.now())))
+        do {
+            return StatusSummary.line(summaryEntries(try await outlooks(clock.now())))
+        } catch {
+            return "the state database cannot be read: \(ErrorWords.of(error))"
+        }
     }
 
     public func status(for caller: Caller, user: String?) async throws -> StatusReport {
         let reading = clock.now()
-        let everyone = try await store.registrations()
+        let everyone = try await store.registrations().map(recorded)
         var list = everyone.filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
@@ -56,7 +60,7 @@ extension Manager {
             if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
         let server = configuration.server
-        let connections = server.sapIdentity == nil ? [:] : ((try? await store.sapConnections()) ?? [:])
+        let connections = server.sapIdentity == nil ? [:] : try await store.sapConnections()
         var infos: [RegistrationInfo] = []
         for r in list {
             let (p, source) = policy(for: r)
@@ -118,7 +122,7 @@ extension Manager {
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
     /// every registration), else the local one. Each registration shows its own too.
-    public func policyInfo() async -> PolicyInfo { policyInfo((try? await store.registrations()) ?? []) }
+    public func policyInfo() async throws -> PolicyInfo { policyInfo(try await store.registrations()) }
 
     private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
         if configuration.server.isConfigured,

@@ -40,7 +40,15 @@ extension Manager {
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
     func performWipe(user: String, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now) async -> WipeSummary? {
-        guard let r = try? await store.registration(user) else { return nil }
+        let found: RegistrationRecord?
+        do {
+            found = try await store.registration(user)
+        } catch {
+            // Fail closed: the wipe stays pending and is resumed at the next evaluation or start.
+            stateNotice("the wipe of \(user) could not start; it stays pending", user: user, error)
+            return nil
+        }
+        guard let r = found else { return nil }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
         if resumed {
             logger.notice("resuming the interrupted wipe of \(user)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
@@ -91,8 +99,15 @@ extension Manager {
             summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
             summary.keyDestroyedSeconds = destroyed.seconds
         }
+        let pending: StateStore.PendingWipe?
+        do {
+            pending = try await store.pendingWipe(user)
+        } catch {
+            stateNotice("the certificate of the wipe of \(user) gives this attempt as the first", user: user, error)
+            pending = nil
+        }
         let attempt = Attempt(
-            record: r, pending: try? await store.pendingWipe(user), trigger: trigger, reason: reason, started: now,
+            record: r, pending: pending, trigger: trigger, reason: reason, started: now,
             keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil)
         let certificate = await certificate(attempt, summary: summary)
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
@@ -133,7 +148,12 @@ extension Manager {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         var options = configuration.wipe
         // An encrypted vault whose key is still stored would be crypto-erased (no overwrite).
-        let stored = r.protection == .encrypted ? ((try? await store.vaultKeyStatus(user)) ?? nil) : nil
+        let stored: VaultKeyStatus?
+        do {
+            stored = r.protection == .encrypted ? try await store.vaultKeyStatus(user) : nil
+        } catch {
+            throw stateFailure(user, "wipe --dry-run", error)
+        }
         let crypto = stored != nil
         if crypto { options.passes = 0 }
         let (vaults, passes) = (r.vaults, options.passes)
