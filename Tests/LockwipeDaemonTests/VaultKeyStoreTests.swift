@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GRDB
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import Testing

@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd

@@ -1,3 +1,4 @@
+import LockwipeBase
 import LockwipeProtocol
 import LockwipeSystemd
 import Logging

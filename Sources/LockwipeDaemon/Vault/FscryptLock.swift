@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 
 /// The cryptographic lock of an encrypted vault: its fscrypt v2 key is removed from the

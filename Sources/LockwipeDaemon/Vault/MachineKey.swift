@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LockwipeBase
 
 /// The machine key: SAP's "default data-vault passcode". Where the passcode policy allows
 /// it and a user has not set a passcode of their own, the vault key is wrapped by this key

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import Synchronization
 
