@@ -4,6 +4,7 @@ import GRDB
 import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
