@@ -1,4 +1,6 @@
 import Foundation
+import LockwipeBase
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon

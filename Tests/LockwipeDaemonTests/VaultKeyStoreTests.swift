@@ -1,8 +1,10 @@
 import Crypto
 import Foundation
 import GRDB
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon

@@ -1,5 +1,6 @@
 import CSystemd
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd

@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// `register` and `unregister`: registration is all or nothing (`RegistrationFlow`), and a

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import Synchronization

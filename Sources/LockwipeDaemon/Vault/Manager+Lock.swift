@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Lock and the unlock request: the lock is committed first, then applied and verified

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Unlock: who may is decided by `UnlockRule` (LockwipeCore), what it takes is done here.

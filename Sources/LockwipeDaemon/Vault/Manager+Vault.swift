@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Encrypted vaults: the passcode's tries and life, wrapping a key again, and the key

@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// What the Manager does when a vault cannot be reached as registered (missing, renamed,

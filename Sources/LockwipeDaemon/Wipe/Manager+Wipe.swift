@@ -1,7 +1,9 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
+import LockwipeVaultIO
 import Logging
 import NIOCore
 
