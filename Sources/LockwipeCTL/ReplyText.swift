@@ -44,13 +44,13 @@ func previewLines(_ p: WipePreview) -> [String] {
     let floor = p.partial ? "at least " : ""
     var lines: [String] = []
     switch p.method {
-    case "crypto-erase":
+    case .cryptoErase:
         lines.append("\(at): would crypto-erase: destroy the vault key, then unlink \(floor)\(entries) entries (ciphertext)")
-    case "overwrite":
+    case .overwrite:
         lines.append(
             "\(at): would overwrite \(floor)\(p.files) files (\(TextFormat.bytes(p.bytes)), \(p.passes) \(p.pattern) pass\(p.passes == 1 ? "" : "es"))"
                 + " and unlink \(floor)\(entries) entries (\(p.directories) director\(p.directories == 1 ? "y" : "ies"), \(p.otherEntries) other)")
-    default:
+    case .unlink:
         lines.append("\(at): would unlink \(floor)\(entries) entries without overwriting ([wipe] passes = 0)")
     }
     if let m = p.media {
