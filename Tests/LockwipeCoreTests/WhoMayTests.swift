@@ -3,7 +3,7 @@ import Testing
 
 /// The who-may table, row by row: each verb, for an administrator, for the registered user
 /// herself (by uid), for another user, for a user with no registration, with the refusal in
-/// the words `lockwipectl` prints (tests/system/test_authorization_matrix.py asserts them
+/// the words `lockwipectl` prints (IntegrationTests/system/test_authorization_matrix.py asserts them
 /// on the real daemon).
 struct WhoMayTests {
     static let root = WhoMay.Caller(uid: 0, name: "root", isAdmin: true)

@@ -65,7 +65,7 @@ public actor Manager {
     /// Locks that failed while the failure could not be recorded (user: why): such a
     /// registration reads lock-failed, never locked, until the record is written (`recorded(_:)`).
     var unrecordedLockFailures: [String: String] = [:]
-    /// Lock on logout (ManagerSessions.swift).
+    /// Lock on logout (Sessions/Manager+Sessions.swift).
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher

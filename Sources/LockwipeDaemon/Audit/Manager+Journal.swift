@@ -10,7 +10,7 @@ extension Manager {
     /// A history event; one asked for on the control socket records who asked
     /// (`RequestingClient.current`), as its journal entries do.
     func event(_ user: String, _ kind: EventKind, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {
-        var e = StoredEvent(time: time, user: user, kind: kind.rawValue, trigger: trigger, detail: detail)
+        var e = StoredEvent(time: time, user: user, kind: kind, trigger: trigger, detail: detail)
         if let client = RequestingClient.current {
             e.requester = StoredEvent.Requester(uid: client.uid, pid: client.pid, comm: client.comm)
         }

@@ -115,7 +115,7 @@ extension Manager {
         return HistoryReply(
             events: events.map {
                 HistoryEvent(
-                    time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail,
+                    time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind.rawValue, trigger: $0.trigger, detail: $0.detail,
                     certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
                     requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) })
             })

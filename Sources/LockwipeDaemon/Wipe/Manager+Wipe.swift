@@ -163,7 +163,7 @@ extension Manager {
         let surveys = try await BlockingPool.runRead {
             vaults.map { VaultSurvey.take($0, count: true, overwrite: passes > 0, maxOpenDirectories: SecureEraser().maxOpenDirectories) }
         }
-        let method = crypto ? "crypto-erase" : passes > 0 ? "overwrite" : "unlink"
+        let method: WipePreview.Method = crypto ? .cryptoErase : passes > 0 ? .overwrite : .unlink
         return surveys.map { s in
             WipePreview(
                 user: user, path: s.path, method: method, passes: passes, pattern: options.pattern.rawValue, files: s.census.files,
