@@ -14,7 +14,7 @@ deb:
 	packaging/build-deb
 
 e2e:
-	tests/e2e/run
+	IntegrationTests/e2e/run
 
 version:
 	scripts/update-version

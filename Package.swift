@@ -43,13 +43,32 @@ let package = Package(
             name: "LockwipeSystemd",
             dependencies: ["CSystemd", .product(name: "Logging", package: "swift-log")]
         ),
+        // What the daemon's rooms share below the domain: the blocking pool, errors put into
+        // words, FileSystemError, /proc reads. Knows nothing of lockwipe's domain.
+        .target(
+            name: "LockwipeBase",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // Vault I/O below the domain: key wrapping, the machine key, fscrypt's ioctls and
+        // the vault calls with their deadline. Knows neither the Manager nor the store.
+        .target(
+            name: "LockwipeVaultIO",
+            dependencies: [
+                "LockwipeBase", "CLockwipeFS",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
         // The daemon engine: configuration, state, lock, wipe, hooks, control socket, systemd.
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -101,7 +120,7 @@ let package = Package(
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

@@ -21,7 +21,7 @@ import LockwipeProtocol
         if w.hasPrefix("--socket=") { socket = String(w.dropFirst("--socket=".count)) }
     }
     guard let client = try? VarlinkClient(path: socket, timeout: 2),
-        let report = try? client.call(ManagerMethod.getStatus.rawValue, UserFilter(), returning: StatusReport.self)
+        let report = try? client.call(.getStatus, StatusRequest())
     else { return [] }
     return report.registrations.map(\.user).filter { $0.hasPrefix(prefix) }
 }

@@ -91,18 +91,20 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// Calls the daemon, mapping every failure to the documented exit codes (`ExitStatus`).
-    func call<P: Encodable, R: Codable>(_ method: ManagerMethod, _ parameters: P, _ reply: R.Type) throws -> R {
+    /// The method's declaration (`ManagerMethods`) fixes its name and the types of
+    /// `parameters` and `reply`.
+    func call<P, R>(_ method: VarlinkMethod<P, R>, _ parameters: P, _ reply: R.Type) throws -> R {
         try mappingErrors(method) {
             // A wipe takes as long as its data needs (minutes for many GiB); everything
             // else answers within seconds.
-            let client = try VarlinkClient(path: socketPath, timeout: method == .wipe ? nil : 120)
-            return try client.call(method.rawValue, parameters, returning: R.self)
+            let client = try VarlinkClient(path: socketPath, timeout: method.name == ManagerMethods.wipe.name ? nil : 120)
+            return try client.call(method, parameters)
         }
     }
 
     /// Runs `body`, which talks to the daemon, mapping its failures to the documented exit
     /// codes (`ExitStatus`).
-    func mappingErrors<T>(_ method: ManagerMethod, _ body: () throws -> T) throws -> T {
+    func mappingErrors<P, R, T>(_ method: VarlinkMethod<P, R>, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as VarlinkClient.ConnectionError {
@@ -122,7 +124,7 @@ struct GlobalOptions: ParsableArguments {
             _ = error
             throw CommandFailure(
                 code: ExitStatus.failed,
-                message: "cannot understand lockwiped's reply to \(method.rawValue): are lockwiped and lockwipectl the same version (lockwipectl --version)?")
+                message: "cannot understand lockwiped's reply to \(method.name): are lockwiped and lockwipectl the same version (lockwipectl --version)?")
         }
     }
 }

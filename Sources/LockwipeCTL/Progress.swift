@@ -53,7 +53,7 @@ struct WipeWatch {
     func run(_ target: TargetSelection) throws -> ActionReply {
         let wipe = try global.mappingErrors(.wipe) { () -> VarlinkClient in
             let client = try VarlinkClient(path: global.socketPath, timeout: nil)
-            try client.send(ManagerMethod.wipe.rawValue, target)
+            try client.send(.wipe, target)
             return client
         }
         Interrupt.install()
@@ -88,7 +88,7 @@ struct WipeWatch {
             // The progress is shown as well as it can be read: a failed status read only
             // leaves the line as it was (the report still arrives on the other connection).
             if status == nil { status = try? VarlinkClient(path: global.socketPath, timeout: 10) }
-            guard let client = status, let report = try? client.call(ManagerMethod.getStatus.rawValue, UserFilter(user: user), returning: StatusReport.self)
+            guard let client = status, let report = try? client.call(.getStatus, StatusRequest(user: user))
             else {
                 status = nil
                 continue

@@ -68,12 +68,16 @@ public enum UnlockRule {
         case refused(Refusal)
     }
 
+    /// Why a user may not unlock her own vault with a permission lock (`WhoMay` refuses it
+    /// before the domain is asked; `access` again in the turn).
+    public static let permissionLockIsAdministrators = "only root and members of the admin group may unlock a vault with a permission lock"
+
     public static func access(_ r: Request) -> Access {
         let nextStep = r.state.nextStep(user: r.user).map { ": " + $0 } ?? ""
         let notLocked = Access.refused(Refusal(.actionFailed, "\(r.user) is not locked (state: \(r.state.rawValue))\(nextStep)"))
         guard r.protection == .encrypted else {
             guard r.byAdmin else {
-                return .refused(Refusal(.notPermitted, "only root and members of the admin group may unlock a vault with a permission lock"))
+                return .refused(Refusal(.notPermitted, permissionLockIsAdministrators))
             }
             return r.state.isLockCommitted ? .allowed : notLocked
         }

@@ -1,12 +1,25 @@
-/// The varlink interface definitions served by `GetInterfaceDescription`.
+/// The varlink interface definitions served by `GetInterfaceDescription`, assembled from
+/// the method declarations (`ManagerMethods`, `ServiceMethods`) between the interface's
+/// header, its shared types and its errors.
 public enum InterfaceDescription {
     public static let managerName = "io.lockwipe.Manager"
     public static let serviceName = "org.varlink.service"
 
-    public static let manager = """
+    public static let manager = assemble(managerHeader, managerTypes, ManagerMethods.all, managerErrors)
+    public static let service = assemble(serviceHeader, nil, ServiceMethods.all, serviceErrors)
+
+    /// The blocks of an interface, one blank line between them, the text ending in a newline.
+    static func assemble(_ header: String, _ types: String?, _ methods: [any VarlinkMethodDeclaration], _ errors: String) -> String {
+        ([header] + (types.map { [$0] } ?? []) + methods.map(\.definition) + [errors]).joined(separator: "\n\n") + "\n"
+    }
+
+    static let managerHeader = """
         # Lock and wipe of registered users' data on a shared machine (lockwiped).
         interface io.lockwipe.Manager
+        """
 
+    /// The types the methods share (a type only one method uses is declared with it).
+    static let managerTypes = """
         type Server (configured: bool, url: ?string)
 
         type PolicyInfo (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
@@ -160,92 +173,9 @@ public enum InterfaceDescription {
 
         # comm: the client's /proc/PID/comm when it connected (any process may choose it).
         type EventRequester (uid: int, pid: int, comm: ?string)
+        """
 
-        # The registrations the caller may see (all for administrators, their own otherwise).
-        # Answered during the start-up pass too (starting_up: true), but for the login
-        # gate (login_gate: true), which gets StartingUp until the pass has ended.
-        method GetStatus(user: ?string, login_gate: ?bool) -> (
-          version: string,
-          server: Server,
-          policy: PolicyInfo,
-          registrations: []Registration,
-          warnings: []string,
-          starting_up: ?bool
-        )
-
-        method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
-
-        # limit: the newest that many events (default 1000, at most 10000); 0 returns none.
-        # since: only events at or after this time (seconds since the epoch).
-        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event)
-
-        # The newest certificate of the user's wipes, or the one with id (administrators,
-        # and the user whose data it is: the uid of the registration it was made for).
-        method GetCertificate(user: string, id: ?string) -> (certificate: Certificate)
-
-        # Exactly one of user or all; an ordinary user naming neither locks her own
-        # registration. With preview, nothing is locked: each result lists the processes
-        # the lock would end.
-        method Lock(user: ?string, all: ?bool, preview: ?bool) -> (results: []ActionResult)
-
-        # An encrypted vault whose key a passcode wraps needs the passcode; an expired
-        # passcode must be replaced in the same request (new_passcode).
-        method Unlock(user: string, passcode: ?string, new_passcode: ?string) -> (results: []ActionResult)
-
-        # Without current: the first passcode of a vault the machine key wraps; with it: a change.
-        method SetPasscode(user: string, current: ?string, new: string) -> (results: []ActionResult)
-
-        # Irreversible. Exactly one of user or all.
-        method Wipe(user: ?string, all: ?bool) -> (results: []ActionResult)
-
-        # What a wipe would do now (census, media, caveats), changing nothing; method is
-        # crypto-erase, overwrite or unlink. Exactly one of user or all; who may Wipe.
-        type WipePreview (
-          user: string,
-          path: string,
-          method: string,
-          passes: int,
-          pattern: string,
-          files: int,
-          bytes: int,
-          directories: int,
-          other_entries: int,
-          mount_points: []string,
-          partial: bool,
-          media: ?MediaFacts,
-          caveats: []WipeCaveat,
-          problem: ?string
-        )
-
-        method PreviewWipe(user: ?string, all: ?bool) -> (previews: []WipePreview)
-
-        # The credentials (token, client key, OAuth refresh token) are stored root-only and
-        # never shown or logged.
-        method Register(
-          user: string,
-          directories: []string,
-          token: ?string,
-          client_certificate: ?string,
-          client_key: ?string,
-          require_encryption: ?bool,
-          passcode: ?string,
-          refresh_token: ?string
-        ) -> (results: []ActionResult)
-
-        # Replaces all credentials of a registration (absent fields are removed).
-        method SetCredentials(
-          user: string,
-          token: ?string,
-          client_certificate: ?string,
-          client_key: ?string,
-          refresh_token: ?string
-        ) -> (results: []ActionResult)
-
-        method Unregister(user: string) -> (results: []ActionResult)
-
-        # Without user: every registration (administrators), or the caller's own.
-        method CheckIn(user: ?string) -> (results: []ActionResult)
-
+    static let managerErrors = """
         error NotPermitted (reason: string)
 
         error NoSuchRegistration (user: string)
@@ -265,23 +195,14 @@ public enum InterfaceDescription {
         # lockwiped is in its start-up pass (resuming wipes, enforcing the policy for the
         # time it was not running): everything but GetStatus and GetInfo waits for its end.
         error StartingUp (reason: string)
-
         """
 
-    public static let service = """
+    static let serviceHeader = """
         # The Varlink Service Interface is provided by every varlink service.
         interface org.varlink.service
+        """
 
-        method GetInfo() -> (
-          vendor: string,
-          product: string,
-          version: string,
-          url: string,
-          interfaces: []string
-        )
-
-        method GetInterfaceDescription(interface: string) -> (description: string)
-
+    static let serviceErrors = """
         error InterfaceNotFound (interface: string)
 
         error MethodNotFound (method: string)
@@ -293,6 +214,5 @@ public enum InterfaceDescription {
         error PermissionDenied ()
 
         error ExpectedMore ()
-
         """
 }

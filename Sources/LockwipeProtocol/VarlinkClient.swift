@@ -85,6 +85,12 @@ public final class VarlinkClient {
         return try VarlinkMessage.decodeReply(R.self, from: reply)
     }
 
+    /// Calls a declared method (`ManagerMethods`): its name and the types of its parameters
+    /// and reply come from the one declaration the daemon binds too.
+    public func call<P, R>(_ method: VarlinkMethod<P, R>, _ parameters: P) throws -> R {
+        try call(method.name, parameters, returning: R.self)
+    }
+
     /// Sends one message (without terminator) and returns the reply message.
     public func callRaw(_ message: Data) throws -> Data {
         try sendRaw(message)
@@ -98,6 +104,11 @@ public final class VarlinkClient {
     /// Sends a call without waiting for its reply: `receive` reads it.
     public func send<P: Encodable>(_ method: String, _ parameters: P) throws {
         try sendRaw(try VarlinkMessage.encodeCall(method: method, parameters: parameters))
+    }
+
+    /// Sends a call of a declared method without waiting for its reply: `receive` reads it.
+    public func send<P, R>(_ method: VarlinkMethod<P, R>, _ parameters: P) throws {
+        try send(method.name, parameters)
     }
 
     /// Reads and decodes the reply to the call made with `send`.

@@ -5,8 +5,7 @@ import LockwipeCore
 public struct WipePreview: Codable, Sendable, Equatable {
     public var user: String
     public var path: String
-    /// "crypto-erase", "overwrite" or "unlink".
-    public var method: String
+    public var method: Method
     public var passes: Int
     public var pattern: String
     /// Regular files with one link (what an overwrite writes over) and their bytes.
@@ -25,7 +24,7 @@ public struct WipePreview: Codable, Sendable, Equatable {
     public var problem: String?
 
     public init(
-        user: String, path: String, method: String, passes: Int, pattern: String, files: Int, bytes: Int64, directories: Int,
+        user: String, path: String, method: Method, passes: Int, pattern: String, files: Int, bytes: Int64, directories: Int,
         otherEntries: Int, mountPoints: [String], partial: Bool, media: MediaFacts?, caveats: [WipeCaveat], problem: String?
     ) {
         self.user = user
@@ -42,6 +41,18 @@ public struct WipePreview: Codable, Sendable, Equatable {
         self.media = media
         self.caveats = caveats
         self.problem = problem
+    }
+}
+
+extension WipePreview {
+    /// How a wipe would remove the vault's data; the raw values are the wire's words.
+    public enum Method: String, Codable, Sendable, Equatable {
+        /// Destroy the vault key, then unlink the ciphertext (an encrypted vault).
+        case cryptoErase = "crypto-erase"
+        /// Overwrite the files (`[wipe] passes`), then unlink.
+        case overwrite
+        /// Unlink without overwriting (`[wipe] passes = 0`).
+        case unlink
     }
 }
 

@@ -37,7 +37,7 @@ import Testing
             let now = try #require(try await m.status(for: root, user: "root").registrations.first)
             #expect(now.state == .active)
             #expect(FileManager.default.fileExists(atPath: dir + "/data/new/canary.txt"))
-            let events = try await m.history(for: root, user: "root", limit: 100).events
+            let events = try await m.history(user: "root", owner: nil, limit: 100).events
             #expect(events.contains { $0.kind == "check-in-dropped" && $0.detail.contains("TRAFFIC_REG_WIPED") })
             #expect(!events.contains { $0.kind == "wipe" })
         }

@@ -1,4 +1,6 @@
 import Foundation
+import LockwipeBase
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
@@ -41,6 +43,17 @@ final class EncryptedFilesystem {
         try? FileManager.default.removeItem(atPath: root)
     }
 
+    /// Why this machine cannot make one, nil when it can: found once, by making one, for the
+    /// suites' `.enabled(if:)` (so that a test that cannot run here shows as skipped).
+    static let unavailable: String? = make().1
+
+    /// One for a test its suite's `.enabled(if:)` let run: failing to make it now is a
+    /// failure, not a skip.
+    static func required() throws -> EncryptedFilesystem {
+        let (made, why) = make()
+        return try #require(made, Comment(rawValue: why ?? "no encrypted filesystem"))
+    }
+
     @discardableResult
     static func run(_ arguments: [String]) -> Int32 {
         let process = Process()
@@ -54,17 +67,15 @@ final class EncryptedFilesystem {
     }
 }
 
-@Suite(.serialized) struct FscryptTests {
+// Needs root, a loop device and a kernel whose ext4 has encryption: skipped (and shown as
+// skipped) where this machine has not (EncryptedFilesystem.make() says which is missing).
+@Suite(.serialized, .enabled(if: EncryptedFilesystem.unavailable == nil, "needs root, a loop device and ext4 with encryption")) struct FscryptTests {
     func randomKey() -> [UInt8] { (0..<Fscrypt.keySize).map { _ in UInt8.random(in: 0...255) } }
 
     func openDirectory(_ path: String) -> Int32 { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
 
     @Test func lockedVaultIsCiphertextEvenForRootAndUnlocksByteIdentical() throws {
-        let (made, why) = EncryptedFilesystem.make()
-        guard let fs = made else {
-            print("FscryptTests skipped: \(why!)")
-            return
-        }
+        let fs = try EncryptedFilesystem.required()
         let vault = fs.mountPoint + "/vault"
         #expect(mkdir(vault, 0o700) == 0)
         // Key operations go through the filesystem's root: a descriptor open inside the
@@ -96,11 +107,7 @@ final class EncryptedFilesystem {
     }
 
     @Test func openFilesKeepTheKeyBusyUntilTheyClose() throws {
-        let (made, why) = EncryptedFilesystem.make()
-        guard let fs = made else {
-            print("FscryptTests skipped: \(why!)")
-            return
-        }
+        let fs = try EncryptedFilesystem.required()
         let vault = fs.mountPoint + "/vault"
         mkdir(vault, 0o700)
         let fd = openDirectory(fs.mountPoint)
@@ -118,11 +125,7 @@ final class EncryptedFilesystem {
     }
 
     @Test func onlyEmptyDirectoriesOnFscryptFilesystemsCanBecomeVaults() throws {
-        let (made, why) = EncryptedFilesystem.make()
-        guard let fs = made else {
-            print("FscryptTests skipped: \(why!)")
-            return
-        }
+        let fs = try EncryptedFilesystem.required()
         let vault = fs.mountPoint + "/full"
         mkdir(vault, 0o700)
         #expect(FileManager.default.createFile(atPath: vault + "/already-here", contents: Data("x".utf8)))
@@ -137,14 +140,12 @@ final class EncryptedFilesystem {
     }
 }
 
+// Needs root, a loop device and a kernel whose ext4 has encryption: skipped (and shown as
+// skipped) where this machine has not (EncryptedFilesystem.make() says which is missing).
 /// The fscrypt lock (the `VaultProtecting` of encrypted vaults) on a real filesystem.
-@Suite(.serialized) struct FscryptLockTests {
+@Suite(.serialized, .enabled(if: EncryptedFilesystem.unavailable == nil, "needs root, a loop device and ext4 with encryption")) struct FscryptLockTests {
     @Test func lockRemovesTheKeyEndingHoldersFirstAndUnlockAddsItBack() throws {
-        let (made, why) = EncryptedFilesystem.make()
-        guard let fs = made else {
-            print("FscryptLockTests skipped: \(why!)")
-            return
-        }
+        let fs = try EncryptedFilesystem.required()
         let vault = fs.mountPoint + "/vault"
         #expect(FscryptLock.encryptionProblem(vault) == nil)  // missing: judged by its parent
         mkdir(vault, 0o700)
@@ -185,11 +186,7 @@ final class EncryptedFilesystem {
     }
 
     @Test func aHolderThatIsNotEndedMakesTheLockFailLoudly() throws {
-        let (made, why) = EncryptedFilesystem.make()
-        guard let fs = made else {
-            print("FscryptLockTests skipped: \(why!)")
-            return
-        }
+        let fs = try EncryptedFilesystem.required()
         let vault = fs.mountPoint + "/vault"
         mkdir(vault, 0o700)
         let v = try VaultDirectory.current(vault)

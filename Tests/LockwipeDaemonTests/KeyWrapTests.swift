@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon

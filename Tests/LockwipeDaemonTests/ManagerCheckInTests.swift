@@ -45,7 +45,7 @@ import Testing
             #expect(info.lastError == nil)
             #expect(info.credentials == "token")
             #expect(fetcher.tokens.last == "s3cret")
-            #expect(await m.policyInfo().source == "server")
+            #expect(try await m.policyInfo().source == "server")
         }
     }
 

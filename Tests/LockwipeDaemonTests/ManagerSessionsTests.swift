@@ -37,7 +37,7 @@ import Testing
     }
 
     func lockReason(_ m: Manager, _ user: String) async throws -> String? {
-        try await m.history(for: root, user: user, limit: 100).events.last { $0.kind == "lock" }?.detail
+        try await m.history(user: user, owner: nil, limit: 100).events.last { $0.kind == "lock" }?.detail
     }
 
     @Test func aVaultLocksLockTimeoutSecondsAfterTheLastSessionEnds() async throws {

@@ -54,7 +54,7 @@ final class WarningRecorder: LockAndWipeEventObserving, Sendable {
             await f.manager.evaluate()
             try await settle(recorder, count: 2)
             #expect(recorder.count == 1)
-            #expect(try await f.manager.history(for: root, user: "root", limit: 100).events.filter { $0.kind == "warn-lock" }.count == 1)
+            #expect(try await f.manager.history(user: "root", owner: nil, limit: 100).events.filter { $0.kind == "warn-lock" }.count == 1)
 
             // An unlock by an administrator restarts the clock: the next window warns again.
             _ = try await f.manager.lock(user: "root", trigger: .admin, reason: "test")

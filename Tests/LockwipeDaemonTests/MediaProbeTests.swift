@@ -30,6 +30,24 @@ final class LoopFilesystem {
         return (fs, nil)
     }
 
+    /// A file system type with the `mkfs` command line that makes it.
+    struct Kind: Sendable {
+        let type: String
+        let mkfs: [String]
+        static let btrfs = Kind(type: "btrfs", mkfs: ["mkfs.btrfs", "-q", "-f"])
+        static let ext4 = Kind(type: "ext4", mkfs: ["mkfs.ext4", "-q", "-F"])
+    }
+
+    /// Why this machine cannot make one of `kind`, nil when it can (found by making one), for
+    /// a test's `.enabled(if:)`, so that a test that cannot run here shows as skipped.
+    static func unavailable(_ kind: Kind) -> String? { make(kind.type, mkfs: kind.mkfs).1 }
+
+    /// One for a test its `.enabled(if:)` let run: failing to make it now is a failure.
+    static func required(_ kind: Kind) throws -> LoopFilesystem {
+        let (made, why) = make(kind.type, mkfs: kind.mkfs)
+        return try #require(made, Comment(rawValue: why ?? "no \(kind.type) file system"))
+    }
+
     private init() {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("lwmedia-\(UUID().uuidString)").path
         mountPoint = root + "/mnt"
@@ -75,15 +93,13 @@ final class LoopFilesystem {
         return VaultDirectory(path: path, identity: .init(st))
     }
 
+    // Needs root, mkfs.btrfs and btrfs in the kernel: skipped (shown as skipped) without.
     /// A btrfs subvolume holding a vault, a read-only snapshot of it, and a reflinked copy:
     /// the probe names the file system, its UUID and the loop device with its backing file,
     /// and the survey finds the snapshot and the shared extents, changing nothing.
-    @Test func btrfsSnapshotsAndReflinksAreFound() throws {
-        let (made, why) = LoopFilesystem.make("btrfs", mkfs: ["mkfs.btrfs", "-q", "-f"])
-        guard let fs = made else {
-            print("MediaProbeTests skipped: \(why!)")
-            return
-        }
+    @Test(.enabled(if: LoopFilesystem.unavailable(.btrfs) == nil, "needs root, a loop device, mkfs.btrfs and btrfs in the kernel"))
+    func btrfsSnapshotsAndReflinksAreFound() throws {
+        let fs = try LoopFilesystem.required(.btrfs)
         let home = fs.mountPoint + "/home"
         #expect(EncryptedFilesystem.run(["btrfs", "-q", "subvolume", "create", home]) == 0)
         let path = home + "/alice"
@@ -129,12 +145,10 @@ final class LoopFilesystem {
         #expect(VaultSurvey.take(v, count: true, overwrite: false, maxOpenDirectories: 32).caveats.isEmpty)
     }
 
-    @Test func ext4HasNoCopyOnWriteCaveat() throws {
-        let (made, why) = LoopFilesystem.make("ext4", mkfs: ["mkfs.ext4", "-q", "-F"])
-        guard let fs = made else {
-            print("MediaProbeTests skipped: \(why!)")
-            return
-        }
+    // Needs root and mkfs.ext4: skipped (shown as skipped) without.
+    @Test(.enabled(if: LoopFilesystem.unavailable(.ext4) == nil, "needs root, a loop device and mkfs.ext4"))
+    func ext4HasNoCopyOnWriteCaveat() throws {
+        let fs = try LoopFilesystem.required(.ext4)
         let path = fs.mountPoint + "/vault"
         #expect(mkdir(path, 0o700) == 0)
         #expect(mkdir(path + "/sub", 0o700) == 0)

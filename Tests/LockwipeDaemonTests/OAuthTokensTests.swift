@@ -7,7 +7,7 @@ import Testing
 @testable import LockwipeDaemon
 
 /// The token cache and refresh logic with an injected clock. The token endpoint here is a
-/// closure (the HTTP side is covered by tests/system/test_oauth.py against the stand-in
+/// closure (the HTTP side is covered by IntegrationTests/system/test_oauth.py against the stand-in
 /// server); the store is an in-memory dictionary with the same compare-and-swap.
 @Suite struct OAuthTokensTests {
     final class Fake: Sendable {

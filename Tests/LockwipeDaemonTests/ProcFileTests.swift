@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import Testing
 
 @testable import LockwipeDaemon

@@ -35,7 +35,7 @@ import Testing
             }
             // Not from the control socket: the daemon's own (say, a logout lock).
             _ = try await f.manager.lock(user: "root", trigger: .logout, reason: "test")
-            let events = try await f.manager.history(for: root, user: "root", limit: 100).events
+            let events = try await f.manager.history(user: "root", owner: nil, limit: 100).events
             #expect(events.map(\.kind) == ["register", "lock"])
             #expect(events[0].requester == HistoryEvent.Requester(uid: 0, pid: 4242, comm: "lockwipectl"))
             #expect(events[0].registrationId != nil)
@@ -46,9 +46,9 @@ import Testing
     @Test func aLimitOfZeroIsNoEventsAndANegativeOneIsRefused() async throws {
         try await ManagerFixture.run(Configuration()) { f in
             _ = try await f.manager.register(user: "root", directories: [f.directory + "/data/vault"], by: root)
-            #expect(try await f.manager.history(for: root, user: nil, limit: 0).events.isEmpty)
-            #expect(try await f.manager.history(for: root, user: nil, limit: 1).events.count == 1)
-            await #expect(throws: ManagerError.self) { try await f.manager.history(for: root, user: nil, limit: -5) }
+            #expect(try await f.manager.history(user: nil, owner: nil, limit: 0).events.isEmpty)
+            #expect(try await f.manager.history(user: nil, owner: nil, limit: 1).events.count == 1)
+            await #expect(throws: ManagerError.self) { try await f.manager.history(user: nil, owner: nil, limit: -5) }
         }
     }
 }

@@ -10,7 +10,7 @@ import Testing
 /// The wipe must empty the vault and change nothing outside it: canaries beside symlinks
 /// and hard links are compared byte for byte before and after. The adversarial corpus at
 /// scale (mounts, 10,000 levels, 100,000 files, races, kill -9) is in
-/// tests/system/test_wipe_engine.py, against the real daemon.
+/// IntegrationTests/system/test_wipe_engine.py, against the real daemon.
 @Suite struct SecureEraserTests {
     let fm = FileManager.default
 

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeVaultIO
 import Synchronization
 import Testing
 

@@ -1,8 +1,10 @@
 import Crypto
 import Foundation
 import GRDB
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
@@ -20,7 +22,7 @@ import Testing
             lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
     }
 
-    func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: kind, trigger: .admin, detail: "") }
+    func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: EventKind(rawValue: kind)!, trigger: .admin, detail: "") }
 
     static let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
 
@@ -107,7 +109,7 @@ import Testing
             await #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
             try await store.resetFailedUnlocks("alice")
             await #expect(try store.vaultKey("alice")?.failedAttempts == 0)
-            await #expect(try store.events(user: "alice", limit: 10).map(\.kind) == ["register", "unlock-failed"])
+            await #expect(try store.events(user: "alice", limit: 10).map(\.kind.rawValue) == ["register", "unlock-failed"])
         }
     }
 
@@ -143,7 +145,7 @@ import Testing
             await #expect(try !store.destroyVaultKey("alice", at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
             await #expect(try store.keyDestroyed("alice")?.at == 300)
             await #expect(try store.keyDestroyed("alice")?.seconds == 0.25)
-            await #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == "key-destroyed" }.count == 1)
+            await #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == .keyDestroyed }.count == 1)
         }
     }
 

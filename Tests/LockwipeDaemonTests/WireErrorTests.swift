@@ -14,6 +14,8 @@ struct WireErrorTests {
         (.registrationRefused("no Unix user named 'x'"), VarlinkError.registrationRefusedName),
         (.invalidParameter("credentials", reason: "token: empty"), VarlinkError.invalidParameterName),
         (.actionFailed("lock of alice failed"), VarlinkError.actionFailedName),
+        // The wire keeps its one name for a wrong state, and the sentence clients print.
+        (.wrongState(user: "alice", current: .wiped, reason: "alice cannot be locked: the registration is wiped"), VarlinkError.actionFailedName),
         (.passcodeRequired(user: "alice", reason: "give it"), VarlinkError.passcodeRequiredName),
         (.passcodeExpired(user: "alice", reason: "passcode expired: change it"), VarlinkError.passcodeExpiredName),
     ]

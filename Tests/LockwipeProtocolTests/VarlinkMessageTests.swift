@@ -5,7 +5,7 @@ import Testing
 
 @Suite struct VarlinkMessageTests {
     @Test func callsUseSnakeCaseAndDecodeBack() throws {
-        let data = try VarlinkMessage.encodeCall(method: ManagerMethod.register.rawValue, parameters: RegisterRequest(user: "alice", directories: ["/srv/a"]))
+        let data = try VarlinkMessage.encodeCall(method: ManagerMethods.register.name, parameters: RegisterRequest(user: "alice", directories: ["/srv/a"]))
         let text = String(decoding: data, as: UTF8.self)
         #expect(text == #"{"method":"io.lockwipe.Manager.Register","parameters":{"directories":["/srv/a"],"user":"alice"}}"#)
         #expect(try VarlinkMessage.decodeHeader(data).method == "io.lockwipe.Manager.Register")
@@ -50,9 +50,8 @@ import Testing
     }
 
     @Test func interfaceDescriptionNamesEveryMethod() {
-        for method in ManagerMethod.allCases {
-            let name = method.rawValue.split(separator: ".").last!
-            #expect(InterfaceDescription.manager.contains("method \(name)("))
+        for method in ManagerMethods.all {
+            #expect(InterfaceDescription.manager.contains("method \(method.member)("))
         }
     }
 
@@ -62,10 +61,10 @@ import Testing
         #expect(InterfaceDescription.manager.contains("error StartingUp (reason: string)"))
         #expect(InterfaceDescription.manager.contains("method GetStatus(user: ?string, login_gate: ?bool)"))
         // The login gate's request, and a plain status request from an older client.
-        let gate = try VarlinkMessage.encodeCall(method: ManagerMethod.getStatus.rawValue, parameters: StatusRequest(loginGate: true))
+        let gate = try VarlinkMessage.encodeCall(method: ManagerMethods.getStatus.name, parameters: StatusRequest(loginGate: true))
         #expect(String(decoding: gate, as: UTF8.self).contains("\"login_gate\":true"))
         #expect(try VarlinkMessage.decodeParameters(StatusRequest.self, from: gate) == StatusRequest(loginGate: true))
-        let plain = try VarlinkMessage.encodeCall(method: ManagerMethod.getStatus.rawValue, parameters: UserFilter(user: "alice"))
+        let plain = try VarlinkMessage.encodeCall(method: ManagerMethods.getStatus.name, parameters: UserFilter(user: "alice"))
         #expect(try VarlinkMessage.decodeParameters(StatusRequest.self, from: plain) == StatusRequest(user: "alice"))
     }
 

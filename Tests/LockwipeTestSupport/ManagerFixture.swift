@@ -12,6 +12,10 @@ public struct ManagerFixture: Sendable {
     public let manager: Manager
     public let clock: ManualClock
     public let directory: String
+    /// The state store's fault hook: makes chosen store operations fail (`StoreFaults`).
+    public let faults: StoreFaults
+    /// Everything the Manager logged.
+    public let logs: CapturedLogs
 
     /// root as the control socket sees it: uid 0, an administrator.
     public static let root = Caller(credentials: PeerCredentials(pid: 1, uid: 0, gid: 0), userName: "root", isAdmin: true)
@@ -33,15 +37,17 @@ public struct ManagerFixture: Sendable {
         try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
+        let store = try StateStore(directory: dir + "/state")
+        let logs = CapturedLogs()
         let manager = Manager(
-            configuration: configuration, store: try StateStore(directory: dir + "/state"), clock: clock, protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub(observers), logger: Logger(label: "test"), notifier: SystemdNotifier(),
+            configuration: configuration, store: store, clock: clock, protection: PermissionLock(),
+            eraser: SecureEraser(), observers: ObserverHub(observers), logger: logs.logger, notifier: SystemdNotifier(),
             paths: .init(configPath: dir + "/c.toml", stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks"),
             fetcher: fetcher, random: { 0.5 }, encryption: encryption ?? FscryptLock(), accounts: accounts)
         // What timers and background requests post runs as it does in the daemon's service.
         let events = Task { await manager.timerEvents.run() }
         do {
-            try await body(ManagerFixture(manager: manager, clock: clock, directory: dir))
+            try await body(ManagerFixture(manager: manager, clock: clock, directory: dir, faults: store.faults, logs: logs))
         } catch {
             await manager.stop()
             await events.value

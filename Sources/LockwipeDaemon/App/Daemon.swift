@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
@@ -113,8 +114,47 @@ public enum Daemon {
             limits: .init(
                 maxConnections: config.maxConnections, maxMessageBytes: config.maxMessageBytes,
                 idleTimeout: .seconds(Int64(config.idleTimeoutSeconds))))
-        let service = DaemonService(paths: paths, manager: manager, control: control, notifier: notifier, logger: logger, checkInClient: checkInClient)
-        let group = ServiceGroup(configuration: .init(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // The socket first, so that the start-up pass can be watched: until it has ended
+        // the socket answers status (and service information) only; every other request,
+        // the login gate's included, is refused with StartingUp (ControlServer).
+        let activated = SocketActivation.listenFileDescriptors().first
+        var server: ControlServer.ServerChannel?
+        var bindFailure: (any Error)?
+        var bound: [UInt64]?
+        do {
+            server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
+            // What this instance bound: at exit the socket is removed only if it is still that one.
+            bound = activated == nil ? socketIdentity(of: paths.socketPath) : nil
+        } catch let inUse as SocketInUse {
+            // Another daemon serves it: this one does nothing at all.
+            await checkInClient.shutdown()
+            logger.critical("lockwiped failed: \(ErrorWords.of(inUse))")
+            return 1
+        } catch {
+            bindFailure = error  // enforcement does not wait for the socket
+        }
+
+        // Each part is a service, listed in the order they depend on each other: started in
+        // this order, shut down in reverse, each once the ones after it have ended.
+        let startUp = StartUpGate()
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: CheckInClientService(client: checkInClient)),
+            .init(
+                service: ManagerService(
+                    manager: manager, control: control, notifier: notifier, logger: logger, paths: paths, activated: activated,
+                    bindFailure: bindFailure, startUp: startUp)),
+        ]
+        if let server {
+            services.append(.init(service: ControlService(control: control, server: server, startUp: startUp, logger: logger)))
+        }
+        services.append(.init(service: AfterStartUp("timer events", startUp: startUp) { await manager.timerEvents.run() }))
+        services.append(.init(service: AfterStartUp("metrics refresh", startUp: startUp) { await manager.refreshMetricsPeriodically() }))
+        services.append(.init(service: ReloadService(paths: paths, manager: manager, notifier: notifier, logger: logger, startUp: startUp)))
+        if let interval = SystemdNotifier.watchdogInterval() {
+            services.append(.init(service: WatchdogService(notifier: notifier, interval: interval, startUp: startUp)))
+        }
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        defer { if let bound, socketIdentity(of: paths.socketPath) == bound { unlink(paths.socketPath) } }
         do {
             try await group.run()
             return 0
@@ -123,6 +163,13 @@ public enum Daemon {
             return 1
         }
     }
+}
+
+/// The device and inode of the socket file at `path` (not following a symlink).
+private func socketIdentity(of path: String) -> [UInt64]? {
+    var st = stat()
+    guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return nil }
+    return [UInt64(st.st_dev), UInt64(st.st_ino)]
 }
 
 /// `[server] allow_insecure_http` is in use: said at every start and reload.
@@ -138,146 +185,5 @@ func warnIfInsecure(_ server: ServerConfiguration, logger: Logger) {
 func warnMachineProblems(_ loaded: ConfigurationLoader.Loaded, logger: Logger) {
     for problem in loaded.machineProblems {
         logger.warning("\(problem); lockwiped runs and enforces as configured, without metrics until this is fixed")
-    }
-}
-
-/// The running daemon: start-up enforcement, then the control socket, SIGHUP reloads and
-/// the watchdog, until graceful shutdown.
-struct DaemonService: Service {
-    let paths: DaemonPaths
-    let manager: Manager
-    let control: ControlServer
-    let notifier: SystemdNotifier
-    let logger: Logger
-    let checkInClient: CheckInClient
-
-    func run() async throws {
-        // The socket first, so that the start-up pass can be watched: until it has ended
-        // the socket answers status (and service information) only; every other request,
-        // the login gate's included, is refused with StartingUp (ControlServer).
-        let activated = SocketActivation.listenFileDescriptors().first
-        var serving: Task<Void, Never>?
-        var bindFailure: (any Error)?
-        var bound: [UInt64]?
-        do {
-            let server = try await control.bind(path: paths.socketPath, activatedFD: activated, group: .singleton)
-            // What this instance bound: at exit the socket is removed only if it is still that one.
-            bound = activated == nil ? Self.identity(of: paths.socketPath) : nil
-            serving = Task { [control, logger] in
-                do {
-                    try await control.serve(server)
-                } catch is CancellationError {
-                    // graceful shutdown
-                } catch {
-                    logger.error("control socket failed: \(ErrorWords.of(error))")
-                }
-            }
-        } catch let inUse as SocketInUse {
-            // Another daemon serves it: this one does nothing at all.
-            await checkInClient.shutdown()
-            throw inUse
-        } catch {
-            bindFailure = error  // enforcement does not wait for the socket
-        }
-
-        // Enforcement first: a machine that was off for a month locks or wipes before
-        // anyone can log in (READY=1 releases systemd-user-sessions).
-        await manager.startUp()
-        // Lock on logout starts after the pass: its clocks count from now.
-        let unavailable = LogindSessionWatcher.unavailableReason()
-        await manager.startLockOnLogout(watcher: unavailable == nil ? LogindSessionWatcher() : nil, unavailableReason: unavailable)
-        control.startUpEnded()
-        guard let serving else {
-            await manager.stop()
-            await manager.drainObservers()
-            await checkInClient.shutdown()
-            throw bindFailure ?? (CancellationError() as any Error)
-        }
-
-        notifier.ready(status: await manager.statusLine())
-        logger.notice(
-            "lockwiped \(LockwipeVersion.current) ready",
-            metadata: [
-                "message_id": MessageID.started.metadata, "socket": .string(activated == nil ? paths.socketPath : "fd \(activated!)"),
-                "config": .string(paths.configPath), "state_directory": .string(paths.stateDirectory),
-            ])
-
-        await cancelWhenGracefulShutdown {
-            await withDiscardingTaskGroup { group in
-                group.addTask {
-                    await withTaskCancellationHandler {
-                        await serving.value
-                    } onCancel: {
-                        serving.cancel()
-                    }
-                }
-                group.addTask { await reloadOnHangup() }
-                group.addTask { await manager.timerEvents.run() }
-                group.addTask { await manager.refreshMetricsPeriodically() }
-                if let interval = SystemdNotifier.watchdogInterval() {
-                    group.addTask {
-                        while !Task.isCancelled {
-                            notifier.watchdog()
-                            try? await Task.sleep(for: interval)
-                        }
-                    }
-                }
-            }
-        }
-
-        notifier.stopping()
-        logger.notice("lockwiped stopping", metadata: ["message_id": MessageID.stopping.metadata])
-        await manager.stop()
-        await manager.drainObservers()
-        // In-flight check-ins fail (not a contact, nothing changes); connections close.
-        await checkInClient.shutdown()
-        if let bound, Self.identity(of: paths.socketPath) == bound { unlink(paths.socketPath) }
-    }
-
-    /// The device and inode of the socket file at `path` (not following a symlink).
-    private static func identity(of path: String) -> [UInt64]? {
-        var st = stat()
-        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return nil }
-        return [UInt64(st.st_dev), UInt64(st.st_ino)]
-    }
-
-    /// SIGHUP: re-read the configuration; a broken one is reported and the old one kept.
-    private func reloadOnHangup() async {
-        for await _ in await UnixSignalsSequence(trapping: .sighup) {
-            notifier.reloading()
-            do {
-                let loaded = try ConfigurationLoader.load(path: paths.configPath, named: paths.configNamed)
-                let old = await manager.currentConfiguration
-                await manager.reload(loaded.configuration)
-                warnIfInsecure(loaded.configuration.server, logger: logger)
-                warnMachineProblems(loaded, logger: logger)
-                var restartOnly: [String] = []
-                if old.hookTimeoutSeconds != loaded.configuration.hookTimeoutSeconds { restartOnly.append("[hooks]") }
-                if old.maxConnections != loaded.configuration.maxConnections || old.maxMessageBytes != loaded.configuration.maxMessageBytes
-                    || old.idleTimeoutSeconds != loaded.configuration.idleTimeoutSeconds
-                {
-                    restartOnly.append("[control] limits")
-                }
-                logger.notice(
-                    "configuration reloaded",
-                    metadata: [
-                        "message_id": MessageID.configReloaded.metadata,
-                        "offline_days_before_lock": "\(loaded.configuration.policy.offlineDaysBeforeLock)",
-                        "offline_days_before_wipe": "\(loaded.configuration.policy.offlineDaysBeforeWipe)",
-                        "server": .string(loaded.configuration.server.url ?? "none"),
-                    ])
-                if !restartOnly.isEmpty {
-                    logger.warning("changes to \(restartOnly.joined(separator: " and ")) take effect at the next restart")
-                }
-            } catch {
-                for problem in error.problems {
-                    logger.error(
-                        "configuration not reloaded, keeping the previous one: \(problem)",
-                        metadata: ["message_id": MessageID.configInvalid.metadata])
-                }
-                await manager.reloadRejected(error.problems.map(\.description))
-            }
-            notifier.ready(status: await manager.statusLine())
-        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import Logging
@@ -18,7 +19,9 @@ extension Manager {
     /// a slow or stalling server delays enforcement, and start-up, by that much at most.
     /// What is due is then decided again, per registration, in its turn.
     public func evaluate() async {
-        for r in (try? await store.registrations()) ?? [] where r.state == .lockFailed {
+        // Fail closed: registrations that cannot be read are not retried now, and the
+        // reschedule below (which cannot read them either) retries within a minute.
+        for r in await registrationsOrLog("the retry of failed locks") where recorded(r).state == .lockFailed {
             await inTurn(of: registration(of: r), "the retry of the failed lock") { turn in
                 guard turn.record.state == .lockFailed else { return }
                 await self.retryLock(turn.record)
@@ -39,9 +42,15 @@ extension Manager {
             await inTurn(of: registration(of: r), "the offline \(action.rawValue)") { turn in
                 // Decided again now: a check-in may have answered while this waited its turn.
                 guard let (current, reason) = self.dueNow(in: turn), current == action else { return }
-                switch action {
-                case .lock: _ = try? await self.lock(in: turn, trigger: .offline, reason: reason)
-                case .wipe: _ = try? await self.wipe(in: turn, trigger: .offline, reason: reason, requester: self.offlineRequester(turn.record))
+                // A failure is in the journal (and in status, lock-failed or wipe-pending);
+                // what is still due is retried at the next evaluation.
+                do {
+                    switch action {
+                    case .lock: _ = try await self.lock(in: turn, trigger: .offline, reason: reason)
+                    case .wipe: _ = try await self.wipe(in: turn, trigger: .offline, reason: reason, requester: self.offlineRequester(turn.record))
+                    }
+                } catch {
+                    _ = self.failure(r.user, "offline \(action.rawValue) (retried at the next evaluation)", error)
                 }
             }
         }
@@ -105,8 +114,12 @@ extension Manager {
                         "user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
                         "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)",
                     ])
-                try? await store.append(
-                    event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                do {
+                    try await store.append(
+                        event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                } catch {
+                    stateNotice("the clock rollback is not in the history of \(r.user)", user: r.user, error)
+                }
             }
             let (p, source) = policy(for: r)
             let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
@@ -131,7 +144,17 @@ extension Manager {
         }
         await refreshLogoutLocks()
         let reading = clock.now()
-        let outlooks = await outlooks(reading)
+        let outlooks: [Outlook]
+        do {
+            outlooks = try await self.outlooks(reading)
+        } catch {
+            // Fail closed: nothing is known to be far off, so the evaluation runs again soon.
+            stateNotice("the next threshold cannot be planned; the evaluation is retried in a minute", error)
+            guard alarm.isNewest(plan), !stopped else { return }
+            notifier.status("the state database cannot be read: \(ErrorWords.of(error)); retried in a minute")
+            do { try alarm.arm(in: 60, plan: plan) } catch { logger.critical("cannot create the wake-up timer", metadata: ["error": .string(ErrorWords.of(error))]) }
+            return
+        }
         let entries = summaryEntries(outlooks)
         let windowOpensIn = await announceWarnings(outlooks, reading: reading)
         guard alarm.isNewest(plan), !stopped else { return }

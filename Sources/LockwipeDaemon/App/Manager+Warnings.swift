@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import Logging
 

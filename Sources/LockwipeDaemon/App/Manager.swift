@@ -1,7 +1,9 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
+import LockwipeVaultIO
 import Logging
 import NIOCore
 import NIOPosix
@@ -67,7 +69,7 @@ public actor Manager {
     /// The problems of the last SIGHUP reload when it was rejected (the previous
     /// configuration kept); `status` warns until a reload succeeds.
     var rejectedReload: [String] = []
-    /// Lock on logout (ManagerSessions.swift).
+    /// Lock on logout (Sessions/Manager+Sessions.swift).
     var logout = LogoutLocks()
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher

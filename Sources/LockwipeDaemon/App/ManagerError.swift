@@ -1,3 +1,5 @@
+import LockwipeCore
+
 /// Why a request to the Manager failed, in the domain's words. The domain never speaks
 /// the wire: the control layer maps each case to one varlink error
 /// (`ControlServer.wireError(_:)`), and the CLI switches on those errors' names.
@@ -14,6 +16,10 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidParameter(String, reason: String)
     /// The action was tried and failed, or cannot be done in the registration's state.
     case actionFailed(String)
+    /// Not possible in the registration's state (`current`): a lock of a wipe-committed
+    /// registration, an unlock of one that is not locked, and the like. The wire says
+    /// `ActionFailed` with the reason, as before this case existed.
+    case wrongState(user: String, current: RegistrationState, reason: String)
     /// The vault key is wrapped by the user's passcode and the request gave none.
     case passcodeRequired(user: String, reason: String)
     /// The passcode was right but has expired: the request must bring a new one.
@@ -22,7 +28,7 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The one sentence an operator reads.
     public var message: String {
         switch self {
-        case .notPermitted(let reason), .registrationRefused(let reason), .actionFailed(let reason),
+        case .notPermitted(let reason), .registrationRefused(let reason), .actionFailed(let reason), .wrongState(_, _, let reason),
             .invalidParameter(_, let reason), .passcodeRequired(_, let reason), .passcodeExpired(_, let reason):
             return reason
         case .noSuchRegistration(let user):

@@ -72,5 +72,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// registration and threshold.
     case warning = "5eced5a4f22c4178ba24f2447d4af383"
 
+    /// One read or write of the state database failed (a full disk, an I/O error) where
+    /// lockwiped carries on: the entry names what was not read or recorded and what follows.
+    case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
+
     public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

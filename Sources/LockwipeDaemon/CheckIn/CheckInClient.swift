@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// Fetches one registration's settings from the policy server. A seam for tests: the
 /// daemon uses `CheckInClient`.
@@ -431,11 +432,19 @@ public final class CheckInClient: SettingsFetching {
 
 /// At most `limit` holders at once; the others wait in order, each until its deadline or
 /// until its task is cancelled.
-actor AsyncLimiter {
+final class AsyncLimiter: Sendable {
+    private struct State {
+        var active = 0
+        var nextID: UInt64 = 0
+        /// The waiters in order, by id.
+        var queue: [UInt64] = []
+        var continuations: [UInt64: CheckedContinuation<Bool, Never>] = [:]
+        /// Outcomes decided (a slot handed over, a wait given up) before the waiter's
+        /// continuation was stored.
+        var decided: [UInt64: Bool] = [:]
+    }
     private let limit: Int
-    private var active = 0
-    private var waiters: [(id: UInt64, continuation: CheckedContinuation<Bool, Never>)] = []
-    private var nextID: UInt64 = 0
+    private let state = Mutex(State())
     private let timerLoop = MultiThreadedEventLoopGroup.singleton.any()
 
     init(limit: Int) { self.limit = limit }
@@ -444,32 +453,61 @@ actor AsyncLimiter {
     /// or the task was cancelled before a slot was free (nothing to release).
     func acquire(until deadline: NIODeadline? = nil) async -> Bool {
         if Task.isCancelled { return false }
-        if active < limit {
-            active += 1
-            return true
+        let id: UInt64? = state.withLock { state in
+            if state.active < limit {
+                state.active += 1
+                return nil
+            }
+            state.nextID += 1
+            state.queue.append(state.nextID)
+            return state.nextID
         }
-        nextID += 1
-        let id = nextID
-        let timer = deadline.map { d in timerLoop.scheduleTask(deadline: d) { Task { await self.giveUp(id) } } }
+        guard let id else { return true }
+        // The deadline and cancellation end the wait where they happen (the event loop's
+        // timer, the canceller's thread): no task of their own.
+        let timer = deadline.map { d in timerLoop.scheduleTask(deadline: d) { self.giveUp(id) } }
         defer { timer?.cancel() }
         return await withTaskCancellationHandler {
             // The releaser hands its slot over (true); giveUp ends the wait (false).
-            await withCheckedContinuation { waiters.append((id, $0)) }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let outcome: Bool? = state.withLock { state in
+                    if let outcome = state.decided.removeValue(forKey: id) { return outcome }
+                    state.continuations[id] = continuation
+                    return nil
+                }
+                if let outcome { continuation.resume(returning: outcome) }
+            }
         } onCancel: {
-            Task { await self.giveUp(id) }
+            giveUp(id)
         }
     }
 
     private func giveUp(_ id: UInt64) {
-        guard let i = waiters.firstIndex(where: { $0.id == id }) else { return }  // already handed a slot
-        waiters.remove(at: i).continuation.resume(returning: false)
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
+            guard let i = state.queue.firstIndex(of: id) else { return nil }  // already handed a slot
+            state.queue.remove(at: i)
+            guard let continuation = state.continuations.removeValue(forKey: id) else {
+                state.decided[id] = false
+                return nil
+            }
+            return continuation
+        }
+        waiter?.resume(returning: false)
     }
 
     func release() {
-        if waiters.isEmpty {
-            active -= 1
-        } else {
-            waiters.removeFirst().continuation.resume(returning: true)
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
+            guard !state.queue.isEmpty else {
+                state.active -= 1
+                return nil
+            }
+            let id = state.queue.removeFirst()
+            guard let continuation = state.continuations.removeValue(forKey: id) else {
+                state.decided[id] = true
+                return nil
+            }
+            return continuation
         }
+        waiter?.resume(returning: true)
     }
 }

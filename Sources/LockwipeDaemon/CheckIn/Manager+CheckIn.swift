@@ -71,19 +71,33 @@ extension Manager {
         guard server.isConfigured, let fetcher else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
         }
-        guard let r = try? await store.registration(user) else {
+        // What the request needs of the state is read first: a read that fails fails the
+        // check-in (said in the journal and the result), it never reads as "nothing there".
+        let found: RegistrationRecord?
+        let credentials: ServerCredentials?
+        do {
+            found = try await store.registration(user)
+            credentials = try await store.credentials(user)
+        } catch {
+            return ActionResult(user: user, action: "check-in", state: nil, detail: stateFailure(user, "check-in", error).message, failed: true)
+        }
+        guard let r = found else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no such registration", failed: true)
         }
         if r.state.isWipeCommitted {
             checkIns.forget(user)
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "not checked in: the registration is \(r.state.rawValue)")
         }
-        let credentials = try? await store.credentials(user)
         // The answer belongs to this registration (this id), not to whoever has the user
         // name when it arrives; unregister cancels the request (`cancelRequests(of:)`).
         let asked = r.id
         let started = NIODeadline.now()
-        let known = server.sapIdentity == nil ? nil : try? await store.sapConnection(registration: asked)
+        let known: SAPConnectionRecord?
+        do {
+            known = server.sapIdentity == nil ? nil : try await store.sapConnection(registration: asked)
+        } catch {
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: stateFailure(user, "check-in", error).message, failed: true)
+        }
         let request = Task {
             await Self.exchange(fetcher, user: user, credentials: credentials, known: known, server: server, deadline: deadline)
         }
@@ -109,7 +123,16 @@ extension Manager {
             if case ManagerError.noSuchRegistration = error { forgetRegistration(registration) }
             result = await dropStale(exchanged.outcome, user: user, asked: asked, purpose: purpose)
         }
-        if !stopped, configuration.server.isConfigured, let after = try? await store.registration(user), after.id == asked,
+        let after: RegistrationRecord?
+        do {
+            after = try await store.registration(user)
+        } catch {
+            // The next check-in is still planned, at the interval (the failure count is unknown).
+            stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
+            after = nil
+            scheduleCheckIn(user, in: Double(configuration.server.intervalSeconds))
+        }
+        if !stopped, configuration.server.isConfigured, let after, after.id == asked,
             !after.state.isWipeCommitted
         {
             let failures = after.server.failures
@@ -129,7 +152,13 @@ extension Manager {
     /// Plans a check-in of every registration that has none planned (or of all, `now`).
     func scheduleCheckInsForAll(now: Bool) async {
         guard mayPlanCheckIns else { return checkIns.clear() }
-        let users = ((try? await store.registrations()) ?? []).filter { !$0.state.isWipeCommitted }.map(\.user)
+        let users: [String]
+        do {
+            users = try await store.registrations().filter { !$0.state.isWipeCommitted }.map(\.user)
+        } catch {
+            // The check-ins planned stay planned; none is dropped for a read that failed.
+            return stateNotice("the check-ins are not planned again", error)
+        }
         checkIns.planNow(users, all: now)
     }
 

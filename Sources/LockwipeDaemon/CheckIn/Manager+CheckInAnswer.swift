@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import Logging
@@ -85,9 +86,15 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: detail, failed: decision.failed)
         }
         var state: RegistrationState = lock == .lifted ? .active : r.state
-        if case .settingsLock(let reason) = decision.order, let done = try? await self.lock(in: turn, trigger: .server, reason: reason) {
-            state = done.state ?? state
-            notes.append("locked by the server")
+        if case .settingsLock(let reason) = decision.order {
+            do {
+                let done = try await self.lock(in: turn, trigger: .server, reason: reason)
+                state = done.state ?? state
+                notes.append("locked by the server")
+            } catch {
+                // In the journal and the result; the server's settings order it again at the next check-in.
+                notes.append("the lock the server ordered FAILED: \(failure(user, "lock", error).message)")
+            }
         }
         let (p, source) = policy(for: turn.record)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
@@ -130,9 +137,18 @@ extension Manager {
                     policyError: lastError, lock: lock, events: events))
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
-            try? await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+            do {
+                try await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+            } catch {
+                stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
+            }
         case .blocked(let code, let failures):
-            try? await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+            // The server says it again at the next check-in.
+            do {
+                try await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+            } catch {
+                stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
+            }
         }
     }
 
@@ -164,7 +180,13 @@ extension Manager {
     /// An answer (or a request cancelled by unregister) for a registration that is gone:
     /// applied to nobody, logged and recorded in the history of the user name.
     func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> ActionResult {
-        let current = try? await store.registration(user)?.id
+        let current: String?
+        do {
+            current = try await store.registration(user)?.id
+        } catch {
+            stateNotice("the dropped check-in of \(user) does not say whether the name was registered again", user: user, error)
+            current = nil
+        }
         let answer: String
         switch outcome {
         case .contact: answer = "a contact (settings)"
@@ -175,7 +197,11 @@ extension Manager {
         }
         let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
         let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        try? await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        do {
+            try await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
+        } catch {
+            stateNotice("the dropped check-in is not in the history of \(user)", user: user, error)
+        }
         logger.warning(
             "\(detail)",
             metadata: [

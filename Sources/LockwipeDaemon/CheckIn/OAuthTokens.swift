@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import Logging
 import NIOCore
 
@@ -159,7 +160,15 @@ public actor OAuthTokens {
             // The server consumed the old refresh token all the same: keep the new one.
             if let rotated, rotated != old {
                 rotatingTo[user] = rotated
-                if (try? await storage.rotate(user, old, rotated)) == true { cache[user] = nil }
+                do {
+                    if try await storage.rotate(user, old, rotated) { cache[user] = nil }
+                } catch {
+                    // The old token is spent: the next check-in is likely refused (invalid_grant).
+                    logger.error(
+                        "the token endpoint rotated the refresh token of \(user) but it could not be stored: \(ErrorWords.of(error))",
+                        metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.stateUnavailable.metadata])
+                    return .failure(.failed("\(why); the refresh token it rotated could not be stored (\(ErrorWords.of(error)))"))
+                }
             }
             return .failure(.failed(why))
         case .invalidGrant(let description):

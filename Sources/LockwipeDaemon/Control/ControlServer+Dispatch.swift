@@ -7,223 +7,140 @@ extension ControlServer {
     static let startingUpRefusal =
         "lockwiped is finishing its start-up pass (resuming interrupted wipes and enforcing the policy for the time it was not running); try again when it has ended: lockwipectl status shows its progress"
 
+    /// Every method the control socket serves, each bound to its handler by its declaration
+    /// (`ManagerMethods`, `ServiceMethods`), as systemd's `sd_varlink_server_bind_method_many`.
+    /// The handlers (`Control/Handlers/`) decode nothing themselves and authorize first
+    /// (`WhoMay`); a method that is declared but not bound here fails a unit test.
+    static let bindings = MethodTable([
+        .service(ServiceMethods.getInfo) { server, _ in server.getInfo() },
+        .service(ServiceMethods.getInterfaceDescription) { server, p in try server.getInterfaceDescription(p) },
+        .manager(ManagerMethods.getStatus, duringStartUp: .answeredUnless { $0.loginGate == true }, encode: { try $0.statusReplies.reply($1) }) {
+            try await $0.getStatus($1, caller: $2)
+        },
+        .manager(ManagerMethods.getPolicy) { server, _, _ in try await server.manager.policyInfo() },
+        .manager(ManagerMethods.getHistory) { try await $0.getHistory($1, caller: $2) },
+        .manager(ManagerMethods.getCertificate) { try await $0.getCertificate($1, caller: $2) },
+        .manager(ManagerMethods.lock) { try await $0.lock($1, caller: $2) },
+        .manager(ManagerMethods.unlock) { try await $0.unlock($1, caller: $2) },
+        .manager(ManagerMethods.setPasscode) { try await $0.setPasscode($1, caller: $2) },
+        .manager(ManagerMethods.wipe) { try await $0.wipe($1, caller: $2) },
+        .manager(ManagerMethods.previewWipe) { try await $0.previewWipe($1, caller: $2) },
+        .manager(ManagerMethods.register) { try await $0.register($1, caller: $2) },
+        .manager(ManagerMethods.setCredentials) { try await $0.setCredentials($1, caller: $2) },
+        .manager(ManagerMethods.unregister) { try await $0.unregister($1, caller: $2) },
+        .manager(ManagerMethods.checkIn) { try await $0.checkIn($1, caller: $2) },
+    ])
+
+    /// Answers one call: a lookup of its method in `bindings`.
     func dispatch(_ method: String, _ data: Data, peer: Peer) async throws -> Data {
-        if isStartingUp, let m = ManagerMethod(rawValue: method) {
-            // Status answers what the pass has done so far; the login gate (which asks for
-            // status too) and every other verb wait for its end.
-            var answered = false
-            if m == .getStatus { answered = try VarlinkMessage.decodeParameters(StatusRequest.self, from: data).loginGate != true }
-            if !answered { throw VarlinkError.startingUp(Self.startingUpRefusal) }
-        }
-        switch method {
-        case "org.varlink.service.GetInfo":
-            return try VarlinkMessage.encodeReply(
-                ServiceInfo(
-                    vendor: "lockwipe", product: "lockwiped", version: LockwipeVersion.current, url: "https://lockwipe.invalid/",
-                    interfaces: [InterfaceDescription.serviceName, InterfaceDescription.managerName]))
-        case "org.varlink.service.GetInterfaceDescription":
-            let p = try VarlinkMessage.decodeParameters(InterfaceDescriptionRequest.self, from: data)
-            switch p.interface {
-            case InterfaceDescription.managerName: return try VarlinkMessage.encodeReply(InterfaceDescriptionReply(description: InterfaceDescription.manager))
-            case InterfaceDescription.serviceName: return try VarlinkMessage.encodeReply(InterfaceDescriptionReply(description: InterfaceDescription.service))
-            default: throw VarlinkError.interfaceNotFound(p.interface)
-            }
-        default: break
-        }
-        guard let m = ManagerMethod(rawValue: method) else {
+        guard let binding = Self.bindings.binding(for: method) else {
             if method.hasPrefix(InterfaceDescription.managerName + ".") || method.hasPrefix(InterfaceDescription.serviceName + ".") {
                 throw VarlinkError.methodNotFound(method)
             }
             let interface = method.split(separator: ".").dropLast().joined(separator: ".")
             throw VarlinkError.interfaceNotFound(interface)
         }
-        let caller = try await peer.caller { await manager.caller($0) }
+        return try await binding.call(self, data, peer)
+    }
 
-        switch m {
-        case .getStatus:
-            let p = try VarlinkMessage.decodeParameters(StatusRequest.self, from: data)
-            var report = try await manager.status(for: caller, user: p.user)
-            if isStartingUp {
-                report.startingUp = true
-                report.warnings.insert(
-                    "lockwiped is finishing its start-up pass: what it shows may still change, and every request but status is refused until it has ended",
-                    at: 0)
+    // MARK: Authorization
+
+    /// Asks the who-may table (`WhoMay`) whether `caller` may `verb` the registration named
+    /// `user` (or `all`), and returns what it may act on; a refusal is thrown in the
+    /// caller's words. For an ordinary user the facts it needs are read first: the
+    /// registration of `user` (or of `namedRegistration`), and the names of her own.
+    func authorize(
+        _ verb: WhoMay.Verb, _ caller: Caller, user: String?, all: Bool = false, namedRegistration: String? = nil
+    ) async throws -> WhoMay.Targets {
+        var request = WhoMay.Request(
+            caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
+        if !caller.isAdmin, ![.register, .setCredentials, .unregister].contains(verb) {
+            if let name = namedRegistration ?? user, let r = try await manager.registration(name) {
+                request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)
             }
-            return try statusReplies.reply(report)
-        case .getPolicy:
-            return try VarlinkMessage.encodeReply(await manager.policyInfo())
-        case .getHistory:
-            let p = try VarlinkMessage.decodeParameters(HistoryRequest.self, from: data)
-            return try VarlinkMessage.encodeReply(try await manager.history(for: caller, user: p.user, limit: p.limit ?? 1000, since: p.since))
-        case .getCertificate:
-            let p = try VarlinkMessage.decodeParameters(CertificateRequest.self, from: data)
-            return try VarlinkMessage.encodeReply(CertificateReply(certificate: try await manager.certificate(for: caller, user: p.user, id: p.id)))
-        case .lock:
-            var p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
-            if p.user == nil, p.all != true, !caller.isAdmin {
-                // An ordinary user may lock only her own registration: naming none means it.
-                p.user = try await onlyOwnRegistration(caller, verb: "lock")
+            request.own = try await manager.ownRegistrations(uid: caller.credentials.uid)
+        }
+        switch WhoMay.decide(verb, request) {
+        case .allowed(let targets): return targets
+        case .refused(let refusal):
+            switch refusal.kind {
+            case .notPermitted: throw VarlinkError.notPermitted(refusal.message)
+            case .invalidParameter(let parameter): throw VarlinkError.invalidParameter(parameter, reason: refusal.message)
             }
-            let users = try await selection(p, caller: caller, verb: "lock", userMayTargetSelf: true)
-            if p.preview == true {
-                var previews: [ActionResult] = []
-                for user in users { previews.append(try await manager.lockPreview(user: user)) }
-                return try VarlinkMessage.encodeReply(ActionReply(results: previews))
-            }
-            var results: [ActionResult] = []
-            for user in users {
-                let trigger: Trigger = caller.isAdmin ? .admin : .user
-                let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
-                results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
-            }
-            return try VarlinkMessage.encodeReply(ActionReply(results: results))
-        case .unlock:
-            // Users may unlock their own encrypted vault with its passcode; the Manager
-            // decides what each lock needs (README.md "Encrypted vaults", lockwipectl(1)).
-            let p = try VarlinkMessage.decodeParameters(UnlockRequest.self, from: data)
-            try await requireSelfOrAdmin(caller, p.user, "unlock")
-            return try VarlinkMessage.encodeReply(
-                ActionReply(results: [
-                    try await manager.unlock(user: p.user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)
-                ]))
-        case .setPasscode:
-            let p = try VarlinkMessage.decodeParameters(PasscodeRequest.self, from: data)
-            try await requireSelfOrAdmin(caller, p.user, "set the passcode of")
-            return try VarlinkMessage.encodeReply(
-                ActionReply(results: [
-                    try await manager.setPasscode(user: p.user, current: p.current, new: p.new, by: caller)
-                ]))
-        case .previewWipe:
-            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
-            // A user may survey her own vault whatever its protection (she may read it all
-            // anyway); wiping it is another matter (`wipeTargets`).
-            let targets = try await selection(p, caller: caller, verb: "survey a wipe of", userMayTargetSelf: true)
-            // One dry-run per caller at a time: a survey counts a whole vault, and a user's
-            // connections must not turn into as many walks of it.
-            let uid = caller.credentials.uid
-            guard dryRuns.withLock({ $0.insert(uid).inserted }) else {
-                let who = caller.userName.map { "\($0) (uid \(uid))" } ?? "uid \(uid)"
-                throw ManagerError.actionFailed(
-                    "a wipe dry-run by \(who) is already running: one at a time per user; try again when it has finished")
-            }
-            defer { _ = dryRuns.withLock { $0.remove(uid) } }
-            var previews: [WipePreview] = []
-            for user in targets { previews += try await manager.previewWipe(user: user) }
-            return try VarlinkMessage.encodeReply(WipePreviewReply(previews: previews))
-        case .wipe:
-            let p = try VarlinkMessage.decodeParameters(TargetSelection.self, from: data)
-            let users = try await wipeTargets(p, caller: caller)
-            var results: [ActionResult] = []
-            for user in users {
-                results.append(
-                    caller.isAdmin
-                        ? try await manager.wipe(
-                            user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid))
-                        : try await manager.wipe(
-                            user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
-                            requester: WipeRequester(peerUID: caller.credentials.uid)))
-            }
-            return try VarlinkMessage.encodeReply(ActionReply(results: results))
-        case .register:
-            let p = try VarlinkMessage.decodeParameters(RegisterRequest.self, from: data)
-            try requireAdmin(caller, "register users")
-            let credentials = ServerCredentials(
-                token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
-            return try VarlinkMessage.encodeReply(
-                ActionReply(results: [
-                    try await manager.register(
-                        user: p.user, directories: p.directories, credentials: credentials.kind == "none" && p.clientKey == nil ? nil : credentials,
-                        requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)
-                ]))
-        case .setCredentials:
-            let p = try VarlinkMessage.decodeParameters(CredentialsRequest.self, from: data)
-            try requireAdmin(caller, "set credentials")
-            let credentials = ServerCredentials(
-                token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
-            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.setCredentials(user: p.user, credentials, by: caller)]))
-        case .unregister:
-            let p = try VarlinkMessage.decodeParameters(UserParameter.self, from: data)
-            try requireAdmin(caller, "unregister users")
-            return try VarlinkMessage.encodeReply(ActionReply(results: [try await manager.unregister(user: p.user, by: caller)]))
-        case .checkIn:
-            let p = try VarlinkMessage.decodeParameters(UserFilter.self, from: data)
-            let users: [String]
-            if caller.isAdmin {
-                users = try await manager.targets(user: p.user, all: p.user == nil)
-            } else if let user = p.user {
-                guard try await isOwn(user, caller) else { throw try await refusal(caller, verb: "check in") }
-                users = try await manager.targets(user: user, all: false)
-            } else {
-                // Naming none: her own registrations, the only ones she may check in.
-                users = try await manager.ownRegistrations(uid: caller.credentials.uid)
-                if users.isEmpty { throw try await refusal(caller, verb: "check in") }
-            }
-            return try VarlinkMessage.encodeReply(ActionReply(results: try await manager.checkIn(users: users)))
         }
     }
 
-    /// Whether `user`'s registration is the caller's own (`Ownership`: by uid).
-    private func isOwn(_ user: String, _ caller: Caller) async throws -> Bool {
-        guard let uid = try await manager.registrationUID(user) else { return false }
-        return Ownership.isOwn(registrationUID: uid, callerUID: caller.credentials.uid)
-    }
-
-    private func requireSelfOrAdmin(_ caller: Caller, _ user: String, _ verb: String) async throws {
-        if caller.isAdmin { return }
-        guard try await isOwn(user, caller) else { throw try await refusal(caller, verb: verb) }
-    }
-
-    /// Why an ordinary user may not `verb` a registration that is not hers: that she has
-    /// none at all, or that only her own is hers to act on.
-    private func refusal(_ caller: Caller, verb: String) async throws -> VarlinkError {
-        let who = caller.userName.map { "\($0) (uid \(caller.credentials.uid))" } ?? "uid \(caller.credentials.uid)"
-        if try await manager.ownRegistrations(uid: caller.credentials.uid).isEmpty {
-            return VarlinkError.notPermitted(
-                "you have no registration (no data of \(who) is registered with lockwiped); only administrators may \(verb) other users' registrations")
+    /// The registrations `targets` names (`Manager.targets`: one that does not exist is
+    /// `noSuchRegistration`).
+    func users(_ targets: WhoMay.Targets) async throws -> [String] {
+        switch targets {
+        case .user(let user): return try await manager.targets(user: user, all: false)
+        case .all: return try await manager.targets(user: nil, all: true)
+        case .users(let users): return users
+        case .nothing: return []
+        case .records: preconditionFailure("a rule for registrations allowed records")
         }
-        return VarlinkError.notPermitted("you may only \(verb) your own registration")
     }
 
-    /// The caller's one registration, for a verb an ordinary user may only direct at her
-    /// own and that named none.
-    private func onlyOwnRegistration(_ caller: Caller, verb: String) async throws -> String {
-        let own = try await manager.ownRegistrations(uid: caller.credentials.uid)
-        guard let first = own.first else { throw try await refusal(caller, verb: verb) }
-        guard own.count == 1 else {
-            throw VarlinkError.invalidParameter("user", reason: "you have \(own.count) registrations (\(own.joined(separator: ", "))): name the one to \(verb)")
-        }
-        return first
+    /// The one registration `targets` names.
+    func user(_ targets: WhoMay.Targets) -> String {
+        if case .user(let user) = targets { return user }
+        preconditionFailure("a rule for one registration allowed \(targets)")
+    }
+}
+
+/// A declared method bound to its handler: how it is decoded, whether it is answered during
+/// the start-up pass, who the caller is, and the reply encoded.
+struct MethodBinding: Sendable {
+    /// What a method does while lockwiped is in its start-up pass (`ControlServer.startUpEnded()`).
+    enum StartUpPass<Parameters>: Sendable {
+        /// Answered: the service interface, and status.
+        case answered
+        /// `StartingUp` until the pass has ended (before the parameters are read).
+        case refused
+        /// Answered, but for the requests `refuse` picks (the login gate's `GetStatus`).
+        case answeredUnless(@Sendable (Parameters) -> Bool)
     }
 
-    /// Whom a Wipe (or its preview) may target. "Forgot passcode": a user may wipe their
-    /// own encrypted vault; anything else is for administrators.
-    private func wipeTargets(_ p: TargetSelection, caller: Caller) async throws -> [String] {
-        var own = false
-        if !caller.isAdmin, p.all != true, let user = p.user, try await isOwn(user, caller),
-            let r = try await manager.registration(user), r.protection == .encrypted
-        {
-            own = true
-        }
-        return try await selection(p, caller: caller, verb: "wipe", userMayTargetSelf: own)
-    }
+    let declaration: any VarlinkMethodDeclaration
+    let call: @Sendable (ControlServer, Data, ControlServer.Peer) async throws -> Data
 
-    private func requireAdmin(_ caller: Caller, _ what: String) throws {
-        guard caller.isAdmin else { throw VarlinkError.notPermitted("only root and members of the admin group may \(what)") }
-    }
-
-    private func selection(_ p: TargetSelection, caller: Caller, verb: String, userMayTargetSelf: Bool) async throws -> [String] {
-        let all = p.all ?? false
-        if all == (p.user != nil) { throw VarlinkError.invalidParameter("user", reason: "give exactly one of user or all") }
-        if !caller.isAdmin {
-            guard userMayTargetSelf, !all, let user = p.user, try await isOwn(user, caller) else {
-                if userMayTargetSelf, !all { throw try await refusal(caller, verb: verb) }
-                throw VarlinkError.notPermitted(
-                    userMayTargetSelf
-                        ? "you may only \(verb) your own registration"
-                        : "only root and members of the admin group may \(verb)")
+    /// A method of `io.lockwipe.Manager`: the caller is known (SO_PEERCRED, and whether she
+    /// is an administrator) before the handler runs; a connection whose credentials cannot
+    /// be read is refused.
+    static func manager<P, R>(
+        _ method: VarlinkMethod<P, R>, duringStartUp: StartUpPass<P> = .refused,
+        encode: @escaping @Sendable (ControlServer, R) throws -> Data = { try VarlinkMessage.encodeReply($1) },
+        _ handler: @escaping @Sendable (ControlServer, P, Caller) async throws -> R
+    ) -> MethodBinding {
+        MethodBinding(declaration: method) { server, data, peer in
+            if server.isStartingUp, case .refused = duringStartUp { throw VarlinkError.startingUp(ControlServer.startingUpRefusal) }
+            let parameters = try VarlinkMessage.decodeParameters(P.self, from: data)
+            if server.isStartingUp, case .answeredUnless(let refuse) = duringStartUp, refuse(parameters) {
+                throw VarlinkError.startingUp(ControlServer.startingUpRefusal)
             }
+            let caller = try await peer.caller { await server.manager.caller($0) }
+            return try encode(server, try await handler(server, parameters, caller))
         }
-        return try await manager.targets(user: p.user, all: all)
     }
+
+    /// A method of `org.varlink.service`: answered to anyone, at any time.
+    static func service<P, R>(_ method: VarlinkMethod<P, R>, _ handler: @escaping @Sendable (ControlServer, P) throws -> R) -> MethodBinding {
+        MethodBinding(declaration: method) { server, data, _ in
+            try VarlinkMessage.encodeReply(try handler(server, try VarlinkMessage.decodeParameters(P.self, from: data)))
+        }
+    }
+}
+
+/// The bindings by method name: a dispatch is one lookup.
+struct MethodTable: Sendable {
+    let bindings: [MethodBinding]
+    private let byName: [String: MethodBinding]
+
+    init(_ bindings: [MethodBinding]) {
+        self.bindings = bindings
+        self.byName = Dictionary(uniqueKeysWithValues: bindings.map { ($0.declaration.name, $0) })
+    }
+
+    func binding(for method: String) -> MethodBinding? { byName[method] }
 }

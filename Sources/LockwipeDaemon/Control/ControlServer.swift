@@ -1,5 +1,6 @@
 import CSystemd
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
@@ -282,6 +283,8 @@ public final class ControlServer: Sendable {
         case .registrationRefused(let reason): return .registrationRefused(reason)
         case .invalidParameter(let parameter, let reason): return .invalidParameter(parameter, reason: reason)
         case .actionFailed(let reason): return .actionFailed(reason)
+        // Like homed's HOME_LOCKED/HOME_NOT_ACTIVE, but the interface keeps its one name.
+        case .wrongState(_, _, let reason): return .actionFailed(reason)
         case .passcodeRequired(let user, let reason): return .passcodeRequired(user: user, reason: reason)
         case .passcodeExpired(let user, let reason): return .passcodeExpired(user: user, reason: reason)
         }

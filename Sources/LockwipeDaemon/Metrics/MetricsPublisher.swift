@@ -1,3 +1,4 @@
+import LockwipeBase
 import LockwipeCore
 import Logging
 import Synchronization

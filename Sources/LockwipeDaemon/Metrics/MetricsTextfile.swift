@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 
 /// Who may read the metrics file, and what it shows (`[metrics] mode`, `group`,
 /// `user_labels`). The file lists every registration's user, uid, state and last contact,

@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// `register` and `unregister`: registration is all or nothing (`RegistrationFlow`), and a
@@ -204,7 +206,7 @@ extension Manager {
         try await registration(named: user).withTurn { turn in
             let r = turn.record
             if r.state == .wipePending || r.state == .wiping {
-                throw ManagerError.actionFailed("the wipe of \(user) is pending; it must finish before unregistering")
+                throw ManagerError.wrongState(user: user, current: r.state, reason: "the wipe of \(user) is pending; it must finish before unregistering")
             }
             if r.protection == .encrypted, r.state != .wiped {
                 throw ManagerError.actionFailed(
@@ -227,8 +229,16 @@ extension Manager {
                     throw failure(user, "unregister", error)
                 }
             }
-            let connection = try? await store.sapConnection(registration: r.id)
-            let credentials = try? await store.credentials(user)
+            // Read before the delete, to release the server's connection after it: a read
+            // that fails fails the request, before anything is changed.
+            let connection: SAPConnectionRecord?
+            let credentials: ServerCredentials?
+            do {
+                connection = try await store.sapConnection(registration: r.id)
+                credentials = try await store.credentials(user)
+            } catch {
+                throw stateFailure(user, "unregister", error)
+            }
             try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
             forgetRegistration(turn.registration)
             checkIns.forget(user)

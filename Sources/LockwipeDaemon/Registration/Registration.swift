@@ -1,3 +1,4 @@
+import LockwipeBase
 import LockwipeCore
 
 /// One registration, as the Manager holds it while it exists (systemd-homed's `Home` is the
@@ -17,6 +18,10 @@ final class Registration {
     private let ended: TurnsEnded
     /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
     fileprivate var current: RegistrationRecord?
+    /// Why the last lock failed, when that failure could not be written to the store: the
+    /// registration then reads lock-failed, never locked (`inForce`), in its turns, in
+    /// `status` and for the login gate, until a write succeeds.
+    var unrecordedLockFailure: String?
 
     init(id: String, user: String, store: StateStore, ended: TurnsEnded) {
         self.id = id
@@ -46,11 +51,20 @@ final class Registration {
             turns.release()
         }
         if !waited, let found, found.since == ended.count, found.record.id == id {
-            current = found.record
+            current = inForce(found.record)
         } else {
             current = try await read()
         }
         return try await body(RegistrationTurn(self))
+    }
+
+    /// `r` as it is in force: locked reads lock-failed while a failed lock is unrecorded.
+    func inForce(_ r: RegistrationRecord) -> RegistrationRecord {
+        guard r.state == .locked, let text = unrecordedLockFailure else { return r }
+        var failed = r
+        failed.state = .lockFailed
+        failed.vaultError = text
+        return failed
     }
 
     /// Whether an operation holds the turn now, and how many wait for it.
@@ -60,7 +74,7 @@ final class Registration {
     /// The record of this registration (this id) as the store has it now.
     fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
         guard let r = try await store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
-        return r
+        return inForce(r)
     }
 }
 
@@ -150,17 +164,17 @@ extension Manager {
 
     /// Runs `body` in `registration`'s turn for the daemon's own work (evaluation, the
     /// start-up pass), which no caller waits for: a registration unregistered before its
-    /// turn came is skipped, and a record that cannot be read is logged (`what` says what
-    /// was not done), not swallowed.
+    /// turn came is skipped, and a record that cannot be read is logged (`stateNotice`: `what`
+    /// says what was not done), not swallowed.
     func inTurn(of registration: Registration, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
         do {
             try await registration.withTurn { turn in await body(turn) }
         } catch ManagerError.noSuchRegistration {
             forgetRegistration(registration)
         } catch {
-            logger.error(
-                "\(what) of \(registration.user) did not run: \(ErrorWords.of(error))",
-                metadata: ["user": .string(registration.user), "message_id": MessageID.actionFailed.metadata])
+            // Its record could not be read: nothing is done blind; still due, so the next
+            // evaluation (or start) does it.
+            stateNotice("\(what) of \(registration.user) did not run now (retried at the next evaluation)", user: registration.user, error)
         }
     }
 
@@ -171,9 +185,7 @@ extension Manager {
         } catch ManagerError.noSuchRegistration {
             return
         } catch {
-            logger.error(
-                "\(what) of \(user) did not run: \(ErrorWords.of(error))",
-                metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
+            stateNotice("\(what) of \(user) did not run now (retried at the next evaluation)", user: user, error)
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 
 /// Registration as a flow of steps that is all or nothing: the steps run in order, the
 /// first failure stops the flow, and every step that had completed is undone in reverse

@@ -132,7 +132,13 @@ extension Manager {
         // first, and then this one's registrations are older than what is in force.
         logout.refreshes += 1
         let mine = logout.refreshes
-        let registrations = (try? await store.registrations()) ?? []
+        let registrations: [RegistrationRecord]
+        do {
+            registrations = try await store.registrations()
+        } catch {
+            // Fail closed: the timers stay as they are (none is dropped); the next refresh retries.
+            return stateNotice("the locks on logout are not refreshed", error)
+        }
         guard mine == logout.refreshes, let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
         let now = timers.now()
         var watched = Set<String>()

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import NIOCore
@@ -22,8 +23,8 @@ extension Manager {
         return Outlook(record: r, offline: offline, next: next)
     }
 
-    func outlooks(_ reading: ClockReading) async -> [Outlook] {
-        ((try? await store.registrations()) ?? []).map { outlook($0, reading) }
+    func outlooks(_ reading: ClockReading) async throws -> [Outlook] {
+        try await store.registrations().map { outlook(recorded($0), reading) }
     }
 
     func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
@@ -42,12 +43,16 @@ extension Manager {
 
     public func statusLine() async -> String {
         if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
-        return StatusSummary.line(summaryEntries(await outlooks(clock.now())))
+        do {
+            return StatusSummary.line(summaryEntries(try await outlooks(clock.now())))
+        } catch {
+            return "the state database cannot be read: \(ErrorWords.of(error))"
+        }
     }
 
     public func status(for caller: Caller, user: String?) async throws -> StatusReport {
         let reading = clock.now()
-        let everyone = try await store.registrations()
+        let everyone = try await store.registrations().map(recorded)
         var list = everyone.filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
@@ -56,7 +61,7 @@ extension Manager {
             if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
         let server = configuration.server
-        let connections = server.sapIdentity == nil ? [:] : ((try? await store.sapConnections()) ?? [:])
+        let connections = server.sapIdentity == nil ? [:] : try await store.sapConnections()
         var infos: [RegistrationInfo] = []
         for r in list {
             let (p, source) = policy(for: r)
@@ -98,34 +103,19 @@ extension Manager {
             policy: policyInfo(everyone), registrations: infos, warnings: warnings)
     }
 
-    /// The history: everything for administrators, each event with the uid and
-    /// registration it belongs to; for a user, only the events of her own registrations
-    /// (`Ownership.ownsRecord`), never those of another account that had her name.
-    public func history(for caller: Caller, user: String?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
+    /// The history of `user` (nil: everyone), each event with the uid and registration it
+    /// belongs to; with an `owner`, only the events of that uid's registrations
+    /// (`Ownership.ownsRecord`), never those of another account that had the name. Who may
+    /// ask for which is decided before (`WhoMay`, `.readHistory`).
+    public func history(user: String?, owner: UInt32?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
         // 0 means none, as journalctl's -n 0; a negative count means nothing.
         guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
-        var filter = user
-        var owner: UInt32? = nil
-        if !caller.isAdmin {
-            guard let name = user ?? caller.userName else { return HistoryReply(events: []) }
-            let registrationUID = try await store.registration(name)?.uid
-            guard
-                Ownership.mayReadHistory(
-                    of: name, registrationUID: registrationUID,
-                    callerUID: caller.credentials.uid, callerName: caller.userName)
-            else {
-                if user == nil { return HistoryReply(events: []) }
-                throw ManagerError.notPermitted("only administrators may read the history of other users")
-            }
-            filter = name
-            owner = caller.credentials.uid
-        }
-        let events = try await store.events(user: filter, limit: min(limit, 10_000), owner: owner, since: since)
+        let events = try await store.events(user: user, limit: min(limit, 10_000), owner: owner, since: since)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
                 HistoryEvent(
-                    time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind, trigger: $0.trigger, detail: $0.detail,
+                    time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind.rawValue, trigger: $0.trigger, detail: $0.detail,
                     certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
                     requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) })
             })
@@ -133,7 +123,7 @@ extension Manager {
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
     /// every registration), else the local one. Each registration shows its own too.
-    public func policyInfo() async -> PolicyInfo { policyInfo((try? await store.registrations()) ?? []) }
+    public func policyInfo() async throws -> PolicyInfo { policyInfo(try await store.registrations()) }
 
     private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
         if configuration.server.isConfigured,

@@ -1,4 +1,5 @@
 import GRDB
+import LockwipeCore
 
 extension StateStore {
     public nonisolated(nonsending) func credentials(_ user: String) async throws -> ServerCredentials? {

@@ -19,7 +19,7 @@ extension StateStore {
                 VALUES (?, ?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?), ?, ?, ?)
                 """,
             arguments: [
-                e.time, e.user, e.kind, e.trigger?.rawValue, e.detail, e.certificate, e.user, e.user, e.requester.map { Int64($0.uid) },
+                e.time, e.user, e.kind.rawValue, e.trigger?.rawValue, e.detail, e.certificate, e.user, e.user, e.requester.map { Int64($0.uid) },
                 e.requester.map { Int64($0.pid) }, e.requester?.comm,
             ])
     }
@@ -47,21 +47,36 @@ extension StateStore {
                 let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
                 let rows = try Row.fetchAll(
                     db, sql: "SELECT * FROM events \(filter) ORDER BY id DESC LIMIT ?", arguments: StatementArguments(arguments))
-                let events = rows.reversed().map(Self.storedEvent(from:))
+                let events = try rows.reversed().map(Self.storedEvent(from:))
                 guard let owner else { return events }
                 return events.filter { Ownership.ownsRecord(uid: $0.uid, registrationID: $0.registrationID, callerUID: owner) }
             }
         }
     }
 
-    static func storedEvent(from row: Row) -> StoredEvent {
-        StoredEvent(
-            time: row["time"], user: row["user"], kind: row["kind"], trigger: (row["trigger"] as String?).flatMap(Trigger.init(rawValue:)),
+    /// An event row as a `StoredEvent`. A kind this lockwiped does not know (the row was
+    /// written by a newer one, before a downgrade) fails the read and says so: history is
+    /// the audit trail, not shown with an event left out or renamed.
+    static func storedEvent(from row: Row) throws -> StoredEvent {
+        let kind: String = row["kind"]
+        guard let known = EventKind(rawValue: kind) else { throw UnknownEventKind(kind: kind, id: row["id"]) }
+        return StoredEvent(
+            time: row["time"], user: row["user"], kind: known, trigger: (row["trigger"] as String?).flatMap(Trigger.init(rawValue:)),
             detail: row["detail"], certificate: row["certificate"], uid: (row["uid"] as Int64?).map { UInt32(truncatingIfNeeded: $0) },
             registrationID: row["registration_id"],
             requester: (row["requester_uid"] as Int64?).map {
                 StoredEvent.Requester(
                     uid: UInt32(truncatingIfNeeded: $0), pid: Int32(truncatingIfNeeded: row["requester_pid"] as Int64? ?? 0), comm: row["requester_comm"])
             })
+    }
+}
+
+/// An event row whose kind is not an `EventKind` (written by a newer lockwiped).
+struct UnknownEventKind: Error, CustomStringConvertible {
+    var kind: String
+    var id: Int64
+
+    var description: String {
+        "the state database holds an event of a kind this lockwiped does not know ('\(kind)', events row \(id)): was it written by a newer version?"
     }
 }

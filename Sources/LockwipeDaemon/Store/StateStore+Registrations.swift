@@ -11,9 +11,10 @@ extension StateStore {
     /// The cached list is returned without leaving the caller's thread (one `stat` of the
     /// database file checks it is still the one opened); a query runs on the store's queue.
     public nonisolated(nonsending) func registrations() async throws -> [RegistrationRecord] {
+        try db.faults.check(#function)
         let generation = try db.writeGeneration()
         if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
-        return try await perform { [self] in
+        return try await perform("registrations, from the database") { [self] in
             let list = try db.read { db in try Self.fetchRegistrations(db) }
             registrationCache.withLock { $0 = (generation, list) }
             return list

@@ -19,18 +19,6 @@ extension StateStore {
         }
     }
 
-    /// Changes why a locked registration is locked (a server contact lifts a server or
-    /// offline lock of an encrypted vault it cannot open: the user's passcode is left).
-    public nonisolated(nonsending) func setLockTrigger(_ user: String, _ trigger: Trigger) async throws {
-        try await perform { [self] in
-            try db.write { db in
-                try db.execute(
-                    sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                    arguments: [trigger.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
-            }
-        }
-    }
-
     /// Marks a registration blocked by the server (`code` as sent); not a contact.
     public nonisolated(nonsending) func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) async throws {
         try await perform { [self] in

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import Synchronization
@@ -92,11 +93,18 @@ public final class StateStore: Sendable {
     /// and back), which is also what lets the cached `registrations()` answer without one.
     private let queue = DispatchQueue(label: "lockwipe.state-store")
 
-    nonisolated(nonsending) func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
+    nonisolated(nonsending) func perform<T: Sendable>(
+        _ operation: StaticString = #function, _ body: @escaping @Sendable () throws -> T
+    ) async throws -> T {
+        try db.faults.check(operation)
+        return try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result(catching: body)) }
         }
     }
+
+    /// Test hook: makes chosen operations fail (`StoreFaults`). Unarmed it costs one
+    /// atomic load per access.
+    public var faults: StoreFaults { db.faults }
 
     /// The damage noticed while running, if any (then every access fails with it).
     public var damage: StateStoreDamage? { db.damage }
@@ -149,6 +157,7 @@ final class CheckedQueue: Sendable {
     private let identity: (dev: UInt64, ino: UInt64)
     private let noticed: Mutex<StateStoreDamage?>
     private let observer = Mutex<(@Sendable (StateStoreDamage) -> Void)?>(nil)
+    let faults = StoreFaults()
 
     init(_ queue: DatabaseQueue, path: String, damage: StateStoreDamage? = nil) throws {
         self.queue = queue
@@ -210,6 +219,7 @@ final class CheckedQueue: Sendable {
     }
 
     private func written<T>(_ body: () throws -> T) throws -> T {
+        try faults.checkWrite()
         defer {
             writes.add(1, ordering: .releasing)
             writeObserver.withLock { $0 }?()
@@ -221,4 +231,56 @@ final class CheckedQueue: Sendable {
     func write<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.write(updates) } }
     func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.writeWithoutTransaction(updates) } }
     func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try written { try queue.inDatabase(work) } }
+}
+
+/// A test hook of the store: operations made to fail as a full disk or an I/O error would,
+/// so that unit tests can show what the daemon does when its state cannot be read or
+/// written. Nothing arms it outside tests; unarmed, a check is one relaxed atomic load.
+public final class StoreFaults: Sendable {
+    /// The error an injected fault throws (in words like SQLite's own).
+    public struct Injected: Error, Equatable, CustomStringConvertible {
+        public var operation: String
+        public var description: String { "disk I/O error (injected by a test) in \(operation)" }
+    }
+
+    private let armed = Atomic<Bool>(false)
+    private let plan = Mutex<(calls: [String: Int], writes: Bool)>(([:], false))
+
+    init() {}
+
+    /// The next `count` calls of the store method `operation` fail: its name without
+    /// arguments (`"registrations"`, `"setVaultError"`); `registration(_:)` reads through
+    /// `registrations`. `.max`: every call until `reset()`.
+    public func failNext(_ count: Int = 1, of operation: String) {
+        plan.withLock { $0.calls[operation, default: 0] = count }
+        armed.store(true, ordering: .releasing)
+    }
+
+    /// Every write fails (reads still work) until `failWrites(false)` or `reset()`.
+    public func failWrites(_ on: Bool = true) {
+        plan.withLock { $0.writes = on }
+        armed.store(true, ordering: .releasing)
+    }
+
+    /// No fault any more.
+    public func reset() {
+        plan.withLock { $0 = ([:], false) }
+        armed.store(false, ordering: .releasing)
+    }
+
+    func check(_ operation: StaticString) throws(Injected) {
+        guard armed.load(ordering: .acquiring) else { return }
+        let name = "\(operation)".prefix { $0 != "(" }
+        let fail = plan.withLock { p -> Bool in
+            guard let left = p.calls[String(name)], left > 0 else { return false }
+            if left != .max { p.calls[String(name)] = left - 1 }
+            return true
+        }
+        if fail { throw Injected(operation: String(name)) }
+    }
+
+    func checkWrite() throws(Injected) {
+        guard armed.load(ordering: .acquiring), plan.withLock({ $0.writes }) else { return }
+        throw Injected(operation: "a write")
+    }
 }

@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 
 /// The daemon's one sleep until the next threshold crossing. An event-loop timer would
 /// miss two things the offline policy needs (README.md, "Configuration"):

@@ -1,5 +1,7 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// The cryptographic lock of an encrypted vault: its fscrypt v2 key is removed from the
 /// kernel for all users, so what is left on disk is ciphertext (names and contents) that

@@ -1,4 +1,6 @@
 import Foundation
+import LockwipeBase
+import LockwipeVaultIO
 
 /// Wrapped vault keys, one file each, in `keys/` in the state directory (0700; files
 /// 0600): the only place a wrapped key is ever written.

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
@@ -48,6 +49,12 @@ extension Manager {
                 metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
-        return (try? await store.keyDestroyed(user)) ?? (now, seconds)
+        do {
+            // nil: not destroyed by this call (an earlier attempt did), as recorded then.
+            return try await store.keyDestroyed(user) ?? (now, seconds)
+        } catch {
+            stateNotice("the time the vault key of \(user) was destroyed is not read back; the certificate gives this attempt's", user: user, error)
+            return (now, seconds)
+        }
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Lock and the unlock request: the lock is committed first, then applied and verified
@@ -37,7 +39,8 @@ extension Manager {
             if let failed = await retryLock(r) { throw failed }
             return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
         case .wipePending, .wiping, .wiped:
-            throw ManagerError.actionFailed("\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
+            throw ManagerError.wrongState(
+                user: user, current: r.state, reason: "\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
         case .active: break
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
@@ -54,7 +57,7 @@ extension Manager {
         } catch {
             throw await lockFailed(r, error)
         }
-        if r.vaultError != nil { try? await store.setVaultError(user, nil) }
+        if r.vaultError != nil { await setVaultErrorOrLog(user, nil) }
         var meta = journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         logger.notice("locked \(user): \(reason)", metadata: meta)

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeProtocol
 import Logging
 import Synchronization

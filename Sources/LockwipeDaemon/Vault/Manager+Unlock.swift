@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Unlock: who may is decided by `UnlockRule` (LockwipeCore), what it takes is done here.
@@ -34,7 +35,10 @@ extension Manager {
         let user = r.user
         switch UnlockRule.access(unlockRequest(r, caller)) {
         case .allowed: break
-        case .refused(let refusal), .checkInFirst(otherwise: let refusal): throw ManagerError(refusal, user: user)
+        case .refused(let refusal), .checkInFirst(otherwise: let refusal):
+            // The one refusal for a registration that is not locked is its state's.
+            if refusal.kind == .actionFailed, !r.state.isLockCommitted { throw ManagerError.wrongState(user: user, current: r.state, reason: refusal.message) }
+            throw ManagerError(refusal, user: user)
         }
         if r.protection == .encrypted {
             return try await unlockEncrypted(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
@@ -170,14 +174,21 @@ extension Manager {
     /// nobody); one a passcode wraps is recorded as locked (trigger `resume`) so that
     /// `status` tells the truth and its user can unlock it with the passcode.
     func reopenEncryptedVaults() async {
-        for r in (try? await store.registrations()) ?? [] where r.protection == .encrypted && r.state == .active {
+        for r in await registrationsOrLog("the start-up reopen of encrypted vaults") where r.protection == .encrypted && r.state == .active {
             // A vault that cannot be opened (missing, replaced) is not "locked": it is
             // reported by `checkVaults`, and nothing here touches it.
             let (vaults, encryption) = (r.vaults, self.encryption)
             let keyGone: Bool
             do {
                 keyGone = try await vaultCalls.run(user: r.user, "the start-up check") {
-                    vaults.allSatisfy({ (try? VaultPath.open($0))?.close() != nil }) && encryption.isLocked(vaults)
+                    vaults.allSatisfy { v in
+                        do {
+                            try VaultPath.open(v).close()
+                            return true
+                        } catch {
+                            return false  // not "locked": `checkVaults` reports it
+                        }
+                    } && encryption.isLocked(vaults)
                 }
             } catch {
                 await vaultStalled(r, "start-up check", error)

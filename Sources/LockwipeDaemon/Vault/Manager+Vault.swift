@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// Encrypted vaults: the passcode's tries and life, wrapping a key again, and the key
@@ -48,7 +50,12 @@ extension Manager {
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
             // The back-off counts from the answer, not from the start of the scrypt run.
-            try? await store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
+            do {
+                try await store.append(event(user, .unlockFailed, trigger, detail, at: clock.now().wall), failedUnlockAt: clock.now().wall)
+            } catch {
+                // Fail the request: a wrong passcode that is not counted must not be free to retry.
+                throw stateFailure(user, "unlock (a wrong passcode was given and could not be counted)", error)
+            }
             logger.warning(
                 "wrong passcode for the vault of \(user)",
                 metadata: [
@@ -57,9 +64,14 @@ extension Manager {
                 ])
             if policy.retriesExhausted(failedAttempts: count) {
                 let reason = "\(count) wrong passcodes in a row reached the passcode policy's retry_limit (\(limit))"
-                let result = try? await wipe(
-                    in: turn, trigger: .retryLimit, reason: reason, requester: WipeRequester(peerUID: caller.credentials.uid, retryLimit: limit))
-                let pending: String = result?.state == .wiped ? "" : " (the wipe is pending)"
+                let pending: String
+                do {
+                    let result = try await wipe(
+                        in: turn, trigger: .retryLimit, reason: reason, requester: WipeRequester(peerUID: caller.credentials.uid, retryLimit: limit))
+                    pending = result.state == .wiped ? "" : " (the wipe is pending)"
+                } catch {
+                    pending = " (\(failure(user, "wipe", error).message))"
+                }
                 throw ManagerError.notPermitted("wrong passcode; \(reason): the vault of \(user) was wiped\(pending)")
             }
             let left: String = limit > 0 ? "; \(limit - count) left before the vault is wiped" : ""
@@ -111,7 +123,9 @@ extension Manager {
             guard r.protection == .encrypted else {
                 throw ManagerError.actionFailed("\(user) has no encrypted vault (protection: permissions): a passcode protects only an encrypted vault's key")
             }
-            guard !r.state.isWipeCommitted else { throw ManagerError.actionFailed("\(user) is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")") }
+            guard !r.state.isWipeCommitted else {
+                throw ManagerError.wrongState(user: user, current: r.state, reason: "\(user) is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
+            }
             guard let stored = try await store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
             let policy = passcodePolicy(for: r).policy
             if let problem = policy.problem(with: new) { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem) }
@@ -171,7 +185,15 @@ extension Manager {
 
     /// The key fields of `status` for an encrypted registration.
     func vaultStatus(_ r: RegistrationRecord, into info: inout RegistrationInfo) async {
-        guard r.protection == .encrypted, let stored = try? await store.vaultKeyStatus(r.user) else { return }
+        guard r.protection == .encrypted else { return }
+        let found: VaultKeyStatus?
+        do {
+            found = try await store.vaultKeyStatus(r.user)
+        } catch {
+            // Status still answers; only the key fields are left out.
+            return stateNotice("status of \(r.user): the key fields are left out", user: r.user, error)
+        }
+        guard let stored = found else { return }
         let policy = passcodePolicy(for: r).policy
         info.keyWrapping = stored.wrapping.rawValue
         if stored.wrapping == .passcode, policy.expirationDays > 0, let setAt = stored.passcodeSetAt {

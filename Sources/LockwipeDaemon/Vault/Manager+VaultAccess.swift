@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Logging
 
 /// What the Manager does when a vault cannot be reached as registered (missing, renamed,
@@ -26,7 +28,12 @@ extension Manager {
                 do {
                     found = try await vaultCalls.run(user: r.user, "the start-up check") {
                         let problems = VaultPath.ancestorProblems(path)
-                        return (problems, problems.isEmpty ? (try? VaultDirectory.current(path))?.identity : nil)
+                        guard problems.isEmpty else { return (problems, nil) }
+                        do {
+                            return (problems, try VaultDirectory.current(path).identity)
+                        } catch {
+                            return (["cannot be read: \(ErrorWords.of(error))"], nil)
+                        }
                     }
                 } catch {
                     await vaultStalled(r, "start-up check", error)
@@ -84,8 +91,7 @@ extension Manager {
         do {
             return try await store.registrations()
         } catch {
-            logger.error(
-                "\(purpose): cannot read the registrations: \(error)", metadata: ["message_id": MessageID.stateDamaged.metadata])
+            stateNotice("\(purpose): cannot read the registrations", error)
             return []
         }
     }
@@ -95,8 +101,7 @@ extension Manager {
         do {
             try await store.setVaultError(user, text)
         } catch {
-            logger.error(
-                "cannot record the vault state of \(user): \(error)", metadata: ["user": .string(user), "message_id": MessageID.stateDamaged.metadata])
+            stateNotice("cannot record the vault state of \(user)", user: user, error)
         }
     }
 
@@ -122,13 +127,30 @@ extension Manager {
         do {
             let (records, takebacks) = try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
                 let takebacks = vaults.map(VaultMountTakeback.takeBack)
-                return (vaults.compactMap { try? p.recordState(of: [$0], user: user).first }, takebacks)
+                return (vaults.map { v in Result { try p.recordState(of: [v], user: user).first } }, takebacks)
             }
             journalTakebacks(r, takebacks, action: "lock")
-            return records
+            return unrecordable(r, records)
         } catch {
             await vaultStalled(r, "lock", error)
             return []
+        }
+    }
+
+    /// The lock records that could be read; each vault that could not is said in the
+    /// journal (MESSAGE_ID `vaultUnreachable`) and recorded by the retry that reaches it.
+    /// A retry says it at debug level: its lock fails on the same vault and says so once.
+    func unrecordable(_ r: RegistrationRecord, _ results: [Result<LockRecord?, any Error>], level: Logger.Level = .warning) -> [LockRecord] {
+        results.compactMap { result in
+            do {
+                return try result.get()
+            } catch {
+                logger.log(
+                    level: level,
+                    "lock of \(r.user): the owner and mode of a vault cannot be read, it is recorded when the lock is retried: \(ErrorWords.of(error))",
+                    metadata: ["user": .string(r.user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.vaultUnreachable.metadata])
+                return nil
+            }
         }
     }
 
@@ -169,27 +191,40 @@ extension Manager {
     @discardableResult
     func retryLock(_ r: RegistrationRecord) async -> ManagerError? {
         if r.protection == .permissions {
-            let known = Set(((try? await store.lockRecords(r.user)) ?? []).map(\.path))
+            let known: Set<String>
+            do {
+                known = Set(try await store.lockRecords(r.user).map(\.path))
+            } catch {
+                // Fail closed: no lock without the records that let unlock restore the vault.
+                return await lockFailed(r, error)
+            }
             let missing = r.vaults.filter { !known.contains($0.path) }
             if !missing.isEmpty {
                 let (protection, user) = (self.protection, r.user)
                 let found: [LockRecord]
                 do {
-                    found = try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
-                        missing.compactMap { try? protection.recordState(of: [$0], user: user).first }
-                    }
+                    found = unrecordable(
+                        r,
+                        try await vaultCalls.run(user: user, "reading the vault's owner and mode") {
+                            missing.map { v in Result { try protection.recordState(of: [v], user: user).first } }
+                        }, level: .debug)
                 } catch {
                     await vaultStalled(r, "lock", error)
                     found = []
                 }
                 let records = found.filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
-                    try? await store.commitLock(
-                        r.user, records: records, trigger: trigger,
-                        event: event(
-                            r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried",
-                            at: clock.now().wall))
-                    if r.state == .lockFailed { try? await store.setVaultError(r.user, r.vaultError, lockFailed: true) }
+                    do {
+                        try await store.commitLock(
+                            r.user, records: records, trigger: trigger,
+                            event: event(
+                                r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried",
+                                at: clock.now().wall))
+                        if r.state == .lockFailed { try await store.setVaultError(r.user, r.vaultError, lockFailed: true) }
+                    } catch {
+                        // Fail closed: a vault whose owner and mode are not recorded is not locked.
+                        return await lockFailed(r, error)
+                    }
                 }
             }
         }
@@ -200,9 +235,16 @@ extension Manager {
         }
         if r.state == .lockFailed || r.vaultError != nil {
             let now = clock.now().wall
-            try? await store.setVaultError(
-                r.user, nil, lockHolds: true,
-                event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
+            do {
+                try await store.setVaultError(
+                    r.user, nil, lockHolds: true,
+                    event: r.state == .lockFailed ? event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
+                registration(of: r).unrecordedLockFailure = nil
+            } catch {
+                // It still reads lock-failed (the safe side): the next retry records it.
+                stateNotice("the lock of \(r.user) holds again but this could not be recorded; it is retried", user: r.user, error)
+                return nil
+            }
             if r.state == .lockFailed {
                 logger.notice(
                     "locked \(r.user): the lock that had failed now holds",
@@ -220,9 +262,17 @@ extension Manager {
         let text = ErrorWords.of(error)
         let now = clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
-        try? await store.setVaultError(
-            r.user, text, lockFailed: true,
-            event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
+        do {
+            try await store.setVaultError(
+                r.user, text, lockFailed: true,
+                event: changed ? event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
+            registration(of: r).unrecordedLockFailure = nil
+        } catch {
+            // Never reads locked: lock-failed in memory (status, the login gate, the
+            // retries) until a write succeeds.
+            registration(of: r).unrecordedLockFailure = text
+            stateNotice("the lock of \(r.user) FAILED and this could not be recorded; it shows lock-failed and is retried", user: r.user, error)
+        }
         if changed {
             var meta = journalFields(
                 r, action: "lock", trigger: r.lockTrigger ?? .resume, reason: text,
@@ -244,12 +294,18 @@ extension Manager {
     /// The journal warning (MESSAGE_ID `vaultUnreachable`) and the `vault_error` of `r`.
     func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) async {
         let text = "\(error)"
-        if r.vaultError != text { try? await store.setVaultError(r.user, text) }
+        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
         logger.warning(
             "\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)",
             metadata: [
                 "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(error.path),
                 "error": .string(text), "message_id": MessageID.vaultUnreachable.metadata,
             ])
+    }
+
+    /// `r` as it is in force: a lock whose failure could not be recorded reads lock-failed
+    /// (`Registration.unrecordedLockFailure`), never locked.
+    func recorded(_ r: RegistrationRecord) -> RegistrationRecord {
+        registrations[r.id]?.inForce(r) ?? r
     }
 }

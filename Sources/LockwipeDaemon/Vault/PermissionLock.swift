@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 
 /// How a vault is made unreadable and readable again: the permission lock, or the

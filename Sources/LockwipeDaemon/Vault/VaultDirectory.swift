@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 import LockwipeCore
 
 /// A vault directory as registered: its path and the inode it was at registration.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LockwipeVaultIO
 
 /// An encrypted vault's key as the store keeps it: wrapped only (see `WrappedKey`), in a
 /// file of its own (`keyFile`, see `KeyFiles`), with the kernel's identifier of the key

@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
+import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 import Synchronization
 
 /// A vault key just made at registration: the raw key (wiped once registration is done)

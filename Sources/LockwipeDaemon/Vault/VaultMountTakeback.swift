@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 import LockwipeCore
 
 /// Takes back a vault from what its user mounted on or inside it, before a lock or wipe

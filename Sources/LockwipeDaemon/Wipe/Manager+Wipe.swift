@@ -1,7 +1,9 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
+import LockwipeVaultIO
 import Logging
 import NIOCore
 
@@ -98,8 +100,15 @@ extension Manager {
             summary.keyDestroyedAt = Timestamp.iso(destroyed.at)
             summary.keyDestroyedSeconds = destroyed.seconds
         }
+        let pending: StateStore.PendingWipe?
+        do {
+            pending = try await store.pendingWipe(user)
+        } catch {
+            stateNotice("the certificate of the wipe of \(user) gives this attempt as the first", user: user, error)
+            pending = nil
+        }
         let attempt = Attempt(
-            record: r, pending: try? await store.pendingWipe(user), trigger: trigger, reason: reason, started: now,
+            record: r, pending: pending, trigger: trigger, reason: reason, started: now,
             keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil)
         let certificate = await certificate(attempt, summary: summary)
         var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
@@ -140,7 +149,12 @@ extension Manager {
         guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         var options = configuration.wipe
         // An encrypted vault whose key is still stored would be crypto-erased (no overwrite).
-        let stored = r.protection == .encrypted ? ((try? await store.vaultKeyStatus(user)) ?? nil) : nil
+        let stored: VaultKeyStatus?
+        do {
+            stored = r.protection == .encrypted ? try await store.vaultKeyStatus(user) : nil
+        } catch {
+            throw stateFailure(user, "wipe --dry-run", error)
+        }
         let crypto = stored != nil
         if crypto { options.passes = 0 }
         let (vaults, passes) = (r.vaults, options.passes)
@@ -148,7 +162,7 @@ extension Manager {
         let surveys = try await BlockingPool.runRead {
             vaults.map { VaultSurvey.take($0, count: true, overwrite: passes > 0, maxOpenDirectories: SecureEraser().maxOpenDirectories) }
         }
-        let method = crypto ? "crypto-erase" : passes > 0 ? "overwrite" : "unlink"
+        let method: WipePreview.Method = crypto ? .cryptoErase : passes > 0 ? .overwrite : .unlink
         return surveys.map { s in
             WipePreview(
                 user: user, path: s.path, method: method, passes: passes, pattern: options.pattern.rawValue, files: s.census.files,

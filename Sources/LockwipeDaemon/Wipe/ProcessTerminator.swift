@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 import LockwipeCore
 
 /// Ends every process of a user, so that a lock also cuts off what she opened before it:

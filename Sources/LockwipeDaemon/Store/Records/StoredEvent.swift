@@ -4,7 +4,7 @@ import LockwipeCore
 public struct StoredEvent: Sendable, Equatable {
     public var time: Int64
     public var user: String
-    public var kind: String
+    public var kind: EventKind
     public var trigger: Trigger?
     public var detail: String
     /// The sanitization certificate of a wipe's result event.

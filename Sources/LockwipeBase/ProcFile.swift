@@ -3,10 +3,10 @@ import Foundation
 /// Reads a file of `/proc` whole. The kernel reports a size of 0 for them and hands out
 /// their text in pieces; Foundation's `String(contentsOfFile:)` stops after the first
 /// 4 KiB, which cut the mount table of a service's namespace before the mount on a vault.
-enum ProcFile {
+package enum ProcFile {
     /// The whole text of `path`, read with `read(2)` until the end; nil when it cannot be
     /// opened or read.
-    static func read(_ path: String) -> String? {
+    package static func read(_ path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

@@ -1,4 +1,6 @@
-/// A registration's credentials for the policy server. Secret: stored in the state
+/// A registration's credentials for the policy server: a domain value, not a database
+/// record: the control socket builds it from a `Register`/`SetCredentials` request, the
+/// check-in client sends it, the state store keeps it. Secret: stored in the state
 /// database only (0600 in a 0700 directory), never logged, never shown; its description
 /// says only what is present.
 public struct ServerCredentials: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {

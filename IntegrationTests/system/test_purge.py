@@ -4,7 +4,7 @@ packaging/debian/postrm, run in a mount namespace of its own whose /etc, /var/li
 lockwiped leaves behind. A key file in keys/ exists only while its encrypted vault holds
 data; with one there, purge keeps the whole state directory (machine key, keys and the
 database that names them) and says how to remove it; without, it removes it.
-The e2e test (tests/e2e/run, t_purge) purges the installed package the same way.
+The e2e test (IntegrationTests/e2e/run, t_purge) purges the installed package the same way.
 """
 
 import os

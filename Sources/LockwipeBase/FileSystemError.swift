@@ -16,7 +16,7 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Opens `path` as a directory without following a symlink in its last component.
-func openDirectoryNoFollow(_ path: String) throws -> Int32 {
+package func openDirectoryNoFollow(_ path: String) throws -> Int32 {
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else { throw FileSystemError("open", path) }
     return fd

@@ -5,8 +5,8 @@ import NIOCore
 /// sentences already (`FileSystemError`, `VaultOpenError`, ...); what comes from below is
 /// put into words, never shown as a Swift type name (`CancellationError()`), an error
 /// domain (`NSCocoaErrorDomain error 256`) or a bare errno number.
-enum ErrorWords {
-    static func of(_ error: any Error) -> String {
+package enum ErrorWords {
+    package static func of(_ error: any Error) -> String {
         switch error {
         case is CancellationError:
             return "interrupted before it finished: lockwiped is stopping, or what started it was cancelled"
@@ -24,7 +24,7 @@ enum ErrorWords {
     }
 
     /// `code`'s text, lower-cased to continue a sentence ("permission denied").
-    static func sentence(_ code: Int32) -> String {
+    package static func sentence(_ code: Int32) -> String {
         let text = String(cString: strerror(code))
         return text.first.map { $0.lowercased() + text.dropFirst() } ?? "unknown error"
     }

@@ -3,7 +3,7 @@ environment, the message on stdout) against the real daemon, for every registrat
 state; and what lock on logout does where logind cannot be watched.
 
 A real PAM stack (pam-auth-update, pamtester) and real logind sessions are in
-tests/e2e/run, on a booted systemd.
+IntegrationTests/e2e/run, on a booted systemd.
 """
 
 import os
@@ -119,7 +119,7 @@ def test_without_pam_user_it_is_a_usage_error(daemon):
     assert r.code == 2 and "PAM_USER" in r.err, r.describe()
 
 
-@pytest.mark.skipif(os.path.exists("/run/systemd/system"), reason="booted with systemd: logind is watched (tests/e2e/run covers it)")
+@pytest.mark.skipif(os.path.exists("/run/systemd/system"), reason="booted with systemd: logind is watched (IntegrationTests/e2e/run covers it)")
 def test_without_logind_lock_timeout_is_reported_and_nothing_breaks(make_daemon, make_user):
     d = make_daemon(config=config_text(extra="\n[passcode]\nlock_timeout = 1\n"))
     alice = registered(d, make_user)

@@ -18,6 +18,12 @@ public struct WrappedKey: Codable, Sendable, Equatable {
         public var r: Int
         public var p: Int
 
+        package init(logN: Int, r: Int, p: Int) {
+            self.logN = logN
+            self.r = r
+            self.p = p
+        }
+
         /// 2^15 × 8 × 128 B = 32 MiB and about a tenth of a second per attempt here: every
         /// guess at a stolen database costs the same.
         public static let standard = ScryptParameters(logN: 15, r: 8, p: 1)
@@ -95,7 +101,7 @@ public enum KeyWrap {
         return try open(wrapped.sealed, machineKey, try associatedData(wrapped, registration))
     }
 
-    static func aad(_ registration: String?) -> Data {
+    package static func aad(_ registration: String?) -> Data {
         guard let registration else { return Data() }
         return Data("lockwipe vault key".utf8) + Data([0]) + Data(registration.utf8)
     }

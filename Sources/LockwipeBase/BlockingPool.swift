@@ -9,11 +9,11 @@ import NIOPosix
 /// What a user asks to read for herself and that may take long (the survey of a wipe's
 /// dry-run, which counts her whole vault) runs on a pool of its own (`runRead`), so that
 /// enforcement (lock, wipe, unlock) never queues behind it, however many she starts.
-enum BlockingPool {
+package enum BlockingPool {
     /// Runs `body` on `NIOThreadPool.singleton` and returns its result. The work is not
     /// abandoned when the calling task is cancelled (a shutdown): a key change or a lock
     /// that has begun runs to its end, and the caller sees its outcome.
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
     }
 
@@ -21,11 +21,11 @@ enum BlockingPool {
     /// `readerThreads` threads, apart from enforcement's. Readers queue behind each other
     /// there, never in front of a lock (and one user has one dry-run at a time:
     /// `ControlServer`).
-    static func runRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func runRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await readers.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
     }
 
-    static let readerThreads = 2
+    package static let readerThreads = 2
 
     /// Started on first use, for the daemon's lifetime (as `NIOThreadPool.singleton` is).
     private static let readers: NIOThreadPool = {

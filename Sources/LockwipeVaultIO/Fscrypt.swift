@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeBase
 
 /// fscrypt v2 through the kernel's ioctls: what an encrypted vault is made of. A vault's
 /// key lives in the kernel only while the vault is unlocked; removing it "for all users"

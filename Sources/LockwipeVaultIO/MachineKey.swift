@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LockwipeBase
 
 /// The machine key: SAP's "default data-vault passcode". Where the passcode policy allows
 /// it and a user has not set a passcode of their own, the vault key is wrapped by this key
@@ -12,7 +13,7 @@ import Foundation
 /// protected; a user passcode is what protects against root and disk thieves.
 public enum MachineKey {
     public static let fileName = "machine.key"
-    static let size = 32
+    package static let size = 32
 
     public static func loadOrCreate(stateDirectory: String) throws -> SymmetricKey {
         let path = stateDirectory + "/" + fileName
@@ -60,14 +61,14 @@ public enum MachineKey {
 
 /// Random bytes for keys: `SystemRandomNumberGenerator` is the kernel's CSPRNG
 /// (getrandom(2) on Linux).
-enum SecRandom {
-    static func fill(_ bytes: inout [UInt8]) -> Bool {
+package enum SecRandom {
+    package static func fill(_ bytes: inout [UInt8]) -> Bool {
         var generator = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = generator.next() }
         return true
     }
 
-    static func key(_ count: Int) throws -> [UInt8] {
+    package static func key(_ count: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         _ = fill(&bytes)
         return bytes
@@ -76,12 +77,12 @@ enum SecRandom {
 
 /// Overwrites key material in place (best effort in Swift: copies made by the runtime
 /// before this point are out of reach).
-func zeroSecurely(_ buffer: UnsafeMutableRawBufferPointer) {
+package func zeroSecurely(_ buffer: UnsafeMutableRawBufferPointer) {
     guard let base = buffer.baseAddress, buffer.count > 0 else { return }
     explicit_bzero(base, buffer.count)
 }
 
 extension Array where Element == UInt8 {
     /// Zeroes the bytes (key material) in place.
-    mutating func wipe() { withUnsafeMutableBytes { zeroSecurely($0) } }
+    package mutating func wipe() { withUnsafeMutableBytes { zeroSecurely($0) } }
 }

@@ -3,15 +3,15 @@ import Foundation
 import Synchronization
 
 /// A filesystem call on a vault that did not return within its deadline.
-struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
-    var user: String
+package struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
+    package var user: String
     /// What was asked of the vault when it stopped answering.
-    var what: String
-    var seconds: Int
+    package var what: String
+    package var seconds: Int
     /// True when this call found an earlier one still stuck (it did not start).
-    var earlier: Bool
+    package var earlier: Bool
 
-    var description: String {
+    package var description: String {
         earlier
             ? "the vault's filesystem has not answered since \(what) (over \(seconds) s ago); nothing more is asked of it until it does"
             : "the vault's filesystem did not answer \(what) within \(seconds) s; nothing more is asked of it until it does"
@@ -25,24 +25,24 @@ struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
 /// left to its thread and the vault is *unresponsive*: further calls for that user fail
 /// at once (no second thread is left behind) until the stuck one returns. Everyone
 /// else's calls are never queued behind it.
-final class VaultCalls: Sendable {
-    let timeout: Duration
+package final class VaultCalls: Sendable {
+    package let timeout: Duration
     private let stuck = Mutex<[String: (what: String, since: ContinuousClock.Instant)]>([:])
     private let recovered: @Sendable (_ user: String, _ what: String) -> Void
 
     /// `recovered` is told when a call that had timed out returns at last.
-    init(timeout: Duration, recovered: @escaping @Sendable (_ user: String, _ what: String) -> Void = { _, _ in }) {
+    package init(timeout: Duration, recovered: @escaping @Sendable (_ user: String, _ what: String) -> Void = { _, _ in }) {
         self.timeout = timeout
         self.recovered = recovered
     }
 
     /// Whether a call on `user`'s vault is stuck now, and since what.
-    func unresponsive(_ user: String) -> String? { stuck.withLock { $0[user]?.what } }
+    package func unresponsive(_ user: String) -> String? { stuck.withLock { $0[user]?.what } }
 
     /// Runs `body` (`what`: the words for it, "the lock") on a new thread and returns its
     /// result, or throws `VaultUnresponsive` after `timeout` (the default one unless given). The call is not abandoned
     /// when the caller's task is cancelled: it runs to its end or its deadline.
-    func run<T: Sendable>(
+    package func run<T: Sendable>(
         user: String, _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable () throws -> T
     ) async throws -> T {
         if let earlier = stuck.withLock({ $0[user] }) {

@@ -1,0 +1,250 @@
+// The verbs that only read: status, policy, certificate and history (what lockwiped
+// reports, printed as tables or as the JSON contract).
+
+import ArgumentParser
+import LockwipeCore
+import LockwipeProtocol
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the policy and every registration you may see (the verb when none is given).",
+        discussion: """
+            Exits 3 when a registration shown is in state lock-failed (its vault is NOT locked), \
+            as systemctl status exits 3 for a unit that is not active; the report is printed all the same.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: ArgumentHelp("Only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Option(help: "Only this user's registration.", completion: .custom(completeUsers)) var user: String?
+    @Flag(help: "Print the stable JSON contract instead of text (--json=short: on one line; --json=pretty, as --json: indented).")
+    var json = false
+
+    func run() throws {
+        let names = namedUsers(users, user)
+        var report = try global.call(.getStatus, StatusRequest(user: names.count == 1 ? names[0] : nil), StatusReport.self)
+        if names.count > 1 {
+            if let missing = names.first(where: { n in !report.registrations.contains { $0.user == n } }) {
+                throw CommandFailure(code: ExitStatus.failed, message: "no registration for user \(missing)")
+            }
+            report.registrations = report.registrations.filter { names.contains($0.user) }
+        }
+        try printStatus(report)
+        let failed = report.registrations.filter { $0.state == .lockFailed }.map(\.user)
+        if !failed.isEmpty {
+            throw CommandFailure(code: ExitStatus.lockFailed, message: json ? "" : "the lock of \(failed.joined(separator: ", ")) failed: NOT locked")
+        }
+    }
+
+    private func printStatus(_ report: StatusReport) throws {
+        Pager.start()
+        if json { return try printJSON(report) }
+        let p = report.policy
+        let lock = Policy.threshold(.lock, days: p.offlineDaysBeforeLock) + (p.offlineDaysBeforeLock > 0 ? " offline" : "")
+        let wipe = Policy.threshold(.wipe, days: p.offlineDaysBeforeWipe) + (p.offlineDaysBeforeWipe > 0 ? " offline" : "")
+        print("Policy:  \(lock), \(wipe) (source: \(p.source))")
+        print(
+            "Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
+                + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
+        if report.registrations.isEmpty {
+            print("No registrations.")
+        } else {
+            var rows = [["USER", "UID", "STATE", "PROTECTION", "OFFLINE", "LAST CONTACT", "NEXT"]]
+            for r in report.registrations {
+                var state = r.state.rawValue
+                if let t = r.lockTrigger { state += " (\(t.rawValue))" }
+                if r.state == .lockFailed || r.state.isWipeCommitted { state = Terminal.red(state) }
+                let next = r.nextAction.map { "\($0.action.rawValue) \(relative($0.at))" } ?? "-"
+                rows.append([
+                    r.user, String(r.uid), state, r.protection.rawValue, RelativeTime.format(seconds: r.offlineSeconds),
+                    relative(r.lastContact), next,
+                ])
+            }
+            print()
+            print(table(rows))
+            if report.server.configured {
+                var check = [["USER", "POLICY", "CREDENTIALS", "LAST CONTACT", "LAST ATTEMPT", "NEXT CHECK-IN"]]
+                for r in report.registrations {
+                    let policy =
+                        r.policy.map { p in
+                            "\(p.offlineDaysBeforeLock == 0 ? "-" : "\(p.offlineDaysBeforeLock)d")/\(p.offlineDaysBeforeWipe == 0 ? "-" : "\(p.offlineDaysBeforeWipe)d") (\(p.source))"
+                        } ?? "-"
+                    let attempt = r.lastAttempt.map { "\(relative($0)): \(r.lastError == nil ? "ok" : "failed")" } ?? "never"
+                    check.append([
+                        r.user, policy, r.credentials ?? "-", "\(r.lastContact) (\(relative(r.lastContact)))", attempt,
+                        r.nextCheckIn.map { relative($0) } ?? "-",
+                    ])
+                }
+                print()
+                print(table(check))
+            }
+            for r in report.registrations {
+                if let w = r.warning {
+                    print(
+                        "\(r.user): "
+                            + Terminal.yellow(
+                                "warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server"))
+                }
+                if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
+                if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
+                if let e = r.vaultError {
+                    print(
+                        "\(r.user): "
+                            + Terminal.red(
+                                (r.state == .lockFailed ? "LOCK FAILED, the vault is NOT locked (retried): " : "VAULT UNREACHABLE, nothing is done to it: ") + e))
+                }
+                if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
+                if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
+                if let wrapping = r.keyWrapping, !r.state.isWipeCommitted {
+                    var line = "\(r.user): encrypted vault; key wrapped by " + (wrapping == "machine" ? "the machine key (default passcode)" : "the user's passcode")
+                    if let e = r.passcodeExpires { line += "; passcode expires \(relative(e)) (\(e))" }
+                    if let f = r.failedUnlocks, f > 0 { line += "; \(f) failed unlock(s)" + (r.retryLimit.map { $0 > 0 ? " of \($0) allowed" : "" } ?? "") }
+                    print(line)
+                }
+                if r.wipeProgress == nil, let w = r.wipe, !w.complete {
+                    print(
+                        "\(r.user): " + Terminal.red("last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))"))
+                }
+                if r.wipeProgress == nil, let w = r.wipe, !w.caveats.isEmpty {
+                    // The overwrite could not reach every old copy: said until the next wipe.
+                    let kinds = Set(w.caveats.map(\.kind.rawValue)).sorted().joined(separator: ", ")
+                    print("\(r.user): last wipe's caveats: \(kinds); old copies of the data may remain (lockwipectl certificate --user \(r.user))")
+                }
+            }
+        }
+        for w in report.warnings { print(Terminal.yellow("warning: \(w)")) }
+    }
+}
+
+struct PolicyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "policy", abstract: "Show the policy in force.")
+    @OptionGroup var global: GlobalOptions
+    @Flag(help: "Print JSON (--json=short: on one line).") var json = false
+
+    func run() throws {
+        let p = try global.call(.getPolicy, NoParameters(), PolicyInfo.self)
+        if json { return try printJSON(p) }
+        print(
+            table(
+                [
+                    ["offline_days_before_lock", p.offlineDaysBeforeLock == 0 ? "0 (never)" : "\(p.offlineDaysBeforeLock)"],
+                    ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
+                    ["source", p.source],
+                ], header: false))
+    }
+}
+
+struct Certificate: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the sanitization certificate of a user's newest wipe attempt (administrators; users their own).",
+        discussion: """
+            Every wipe attempt, complete or not, leaves a certificate in the state database: \
+            host, user, trigger and requester, method type (NIST SP 800-88 words where they \
+            apply), tool and version, media (file system, UUID, device model, serial and \
+            rotational flag where the kernel exposes them), start and end, result with every \
+            exception, the verification made after the wipe and the caveats detected \
+            (copy-on-write, snapshots, shared extents, names, flash). history --json carries each \
+            certificate on its wipe event.
+            """)
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: ArgumentHelp("The user whose certificate to show (default: yourself).", valueName: "user"), completion: .custom(completeUsers))
+    var name: String?
+    @Option(help: "The user whose certificate to show (default: yourself).", completion: .custom(completeUsers)) var user: String?
+    @Option(help: ArgumentHelp("This certificate instead of the newest.", valueName: "id")) var id: String?
+    @Flag(help: "Print JSON (--json=short: on one line).") var json = false
+
+    func validate() throws { _ = try oneUser(name, user, verb: "show the certificate of", defaultSelf: true) }
+
+    func run() throws {
+        let user = try oneUser(name, user, verb: "show the certificate of", defaultSelf: true)
+        let reply = try global.call(.getCertificate, CertificateRequest(user: user, id: id), CertificateReply.self)
+        Pager.start()
+        if json { return try printJSON(reply.certificate) }
+        print(reply.certificate.textLines.joined(separator: "\n"))
+    }
+}
+
+struct History: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the audit history, oldest first.")
+    @OptionGroup var global: GlobalOptions
+    @Argument(help: ArgumentHelp("Only this user's events.", valueName: "user"), completion: .custom(completeUsers)) var name: String?
+    @Option(help: "Only this user's events.", completion: .custom(completeUsers)) var user: String?
+    @Option(name: [.customLong("limit"), .customShort("n")], help: ArgumentHelp("At most this many (newest) events; 0 shows none.", valueName: "N"))
+    var limit: Int = 1000
+    @Option(
+        help: ArgumentHelp(
+            "Only events at or after TIME: 2026-11-26, '2026-11-26 10:00[:00]' (local time), an ISO 8601 time, -2h, '3d ago', today, yesterday, @EPOCH.",
+            valueName: "time"))
+    var since: String?
+    @Flag(name: [.customLong("follow"), .customShort("f")], help: "After the events so far, print new ones as they come (every second) until interrupted.")
+    var follow = false
+    @Flag(help: "Print JSON (--json=short: on one line; with --follow, one line per poll).") var json = false
+
+    func validate() throws {
+        if limit < 0 { throw ValidationError("--limit must be a number ≥ 0, not \(limit)") }
+        if name != nil && user != nil && name != user { throw ValidationError("give one user, as a name or with --user") }
+        if let since, SinceTime.parse(since) == nil {
+            throw ValidationError("--since: cannot read '\(since)' as a time (2026-11-26, '2026-11-26 10:00', -2h, '3d ago', today, yesterday, @EPOCH)")
+        }
+    }
+
+    func run() throws {
+        try show()
+        guard follow else { return }
+        // The header once; then only what is new, as `journalctl -f` does.
+        output.noLegend = true
+        while true {
+            sleep(1)
+            try show()
+        }
+    }
+
+    /// Asks for the events (with --follow, after the first time only those not yet
+    /// printed); nil when there is nothing new to print.
+    private func fetch() throws -> HistoryReply? {
+        let first = HistoryFollowing.last == nil
+        let from = HistoryFollowing.last ?? since.flatMap { SinceTime.parse($0) }
+        var reply = try global.call(
+            .getHistory, HistoryRequest(user: name ?? user, limit: first ? limit : 10_000, since: from), HistoryReply.self)
+        guard follow else { return reply }
+        reply.events = HistoryFollowing.new(reply.events)
+        return first || !reply.events.isEmpty ? reply : nil
+    }
+
+    private func show() throws {
+        guard let reply = try fetch() else { return }
+        if !follow { Pager.start() }
+        if json { return try printJSON(reply) }
+        // UID and REGISTRATION (its id's first 8 digits) tell apart the registrations one
+        // name had; "-" for an event that belongs to none. BY: who asked for it on the
+        // control socket (the requester's user name, or uid), "-" for lockwiped's own.
+        var rows = [["TIME", "USER", "UID", "REGISTRATION", "EVENT", "TRIGGER", "BY", "DETAIL"]]
+        for e in reply.events {
+            rows.append([
+                e.time, e.user, e.uid.map { "\($0)" } ?? "-", e.registrationId.map { String($0.prefix(8)) } ?? "-", e.kind, e.trigger?.rawValue ?? "-",
+                e.requester.map { Self.userName($0.uid) } ?? "-", e.detail,
+            ])
+        }
+        print(table(rows))
+        if follow { fflush(nil) }
+    }
+
+    /// `uid`'s user name on this machine, or the number when it has none.
+    static func userName(_ uid: UInt32) -> String {
+        var pwd = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil else { return "\(uid)" }
+        return String(cString: pwd.pw_name)
+    }
+}

@@ -1,0 +1,33 @@
+import LockwipeCore
+import LockwipeProtocol
+
+/// `Lock`, `Unlock`, `SetPasscode`.
+extension ControlServer {
+    func lock(_ p: TargetSelection, caller: Caller) async throws -> ActionReply {
+        let users = try await users(authorize(.lock, caller, user: p.user, all: p.all ?? false))
+        if p.preview == true {
+            var previews: [ActionResult] = []
+            for user in users { previews.append(try await manager.lockPreview(user: user)) }
+            return ActionReply(results: previews)
+        }
+        var results: [ActionResult] = []
+        for user in users {
+            let trigger: Trigger = caller.isAdmin ? .admin : .user
+            let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
+            results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
+        }
+        return ActionReply(results: results)
+    }
+
+    /// Users may unlock their own encrypted vault with its passcode; what each lock needs
+    /// is decided in the user's turn (`UnlockRule`; README.md "Encrypted vaults", lockwipectl(1)).
+    func unlock(_ p: UnlockRequest, caller: Caller) async throws -> ActionReply {
+        let user = user(try await authorize(.unlock, caller, user: p.user))
+        return ActionReply(results: [try await manager.unlock(user: user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)])
+    }
+
+    func setPasscode(_ p: PasscodeRequest, caller: Caller) async throws -> ActionReply {
+        let user = user(try await authorize(.setPasscode, caller, user: p.user))
+        return ActionReply(results: [try await manager.setPasscode(user: user, current: p.current, new: p.new, by: caller)])
+    }
+}
