@@ -118,10 +118,14 @@ extension Manager {
                 if let connection = exchanged.connection, await self.recordConnection(connection, in: turn) { try await turn.refresh() }
                 return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
-        } catch {
-            // The registration that asked is gone (or cannot be read): the answer is dropped.
-            if case ManagerError.noSuchRegistration = error { forgetRegistration(registration) }
+        } catch ManagerError.noSuchRegistration {
+            // The registration that asked is gone: the answer is dropped.
+            forgetRegistration(registration)
             result = await dropStale(exchanged.outcome, user: user, asked: asked, purpose: purpose)
+        } catch {
+            // Not "unregistered": its record cannot be read, so the answer is not applied,
+            // the check-in failed, and the next one asks again.
+            result = ActionResult(user: user, action: "check-in", state: nil, detail: stateFailure(user, "check-in", error).message, failed: true)
         }
         let after: RegistrationRecord?
         do {

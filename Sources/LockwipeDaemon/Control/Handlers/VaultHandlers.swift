@@ -4,7 +4,10 @@ import LockwipeProtocol
 /// `Lock`, `Unlock`, `SetPasscode`.
 extension ControlServer {
     func lock(_ p: TargetSelection, caller: Caller) async throws -> ActionReply {
-        let users = try await users(authorize(.lock, caller, user: p.user, all: p.all ?? false))
+        // One named registration is not looked up here: the lock finds it once, and says
+        // when there is none.
+        let targets = try await authorize(.lock, caller, user: p.user, all: p.all ?? false)
+        let users = if case .user(let user) = targets { [user] } else { try await users(targets) }
         if p.preview == true {
             var previews: [ActionResult] = []
             for user in users { previews.append(try await manager.lockPreview(user: user)) }
