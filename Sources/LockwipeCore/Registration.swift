@@ -23,6 +23,29 @@ public enum RegistrationState: String, Sendable, Codable, Equatable, CaseIterabl
     /// an unlock lifts it.
     public var isLockCommitted: Bool { self == .locked || self == .lockFailed }
 
+    /// What a lock does to a registration in this state.
+    public enum LockStep: Equatable, Sendable {
+        /// Commit the lock, then apply it.
+        case lock
+        /// Nothing: the lock is in force.
+        case alreadyLocked
+        /// Apply the committed lock that had failed again (`retryLock`).
+        case retry
+        /// Refuse: a wipe was committed to (`nextStep` says what to do instead).
+        case refuse
+    }
+
+    /// What a lock does to a registration in this state (one decision, asked in the
+    /// registration's turn).
+    public var lockStep: LockStep {
+        switch self {
+        case .active: return .lock
+        case .locked: return .alreadyLocked
+        case .lockFailed: return .retry
+        case .wipePending, .wiping, .wiped: return .refuse
+        }
+    }
+
     /// What an operator can do next with `user`'s registration in this state, in words
     /// (status and every refusal on a wiped or wiping registration end with it); nil when
     /// the state needs nothing. A wipe is never undone: the way forward from one is a new

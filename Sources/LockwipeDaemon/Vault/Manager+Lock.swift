@@ -33,15 +33,15 @@ extension Manager {
     func lock(in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String) async throws -> ActionResult {
         let r = turn.record
         let user = r.user
-        switch r.state {
-        case .locked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
-        case .lockFailed:
+        switch r.state.lockStep {
+        case .alreadyLocked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
+        case .retry:
             if let failed = await retryLock(r) { throw failed }
             return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
-        case .wipePending, .wiping, .wiped:
+        case .refuse:
             throw ManagerError.wrongState(
                 user: user, current: r.state, reason: "\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
-        case .active: break
+        case .lock: break
         }
         let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
         await observers.notify(.willLock, event)
