@@ -1,0 +1,37 @@
+import LockwipeCore
+import LockwipeSystemd
+import NIOCore
+
+/// Lock on logout: what the manager knows about each registration with `lock_timeout > 0`.
+///
+/// The rule: an active registration whose user has had no login session (closing
+/// sessions and lingering do not count) for `lock_timeout` seconds is locked, with
+/// trigger `logout`. The time without a session counts from the moment the daemon
+/// sees it begin: the end of the last session, or, when it never saw one, the moment it
+/// started watching that registration (daemon start, registration, unlock, or
+/// `lock_timeout` becoming > 0). A session that comes back before the timeout cancels
+/// the pending lock; the lock itself is never lifted by logging in again.
+struct LogoutLocks {
+    struct Tracked {
+        var uid: UInt32
+        /// A session of the user was seen since tracking began.
+        var sawSession = false
+        /// When the user was last seen without a session (monotonic); nil while logged in.
+        var noSessionSince: Duration?
+        var timeout = 0
+        var source = "local"
+        var timer: (any ScheduledDeadline)?
+        /// Tells a timer that fired after being replaced or cancelled from the live one.
+        var generation = 0
+    }
+
+    /// nil: lock on logout is off (logind unavailable, or not started: tests, start-up pass).
+    var watcher: (any SessionWatching)?
+    /// Set by `startLockOnLogout`.
+    var timers: (any DeadlineScheduling)?
+    var users: [String: Tracked] = [:]
+    /// Why logind cannot be watched, for `status` (nil when watching or not tried).
+    var unavailable: String?
+    /// Refreshes begun: only the newest one applies what it read.
+    var refreshes: UInt64 = 0
+}
