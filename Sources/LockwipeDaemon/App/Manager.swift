@@ -7,6 +7,7 @@ import LockwipeVaultIO
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The daemon's state and decisions: registrations, the offline clock, and every lock,
 /// unlock and wipe. The control socket and the scheduler only call in here.
@@ -39,7 +40,9 @@ public actor Manager {
     /// Where registration looks users up (NSS; a table in unit tests).
     let accounts: any AccountLookup
     let paths: Paths
-    private var authorizer: Authorizer
+    /// Who is an administrator (`[daemon] admin_group`), replaced at a reload; behind a
+    /// lock of its own so that finding out who calls does not wait for the actor.
+    private let authorizer: Mutex<Authorizer>
     /// The policy server client; nil in tests that need none.
     let fetcher: (any SettingsFetching)?
     /// Uniform in [0, 1): the jitter of the check-in backoff (injected by tests).
@@ -103,7 +106,7 @@ public actor Manager {
         self.logger = logger
         self.notifier = notifier
         self.paths = paths
-        self.authorizer = Authorizer(adminGroup: configuration.adminGroup)
+        self.authorizer = Mutex(Authorizer(adminGroup: configuration.adminGroup))
         let metrics = MetricsPublisher(path: configuration.metricsTextfile, options: configuration.metrics, logger: logger)
         self.metrics = metrics
         self.vaultCalls = VaultCalls(timeout: Self.vaultCallTimeout) { [logger] user, what in
@@ -140,7 +143,7 @@ public actor Manager {
     /// re-apply every lock (a crash between commit and chmod must still end locked),
     /// then enforce the policy for the time the daemon was not running.
     public func startUp() async {
-        if !authorizer.adminGroupExists {
+        if !authorizer.withLock({ $0 }).adminGroupExists {
             logger.warning(
                 "the admin group does not exist; only root is an administrator",
                 metadata: ["admin_group": .string(configuration.adminGroup)])
@@ -190,7 +193,7 @@ public actor Manager {
         rejectedReload = []
         let serverChanged = configuration.server != new.server
         configuration = new
-        authorizer = Authorizer(adminGroup: new.adminGroup)
+        authorizer.withLock { $0 = Authorizer(adminGroup: new.adminGroup) }
         metrics.setPath(new.metricsTextfile, options: new.metrics)
         metrics.changed()
         await evaluate()
@@ -221,7 +224,7 @@ public actor Manager {
     /// maybe the network), so they run on the thread pool, never on the actor. Should
     /// the pool be gone (shutdown), the caller is no administrator (fail closed).
     public nonisolated func caller(_ credentials: PeerCredentials) async -> Caller {
-        let authorizer = await self.authorizer
+        let authorizer = self.authorizer.withLock { $0 }
         do {
             return try await BlockingPool.run { authorizer.caller(credentials) }
         } catch {
