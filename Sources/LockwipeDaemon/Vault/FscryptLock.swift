@@ -154,7 +154,7 @@ public struct FscryptLock: VaultProtecting {
         guard let dir = fdopendir(dup(fd)) else { return "\(path): cannot read it" }
         defer { closedir(dir) }
         while let entry = readdir(dir) {
-            let name = String(cString: WipeRun.name(of: entry))  // in place: see WipeRun.name(of:)
+            let name = String(cString: DirectoryEntry.name(of: entry))  // in place: see DirectoryEntry.name(of:)
             if name != "." && name != ".." { return "\(path): is not empty (only an empty or new directory can be encrypted)" }
         }
         return nil

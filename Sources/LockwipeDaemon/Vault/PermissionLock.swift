@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// How a vault is made unreadable and readable again: the permission lock, or the
 /// fscrypt lock of an encrypted vault (`FscryptLock`). The Manager picks one per

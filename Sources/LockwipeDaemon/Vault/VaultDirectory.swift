@@ -2,6 +2,7 @@ import CLockwipeFS
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// A vault directory as registered: its path and the inode it was at registration.
 ///
