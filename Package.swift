@@ -52,12 +52,13 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        // Vault I/O below the domain: key wrapping, the machine key, fscrypt's ioctls and
-        // the vault calls with their deadline. Knows neither the Manager nor the store.
+        // Vault I/O below the domain: reaching a vault safely (VaultPath), taking back mounts
+        // over it, the permission and fscrypt locks, key wrapping, the machine key, fscrypt's
+        // ioctls and the vault calls with their deadline. Knows neither the Manager nor the store.
         .target(
             name: "LockwipeVaultIO",
             dependencies: [
-                "LockwipeBase", "CLockwipeFS",
+                "LockwipeBase", "LockwipeCore", "CLockwipeFS",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
@@ -110,7 +111,7 @@ let package = Package(
         .target(
             name: "LockwipeTestSupport",
             dependencies: [
-                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd",
+                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon

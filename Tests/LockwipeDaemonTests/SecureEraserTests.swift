@@ -3,6 +3,7 @@ import Crypto
 import CryptoExtras
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon

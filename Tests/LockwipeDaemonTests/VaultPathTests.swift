@@ -1,5 +1,6 @@
 import CLockwipeFS
 import Foundation
+import LockwipeVaultIO
 import Synchronization
 import Testing
 

@@ -1,4 +1,5 @@
 import LockwipeCore
+import LockwipeVaultIO
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import LockwipeCore
 import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeVaultIO
 import Logging
 
 /// One Manager in a throwaway directory (`directory/data` exists for vaults, the state

@@ -4,6 +4,7 @@ import LockwipeBase
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
+import LockwipeVaultIO
 import Logging
 import NIOCore
 import NIOPosix

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// Ends every process of a user, so that a lock also cuts off what she opened before it:
 /// open descriptors and working directories, a vault bind-mounted in a mount namespace of

@@ -1,5 +1,6 @@
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Synchronization
 
 /// The wipes running now. Each erase runs on its own thread (`VaultErasing`), its progress

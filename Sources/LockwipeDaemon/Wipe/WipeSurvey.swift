@@ -1,6 +1,7 @@
 import CLockwipeFS
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// What a wipe of one vault will meet, read without changing anything: the census (what
 /// the overwrite writes, what is unlinked, the mount points it will not enter), the media

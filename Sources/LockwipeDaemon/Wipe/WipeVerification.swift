@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// The certificate's verification of a wipe's erase: each vault is opened again the way
 /// the wipe opened it (`VaultPath.open`: no symlink on the way, the recorded device and

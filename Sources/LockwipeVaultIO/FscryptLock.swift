@@ -18,7 +18,7 @@ import LockwipeVaultIO
 public struct FscryptLock: VaultProtecting {
     /// How often removal is retried after the holders were ended (their descriptors close
     /// asynchronously as the processes exit).
-    var attempts = 5
+    package var attempts = 5
 
     public init() {}
 
@@ -103,7 +103,7 @@ public struct FscryptLock: VaultProtecting {
     /// parent on the same filesystem (the caller closes it). Refuses a vault that is missing
     /// or replaced, and a directory that is not encrypted (a vault must never silently
     /// become plaintext).
-    static func keyIdentifier(of directory: VaultDirectory) throws -> (Fscrypt.KeyIdentifier, Int32) {
+    package static func keyIdentifier(of directory: VaultDirectory) throws -> (Fscrypt.KeyIdentifier, Int32) {
         let path = directory.path
         let opened = try VaultPath.open(directory)
         let policy: Fscrypt.KeyIdentifier?
@@ -162,7 +162,7 @@ public struct FscryptLock: VaultProtecting {
 
     /// Makes the empty recorded directory an fscrypt v2 directory under `key` (which stays
     /// added: the new vault is unlocked). Returns the key identifier.
-    static func encrypt(_ directory: VaultDirectory, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
+    package static func encrypt(_ directory: VaultDirectory, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
         let opened = try VaultPath.open(directory)
         defer { opened.close() }
         return try Fscrypt.encrypt(emptyDirectory: opened.fd, path: directory.path, key: key)
@@ -170,7 +170,7 @@ public struct FscryptLock: VaultProtecting {
 
     /// Removes `id` from the filesystem of the recorded directory (undo of a registration),
     /// ignoring a key that is not there.
-    static func removeKey(_ id: Fscrypt.KeyIdentifier, near directory: VaultDirectory) -> String? {
+    package static func removeKey(_ id: Fscrypt.KeyIdentifier, near directory: VaultDirectory) -> String? {
         let opened: OpenedVault
         do {
             opened = try VaultPath.open(directory)

@@ -65,7 +65,7 @@ public struct PermissionLock: VaultProtecting {
     }
 
     /// `fchown(0, 0)`, `fchmod(0)`, then `fstat` must say `root:root 0000`.
-    static func lock(fd: Int32, path: String) throws {
+    package static func lock(fd: Int32, path: String) throws {
         guard fchown(fd, 0, 0) == 0 else { throw FileSystemError("chown root:root", path) }
         guard fchmod(fd, 0) == 0 else { throw FileSystemError("chmod 0000", path) }
         var st = stat()
@@ -75,11 +75,11 @@ public struct PermissionLock: VaultProtecting {
         }
     }
 
-    static func isLockedForm(_ st: stat) -> Bool {
+    package static func isLockedForm(_ st: stat) -> Bool {
         isLockedForm(owner: st.st_uid, group: st.st_gid, mode: UInt32(st.st_mode))
     }
 
-    static func isLockedForm(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
+    package static func isLockedForm(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
         (mode & 0o7777) == 0 && owner == 0 && group == 0
     }
 

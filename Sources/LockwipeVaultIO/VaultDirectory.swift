@@ -19,7 +19,7 @@ public struct VaultDirectory: Sendable, Hashable, CustomStringConvertible {
             self.device = device
             self.inode = inode
         }
-        init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+        package init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
         public var description: String { "device \(device), inode \(inode)" }
     }
 
@@ -86,14 +86,14 @@ public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// A vault directory opened by `VaultPath`: a descriptor on it and on its parent (both
 /// `O_CLOEXEC`), the name in the parent, and what `fstat` said. The caller closes it.
-struct OpenedVault {
-    var fd: Int32
-    var parent: Int32
-    var name: String
-    var stat: stat
-    var identity: VaultDirectory.Identity { .init(stat) }
+package struct OpenedVault {
+    package var fd: Int32
+    package var parent: Int32
+    package var name: String
+    package var stat: stat
+    package var identity: VaultDirectory.Identity { .init(stat) }
 
-    func close() {
+    package func close() {
         Glibc.close(fd)
         Glibc.close(parent)
     }
@@ -107,8 +107,8 @@ struct OpenedVault {
 /// descriptor on `/`, each component is opened with `openat(O_NOFOLLOW | O_DIRECTORY)`
 /// relative to the previous one, so no symlink is followed anywhere in the path, and
 /// `..` or `.` are refused.
-enum VaultPath {
-    static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+package enum VaultPath {
+    package static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 
     /// The components of an absolute path (`/a/b` → a, b). Throws for a relative path,
     /// `.`, `..` or the root itself.
@@ -123,7 +123,7 @@ enum VaultPath {
 
     /// Opens `path` by walking from `/`, component by component, without following any
     /// symlink.
-    static func walk(_ path: String) throws(VaultOpenError) -> OpenedVault {
+    package static func walk(_ path: String) throws(VaultOpenError) -> OpenedVault {
         var ignored: [String] = []
         return try walk(path, checkAncestors: false, problems: &ignored)
     }
@@ -147,14 +147,14 @@ enum VaultPath {
 
     /// The daemon's mount table (`/proc/self/mountinfo`); empty when it cannot be read,
     /// which makes any mount on a vault `mountedOver` (fail closed).
-    static func mountInfo() -> String {
+    package static func mountInfo() -> String {
         ProcFile.read("/proc/self/mountinfo") ?? ""
     }
 
     /// The walk; with `checkAncestors`, every directory opened on the way *before* the
     /// vault itself (the root and every ancestor) is judged by `ancestorProblem` and what
     /// is wrong is added to `problems`.
-    static func walk(
+    package static func walk(
         _ path: String, checkAncestors: Bool, problems: inout [String], expected: VaultDirectory.Identity? = nil
     ) throws(VaultOpenError) -> OpenedVault {
         let parts = try components(path)
@@ -215,7 +215,7 @@ enum VaultPath {
     /// Opens the recorded vault `directory`: the safe walk, then its device and inode must be
     /// the recorded ones. The one way every lock, unlock, unregister, wipe and key lookup
     /// reaches a vault.
-    static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
+    package static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
         guard let expected = directory.identity else { throw .unrecorded(path: directory.path) }
         var ignored: [String] = []
         let opened = try walk(directory.path, checkAncestors: false, problems: &ignored, expected: expected)
@@ -240,7 +240,7 @@ enum VaultPath {
     /// her vault away from a lock, or put a symlink where it was.
     /// When the vault exists it must be a directory (not a symlink); when it does not, its
     /// parent must exist (registration creates one level only).
-    static func ancestorProblems(_ path: String) -> [String] {
+    package static func ancestorProblems(_ path: String) -> [String] {
         var problems: [String] = []
         do {
             let opened = try walk(path, checkAncestors: true, problems: &problems)
@@ -288,13 +288,13 @@ enum VaultPath {
     }
 
     /// A vault directory as registration prepared it.
-    struct Prepared {
-        var directory: VaultDirectory
+    package struct Prepared {
+        package var directory: VaultDirectory
         /// Made by `create` (undo removes it).
-        var created = false
+        package var created = false
         /// It existed and was given to its user: the owner, group and mode it had (undo
         /// restores them, `restoreGiven`).
-        var given: (uid: UInt32, gid: UInt32, mode: UInt32)? = nil
+        package var given: (uid: UInt32, gid: UInt32, mode: UInt32)? = nil
     }
 
     /// Opens the vault directory `path`, creating it when missing: `mkdirat` on the verified
@@ -309,7 +309,7 @@ enum VaultPath {
     /// registered `active` is one its user can use (a permission-mode wipe leaves it
     /// `root:root 0000`; registering it again gives it back), and nothing is ever chowned
     /// by path, nor recursively.
-    static func create(_ path: String, user: String = "its user", uid: UInt32, gid: UInt32) throws -> Prepared {
+    package static func create(_ path: String, user: String = "its user", uid: UInt32, gid: UInt32) throws -> Prepared {
         var existing: OpenedVault?
         do throws(VaultOpenError) {
             existing = try walk(path)
@@ -359,7 +359,7 @@ enum VaultPath {
     }
 
     /// Whether the directory open as `fd` holds no entry (read through a descriptor of its own).
-    static func isEmpty(_ fd: Int32, path: String) throws -> Bool {
+    package static func isEmpty(_ fd: Int32, path: String) throws -> Bool {
         let own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard own >= 0 else { throw FileSystemError("read", path) }
         guard let stream = fdopendir(own) else {
@@ -377,7 +377,7 @@ enum VaultPath {
     /// Undoes `create`'s gift of an existing directory (a registration that failed later):
     /// the owner, group and mode it had, on the recorded inode only, and only while it is
     /// still as `create` left it (its user's).
-    static func restoreGiven(_ directory: VaultDirectory, uid user: UInt32, to previous: (uid: UInt32, gid: UInt32, mode: UInt32)) -> String? {
+    package static func restoreGiven(_ directory: VaultDirectory, uid user: UInt32, to previous: (uid: UInt32, gid: UInt32, mode: UInt32)) -> String? {
         do {
             let opened = try open(directory)
             defer { opened.close() }
@@ -393,7 +393,7 @@ enum VaultPath {
 
     /// Removes a directory `create` made (undo of a registration): only that inode, only
     /// when empty.
-    static func removeCreated(_ directory: VaultDirectory) -> String? {
+    package static func removeCreated(_ directory: VaultDirectory) -> String? {
         do {
             let opened = try open(directory)
             defer { opened.close() }
