@@ -65,11 +65,22 @@ let package = Package(
         ),
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
+        // The wipe engine: the erase (SecureEraser, WipeRun) on its thread and writer threads,
+        // progress, the survey and media probe, the certificate's verification walk, ending a
+        // user's processes, the wipes running now (WipeCoordinator). Knows neither the
+        // Manager nor the store; its progress is reported in the wire's WipeProgressInfo.
+        .target(
+            name: "LockwipeWipe",
+            dependencies: [
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeCore", "LockwipeProtocol", "CLockwipeFS", "CLibcrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The daemon engine: configuration, state, lock, wipe, hooks, control socket, systemd.
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -111,7 +122,7 @@ let package = Package(
         .target(
             name: "LockwipeTestSupport",
             dependencies: [
-                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO",
+                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO", "LockwipeWipe",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -121,7 +132,7 @@ let package = Package(
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeVaultIO
+import LockwipeWipe
 import Testing
 
 @testable import LockwipeDaemon

@@ -7,6 +7,7 @@ import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeWipe
 
 /// The wipe must empty the vault and change nothing outside it: canaries beside symlinks
 /// and hard links are compared byte for byte before and after. The adversarial corpus at

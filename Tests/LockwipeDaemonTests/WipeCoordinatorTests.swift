@@ -1,5 +1,6 @@
 import LockwipeCore
 import LockwipeVaultIO
+import LockwipeWipe
 import Synchronization
 import Testing
 

@@ -6,90 +6,90 @@ import LockwipeVaultIO
 /// One wipe: the walk and the tally on the wipe's thread, the writes on writer threads
 /// (`OverwriteWriters`), each full batch finished beside them on one more
 /// (`WipeRun+Batch.swift`).
-final class WipeRun {
-    struct Tally: Sendable {
-        var removed = 0
-        var filesOverwritten = 0
-        var bytesOverwritten: Int64 = 0
-        var attributesCleared = 0
-        var skipped: [WipeSummary.Skipped] = []
+package final class WipeRun {
+    package struct Tally: Sendable {
+        package var removed = 0
+        package var filesOverwritten = 0
+        package var bytesOverwritten: Int64 = 0
+        package var attributesCleared = 0
+        package var skipped: [WipeSummary.Skipped] = []
         /// Vaults whose names the wipe could not clear, and why (`WipeRun+Names.swift`).
-        var namesLeft: [WipeSummary.Skipped] = []
+        package var namesLeft: [WipeSummary.Skipped] = []
     }
 
     private struct Frame {
-        var dir: OpaquePointer?
-        var fd: Int32
-        var dev: UInt64
-        var ino: UInt64
+        package var dir: OpaquePointer?
+        package var fd: Int32
+        package var dev: UInt64
+        package var ino: UInt64
         /// Its name and, shared, its parent's: a frame holds one name, never a path
         /// (`WalkPath`); its `name` is the one to remove it by from its parent.
-        var path: WalkPath
+        package var path: WalkPath
         /// Subdirectories already walked that were not removed at once (something inside
         /// was skipped, or their removal waits for the batch): not entered again when this
         /// directory is re-opened through `..` and read from its start. Without it, every
         /// level of a deep chain re-opened on the way up walked the whole chain below it
         /// again, when anything at the bottom stayed.
-        var walked: Set<DirectoryID> = []
+        package var walked: Set<DirectoryID> = []
     }
 
-    struct DirectoryID: Hashable {
-        var dev: UInt64
-        var ino: UInt64
+    package struct DirectoryID: Hashable {
+        package var dev: UInt64
+        package var ino: UInt64
     }
 
     /// An overwritten file waiting for its batch to be made durable before it may be
     /// truncated and unlinked. Its descriptor stays open until then (`fd`).
-    struct Pending {
+    package struct Pending {
         /// The writers' job id (`OverwriteWriters.Job.id`).
-        var id: Int
-        var fd: Int32
-        var dirFd: Int32
-        var name: [CChar]
+        package var id: Int
+        package var fd: Int32
+        package var dirFd: Int32
+        package var name: [CChar]
         /// The directory it is in: its path is spelled out only if it is reported.
-        var directory: WalkPath
-        var dev: UInt64
-        var ino: UInt64
-        var bytes: Int64
+        package var directory: WalkPath
+        package var dev: UInt64
+        package var ino: UInt64
+        package var bytes: Int64
 
-        var path: EntryPath { EntryPath(directory: directory, name: name) }
+        package var path: EntryPath { EntryPath(directory: directory, name: name) }
     }
 
     private enum WalkEnd { case finished, lostWay, cancelled }
 
-    static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
+    package static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
 
-    let engine: SecureEraser
-    let options: WipeOptions
-    let progress: WipeProgress
-    var tally = Tally()
+    package let engine: SecureEraser
+    package let options: WipeOptions
+    package let progress: WipeProgress
+    package var tally = Tally()
     private var reported: Set<String> = []
-    var batch: [Pending] = []
-    var batchBytes: Int64 = 0
+    package var batch: [Pending] = []
+    package var batchBytes: Int64 = 0
     /// Directories the walk finished while files of theirs were waiting: removed after them.
-    var batchRemovals: [PendingDirectory] = []
+    package var batchRemovals: [PendingDirectory] = []
     /// Duplicated directory descriptors the batch unlinks through, closed with the batch.
-    var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
+    package var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
     /// The batch the worker is finishing, not yet accounted.
-    var inFlight: OutcomeBox?
+    package var inFlight: OutcomeBox?
     /// The names of what this vault's wipe removes are cleared (`WipeRun+Names.swift`).
-    var clearingNames = false
-    var namesVault = ""
+    package var clearingNames = false
+    package var namesVault = ""
     /// One descriptor per ext4 file system whose journal is zeroed at the end, with its vaults.
-    var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
+    package var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
     private var workerThread: BatchWorker?
     private var writerThreads: OverwriteWriters?
     /// The id the next file handed to the writers gets (consecutive over the wipe).
-    var nextWriteID = 0
+    package var nextWriteID = 0
     /// Started with the first file to overwrite, like the worker.
-    var writers: OverwriteWriters {
+    package var writers: OverwriteWriters {
         if let writers = writerThreads { return writers }
         let writers = OverwriteWriters(count: engine.writers, pattern: options.pattern, passes: options.passes, progress: progress)
         writerThreads = writers
         return writers
     }
     /// Started with the first batch: a wipe that overwrites nothing starts no thread.
-    var worker: BatchWorker {
+    package var worker: BatchWorker {
         if let worker = workerThread { return worker }
         let worker = BatchWorker()
         workerThread = worker
@@ -101,9 +101,9 @@ final class WipeRun {
 
     /// Files per batch: `engine.batchFiles`, fewer when the descriptor limit would not
     /// hold two batches (one in flight, one filling) beside the walk's directories.
-    let batchFileLimit: Int
+    package let batchFileLimit: Int
 
-    init(engine: SecureEraser, options: WipeOptions, progress: WipeProgress) {
+    package init(engine: SecureEraser, options: WipeOptions, progress: WipeProgress) {
         self.engine = engine
         self.options = options
         self.progress = progress
@@ -114,18 +114,18 @@ final class WipeRun {
 
     /// Descriptors left for the rest of the daemon to open while a wipe runs (new
     /// connections, the survey after it), beyond those open when it starts.
-    static let spareDescriptors = 16
+    package static let spareDescriptors = 16
 
     /// How many files a batch may hold under `descriptorLimit` with `inUse` open already:
     /// two batches (one in flight, one filling), each with its directories, beside the
     /// walk's open directories and a spare. At least one.
-    static func batchFiles(engine: SecureEraser, descriptorLimit: Int, inUse: Int) -> Int {
+    package static func batchFiles(engine: SecureEraser, descriptorLimit: Int, inUse: Int) -> Int {
         let free = descriptorLimit - inUse - spareDescriptors - engine.maxOpenDirectories - 2 * engine.batchDirectories
         return max(1, min(engine.batchFiles, free / 2))
     }
 
     /// The process's open descriptors now (`/proc/self/fd`), or nil when unreadable.
-    static func openDescriptors() -> Int? {
+    package static func openDescriptors() -> Int? {
         guard let dir = opendir("/proc/self/fd") else { return nil }
         defer { closedir(dir) }
         var count = -3  // ".", ".." and the directory's own descriptor
@@ -135,7 +135,7 @@ final class WipeRun {
 
     /// Waits for the last batch and ends the worker's and the writers' threads; the tally
     /// is final after it.
-    func finish() {
+    package func finish() {
         settleInFlight()
         workerThread?.stop()
         workerThread = nil
@@ -145,20 +145,20 @@ final class WipeRun {
 
     // MARK: Reporting
 
-    func skip(_ path: String, _ reason: String) {
+    package func skip(_ path: String, _ reason: String) {
         guard reported.insert(path).inserted else { return }
         tally.skipped.append(.init(path: path, reason: reason))
         progress.entrySkipped()
     }
 
-    func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
+    package func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
 
-    func removed() {
+    package func removed() {
         tally.removed += 1
         progress.entryRemoved()
     }
 
-    static func reason(_ code: Int32) -> String {
+    package static func reason(_ code: Int32) -> String {
         switch code {
         case EPERM: return "operation not permitted"
         case EBUSY: return "busy (in use as a mount point?)"
@@ -168,13 +168,13 @@ final class WipeRun {
     }
 
     /// The entry's name with its NUL, read in place (`DirectoryEntry.name(of:)`).
-    static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] { DirectoryEntry.name(of: entry) }
+    package static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] { DirectoryEntry.name(of: entry) }
 
     // MARK: The vault
 
     /// Empties (or removes, per `remove_root`) one vault. Entries that appear while the
     /// walk runs, or a walk that lost its way back up, lead to another walk (at most 3).
-    func erase(root vault: VaultDirectory) {
+    package func erase(root vault: VaultDirectory) {
         let root = vault.path
         startClearingNames(vault)
         for attempt in 1...3 {
@@ -399,7 +399,7 @@ final class WipeRun {
         unlink(dirFd: dirFd, name: name, path: path, st: st)
     }
 
-    func unlink(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
+    package func unlink(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
         if unlinkat(dirFd, name, 0) == 0 { return removed() }
         var code = errno
         if code == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: st) {
@@ -411,8 +411,8 @@ final class WipeRun {
 }
 
 /// `d_type` values (dirent.h), which Glibc does not import as Swift constants.
-enum DirectoryType {
-    static let unknown: UInt8 = 0
-    static let directory: UInt8 = 4
-    static let regular: UInt8 = 8
+package enum DirectoryType {
+    package static let unknown: UInt8 = 0
+    package static let directory: UInt8 = 4
+    package static let regular: UInt8 = 8
 }
