@@ -18,7 +18,8 @@ import Synchronization
 final class MetricsPublisher: Sendable {
     typealias Snapshot = @Sendable () async throws -> MetricsSnapshot
     typealias Write = @Sendable (_ text: String, _ path: String, _ options: MetricsFileOptions) async throws -> Void
-    typealias Post = @Sendable (@escaping TimerEvents.Work) -> Void
+    /// Posts work to run later, structured (the daemon's `TimerEvents.post`).
+    typealias Post = @Sendable (@escaping @Sendable () async -> Void) -> Void
 
     private struct State {
         var path: String?

@@ -39,11 +39,6 @@ public struct MetricsFileOptions: Sendable, Equatable {
     }
 }
 
-extension Configuration {
-    /// What `--check-config` says about the metrics file (`MetricsTextfile.checkLine`).
-    public var metricsSummary: String { MetricsTextfile.checkLine(self) }
-}
-
 /// The metrics file (`[metrics] textfile`): which paths may be one, and writing it so that
 /// node_exporter's textfile collector never reads half of it.
 enum MetricsTextfile {
@@ -76,9 +71,8 @@ enum MetricsTextfile {
 
     /// What `--check-config` says about the metrics file: where, readable by whom, and
     /// with which labels.
-    static func checkLine(_ configuration: Configuration) -> String {
-        guard let path = configuration.metricsTextfile else { return "none ([metrics] textfile)" }
-        let options = configuration.metrics
+    static func checkLine(path: String?, options: MetricsFileOptions) -> String {
+        guard let path else { return "none ([metrics] textfile)" }
         let group: String
         if let name = options.group {
             group = "group \(name)"
