@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeVaultIO
 
 /// The cryptographic lock of an encrypted vault: its fscrypt v2 key is removed from the
 /// kernel for all users, so what is left on disk is ciphertext (names and contents) that
@@ -18,7 +17,7 @@ import LockwipeVaultIO
 public struct FscryptLock: VaultProtecting {
     /// How often removal is retried after the holders were ended (their descriptors close
     /// asynchronously as the processes exit).
-    package var attempts = 5
+    var attempts = 5
 
     public init() {}
 
@@ -103,7 +102,7 @@ public struct FscryptLock: VaultProtecting {
     /// parent on the same filesystem (the caller closes it). Refuses a vault that is missing
     /// or replaced, and a directory that is not encrypted (a vault must never silently
     /// become plaintext).
-    package static func keyIdentifier(of directory: VaultDirectory) throws -> (Fscrypt.KeyIdentifier, Int32) {
+    static func keyIdentifier(of directory: VaultDirectory) throws -> (Fscrypt.KeyIdentifier, Int32) {
         let path = directory.path
         let opened = try VaultPath.open(directory)
         let policy: Fscrypt.KeyIdentifier?

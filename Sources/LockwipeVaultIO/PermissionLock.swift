@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeVaultIO
 
 /// How a vault is made unreadable and readable again: the permission lock, or the
 /// fscrypt lock of an encrypted vault (`FscryptLock`). The Manager picks one per
@@ -65,7 +64,7 @@ public struct PermissionLock: VaultProtecting {
     }
 
     /// `fchown(0, 0)`, `fchmod(0)`, then `fstat` must say `root:root 0000`.
-    package static func lock(fd: Int32, path: String) throws {
+    static func lock(fd: Int32, path: String) throws {
         guard fchown(fd, 0, 0) == 0 else { throw FileSystemError("chown root:root", path) }
         guard fchmod(fd, 0) == 0 else { throw FileSystemError("chmod 0000", path) }
         var st = stat()
@@ -75,7 +74,7 @@ public struct PermissionLock: VaultProtecting {
         }
     }
 
-    package static func isLockedForm(_ st: stat) -> Bool {
+    static func isLockedForm(_ st: stat) -> Bool {
         isLockedForm(owner: st.st_uid, group: st.st_gid, mode: UInt32(st.st_mode))
     }
 

@@ -2,7 +2,6 @@ import CLockwipeFS
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeVaultIO
 
 /// A vault directory as registered: its path and the inode it was at registration.
 ///
@@ -19,7 +18,7 @@ public struct VaultDirectory: Sendable, Hashable, CustomStringConvertible {
             self.device = device
             self.inode = inode
         }
-        package init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
+        init(_ st: stat) { self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) }
         public var description: String { "device \(device), inode \(inode)" }
     }
 
@@ -90,8 +89,8 @@ package struct OpenedVault {
     package var fd: Int32
     package var parent: Int32
     package var name: String
-    package var stat: stat
-    package var identity: VaultDirectory.Identity { .init(stat) }
+    var stat: stat
+    var identity: VaultDirectory.Identity { .init(stat) }
 
     package func close() {
         Glibc.close(fd)
@@ -108,7 +107,7 @@ package struct OpenedVault {
 /// relative to the previous one, so no symlink is followed anywhere in the path, and
 /// `..` or `.` are refused.
 package enum VaultPath {
-    package static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+    static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 
     /// The components of an absolute path (`/a/b` → a, b). Throws for a relative path,
     /// `.`, `..` or the root itself.
@@ -123,7 +122,7 @@ package enum VaultPath {
 
     /// Opens `path` by walking from `/`, component by component, without following any
     /// symlink.
-    package static func walk(_ path: String) throws(VaultOpenError) -> OpenedVault {
+    static func walk(_ path: String) throws(VaultOpenError) -> OpenedVault {
         var ignored: [String] = []
         return try walk(path, checkAncestors: false, problems: &ignored)
     }
@@ -147,14 +146,14 @@ package enum VaultPath {
 
     /// The daemon's mount table (`/proc/self/mountinfo`); empty when it cannot be read,
     /// which makes any mount on a vault `mountedOver` (fail closed).
-    package static func mountInfo() -> String {
+    static func mountInfo() -> String {
         ProcFile.read("/proc/self/mountinfo") ?? ""
     }
 
     /// The walk; with `checkAncestors`, every directory opened on the way *before* the
     /// vault itself (the root and every ancestor) is judged by `ancestorProblem` and what
     /// is wrong is added to `problems`.
-    package static func walk(
+    static func walk(
         _ path: String, checkAncestors: Bool, problems: inout [String], expected: VaultDirectory.Identity? = nil
     ) throws(VaultOpenError) -> OpenedVault {
         let parts = try components(path)
@@ -359,7 +358,7 @@ package enum VaultPath {
     }
 
     /// Whether the directory open as `fd` holds no entry (read through a descriptor of its own).
-    package static func isEmpty(_ fd: Int32, path: String) throws -> Bool {
+    static func isEmpty(_ fd: Int32, path: String) throws -> Bool {
         let own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard own >= 0 else { throw FileSystemError("read", path) }
         guard let stream = fdopendir(own) else {

@@ -48,8 +48,8 @@ package enum VaultMountTakeback {
         return report
     }
 
-    package struct Failure: Error {
-        package var reason: String
+    struct Failure: Error {
+        var reason: String
     }
 
     private static func detach(_ mount: MountEntry, in vault: VaultDirectory) -> Result<Bool, Failure> {
@@ -112,7 +112,7 @@ package enum VaultMountTakeback {
     }
 
     /// The mount id of an open descriptor, from `/proc/self/fdinfo` (no filesystem call).
-    package static func mountID(of fd: Int32) -> UInt64? {
+    static func mountID(of fd: Int32) -> UInt64? {
         guard let text = ProcFile.read("/proc/self/fdinfo/\(fd)") else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix("mnt_id:") {
             return UInt64(line.dropFirst("mnt_id:".count).trimmingCharacters(in: .whitespaces))

@@ -8,14 +8,14 @@ import LockwipeCore
 /// the vault's old blocks. Only kernel interfaces are read (sysfs is the kernel's, not a
 /// user's); a fact the kernel does not expose stays nil. Blocking: wipe thread or
 /// `BlockingPool`.
-package enum MediaProbe {
-    package struct Probe: Sendable, Equatable {
-        package var facts: MediaFacts
-        package var snapshots: Int?
-        package var isSnapshot = false
+enum MediaProbe {
+    struct Probe: Sendable, Equatable {
+        var facts: MediaFacts
+        var snapshots: Int?
+        var isSnapshot = false
     }
 
-    package static func probe(fd: Int32, path: String) -> Probe {
+    static func probe(fd: Int32, path: String) -> Probe {
         var magic: UInt32 = 0
         _ = lockwipe_fs_magic(fd, &magic)
         var probe = Probe(facts: MediaFacts(path: path, filesystem: filesystemName(magic)))
@@ -48,28 +48,28 @@ package enum MediaProbe {
         return probe
     }
 
-    package static let btrfsMagic: UInt32 = 0x9123_683E
+    static let btrfsMagic: UInt32 = 0x9123_683E
 
     /// File system magic numbers (linux/magic.h) by their kernel names.
-    package static let filesystemNames: [UInt32: String] = [
+    static let filesystemNames: [UInt32: String] = [
         0xEF53: "ext4", btrfsMagic: "btrfs", 0x5846_5342: "xfs", 0x0102_1994: "tmpfs", 0xCA45_1A4E: "bcachefs",
         0x2FC1_2FC1: "zfs", 0xF2F5_2010: "f2fs", 0x6969: "nfs", 0xFF53_4D42: "cifs", 0x794C_7630: "overlay",
         0x4D44: "vfat", 0x2011_BAB0: "exfat", 0x5346_544E: "ntfs", 0x6573_5546: "fuse", 0x3153_464A: "jfs",
         0x5265_4973: "reiserfs", 0x7461_636F: "ocfs2", 0x0102_1997: "9p",
     ]
 
-    package static func filesystemName(_ magic: UInt32) -> String {
+    static func filesystemName(_ magic: UInt32) -> String {
         filesystemNames[magic] ?? "0x" + String(magic, radix: 16)
     }
 
-    package static func uuidString(_ b: [UInt8]) -> String {
+    static func uuidString(_ b: [UInt8]) -> String {
         let hex = b.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }
         return [0..<4, 4..<6, 6..<8, 8..<10, 10..<16].map { hex[$0].joined() }.joined(separator: "-")
     }
 
     /// glibc's `gnu_dev_major`/`gnu_dev_minor`, which Swift does not import.
-    package static func major(_ dev: UInt64) -> UInt64 { ((dev >> 8) & 0xFFF) | ((dev >> 32) & ~0xFFF) }
-    package static func minor(_ dev: UInt64) -> UInt64 { (dev & 0xFF) | ((dev >> 12) & ~0xFF) }
+    static func major(_ dev: UInt64) -> UInt64 { ((dev >> 8) & 0xFFF) | ((dev >> 32) & ~0xFFF) }
+    static func minor(_ dev: UInt64) -> UInt64 { (dev & 0xFF) | ((dev >> 12) & ~0xFF) }
 
     /// The devices of a btrfs file system: `/sys/fs/btrfs/<fsid>/devices/*` link to them.
     private static func btrfsDevices(fsid: String) -> [MediaFacts.Device] {
@@ -81,7 +81,7 @@ package enum MediaProbe {
     /// The device at a sysfs block path, and the devices under it when it is a
     /// device-mapper or md device (LVM, LUKS, RAID: `slaves/`), where the model and serial
     /// are.
-    package static func devices(sysfs link: String, depth: Int = 0) -> [MediaFacts.Device] {
+    static func devices(sysfs link: String, depth: Int = 0) -> [MediaFacts.Device] {
         guard depth < 4, let path = resolved(link) else { return [] }
         var disk = path
         var partition: String?
@@ -106,7 +106,7 @@ package enum MediaProbe {
     }
 
     /// A sysfs attribute, trimmed; nil when absent, unreadable or empty.
-    package static func read(_ path: String) -> String? {
+    static func read(_ path: String) -> String? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines.union(.controlCharacters))
         return text.isEmpty ? nil : text
@@ -114,7 +114,7 @@ package enum MediaProbe {
 
     /// The unit serial number from SCSI VPD page 0x80: a 4-byte header (its length in
     /// byte 3), then ASCII.
-    package static func vpdSerial(_ path: String) -> String? {
+    static func vpdSerial(_ path: String) -> String? {
         guard let data = FileManager.default.contents(atPath: path), data.count > 4, data[data.startIndex + 1] == 0x80 else { return nil }
         let length = Int(data[data.startIndex + 3])
         let bytes = data.dropFirst(4).prefix(length)

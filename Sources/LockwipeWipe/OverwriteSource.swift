@@ -19,13 +19,13 @@ import Foundation
 /// rather than ChaCha20: with the AES instructions every x86-64 and arm64 server has, CTR
 /// mode is several times faster. Both are keystreams no one can predict without the key,
 /// which is all an overwrite pattern needs.
-package final class OverwriteSource {
-    package let pattern: WipeOptions.Pattern
+final class OverwriteSource {
+    let pattern: WipeOptions.Pattern
     /// OpenSSL's cipher context (AES-256-CTR, counter from 0); nil for zeros.
     private let context: OpaquePointer?
 
     /// `key` is for the tests (a known-answer check); a wipe always takes a fresh one.
-    package init(pattern: WipeOptions.Pattern, key: SymmetricKey = SymmetricKey(size: .bits256)) {
+    init(pattern: WipeOptions.Pattern, key: SymmetricKey = SymmetricKey(size: .bits256)) {
         self.pattern = pattern
         guard pattern == .random else {
             context = nil
@@ -47,7 +47,7 @@ package final class OverwriteSource {
     /// Makes `buffer` the pattern's next bytes: for zeros it is left as it is (the
     /// writer's buffer holds zeros from the start and nothing else writes to it); for the
     /// keystream it is encrypted in place.
-    package func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+    func fill(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let context, let base = buffer.baseAddress else { return }
         let bytes = base.assumingMemoryBound(to: UInt8.self)
         var offset = 0

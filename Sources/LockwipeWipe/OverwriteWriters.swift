@@ -13,15 +13,15 @@ import Foundation
 /// descriptor after it was closed. The batch thread waits, not the walk: the walk goes on
 /// handing over the next batch's files, and the writers are never left without work at
 /// a batch's end.
-package final class OverwriteWriters: @unchecked Sendable {
-    package typealias Outcome = Result<Int64, PatternWriter.WriteError>
+final class OverwriteWriters: @unchecked Sendable {
+    typealias Outcome = Result<Int64, PatternWriter.WriteError>
 
-    package struct Job: Sendable {
+    struct Job: Sendable {
         /// Consecutive from 0 over the wipe: a batch's files are a range of them.
-        package var id: Int
-        package var fd: Int32
-        package var size: Int64
-        package var granule: Int64
+        var id: Int
+        var fd: Int32
+        var size: Int64
+        var granule: Int64
     }
 
     private let condition = NSCondition()
@@ -31,7 +31,7 @@ package final class OverwriteWriters: @unchecked Sendable {
     private var stopping = false
 
     /// Starts `count` threads, each with its own `PatternWriter` (its own keystream key).
-    package init(count: Int, pattern: WipeOptions.Pattern, passes: Int, progress: WipeProgress) {
+    init(count: Int, pattern: WipeOptions.Pattern, passes: Int, progress: WipeProgress) {
         for _ in 0..<max(1, count) {
             let thread = Thread { [self] in
                 run(PatternWriter(pattern: pattern, progress: progress), passes: passes, progress: progress)
@@ -42,7 +42,7 @@ package final class OverwriteWriters: @unchecked Sendable {
     }
 
     /// Queues one file and returns at once.
-    package func submit(_ job: Job) {
+    func submit(_ job: Job) {
         condition.lock()
         if next > 1024 {
             queue.removeFirst(next)
@@ -55,7 +55,7 @@ package final class OverwriteWriters: @unchecked Sendable {
 
     /// Waits until the files `ids` are written (or failed) and returns their outcomes,
     /// forgetting them.
-    package func wait(for ids: Range<Int>) -> [Int: Outcome] {
+    func wait(for ids: Range<Int>) -> [Int: Outcome] {
         condition.lock()
         defer { condition.unlock() }
         // An outcome stays until collected here: each id is looked at until it is there,
@@ -70,7 +70,7 @@ package final class OverwriteWriters: @unchecked Sendable {
     }
 
     /// Lets the threads end once the queue is empty.
-    package func stop() {
+    func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()

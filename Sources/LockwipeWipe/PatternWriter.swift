@@ -11,19 +11,19 @@ import Foundation
 /// the `fcntl` or at a write (`EINVAL`: an unaligned range, a file system without it),
 /// the file is written through the page cache as before, and its writeback started.
 /// Either way the batch's flush (`WipeRun.finalize`) is what makes the writes durable.
-package final class PatternWriter {
+final class PatternWriter {
     private let source: OverwriteSource
     private let buffer: UnsafeMutableRawBufferPointer
-    package let progress: WipeProgress
+    let progress: WipeProgress
     /// Whether `O_DIRECT` is tried at all (tests turn it off to cover the buffered path).
-    package let direct: Bool
+    let direct: Bool
     /// Writes made with `O_DIRECT` and through the page cache, for the tests.
     private(set) var directWrites = 0
     private(set) var bufferedWrites = 0
 
-    package static let alignment = 4096
+    static let alignment = 4096
 
-    package init(pattern: WipeOptions.Pattern, progress: WipeProgress, direct: Bool = true, chunkSize: Int = 1 << 20) {
+    init(pattern: WipeOptions.Pattern, progress: WipeProgress, direct: Bool = true, chunkSize: Int = 1 << 20) {
         source = OverwriteSource(pattern: pattern)
         buffer = .allocate(byteCount: chunkSize, alignment: Self.alignment)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
@@ -36,7 +36,7 @@ package final class PatternWriter {
     /// Writes `passes` passes over the file; every pass but the last is made durable
     /// (else a cache, the page cache or the device's, may keep only the last one).
     /// Returns the file's own bytes written, over all passes.
-    package func overwrite(_ fd: Int32, size: Int64, granule: Int64, passes: Int) -> Result<Int64, WriteError> {
+    func overwrite(_ fd: Int32, size: Int64, granule: Int64, passes: Int) -> Result<Int64, WriteError> {
         var direct = self.direct && Self.setDirect(fd, true)
         var written: Int64 = 0
         for pass in 0..<passes {
@@ -52,10 +52,10 @@ package final class PatternWriter {
         return .success(written)
     }
 
-    package struct WriteError: Error, Equatable {
-        package var code: Int32
+    struct WriteError: Error, Equatable {
+        var code: Int32
         /// The failure was the flush between two passes, not a write.
-        package var passNotDurable = false
+        var passNotDurable = false
     }
 
     /// Writes the pattern over every data range of the file (`SEEK_DATA`/`SEEK_HOLE`), so a
@@ -115,7 +115,7 @@ package final class PatternWriter {
     }
 
     /// Sets or clears `O_DIRECT` on `fd`; false when the file system refuses it.
-    package static func setDirect(_ fd: Int32, _ on: Bool) -> Bool {
+    static func setDirect(_ fd: Int32, _ on: Bool) -> Bool {
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0 else { return false }
         return fcntl(fd, F_SETFL, on ? flags | O_DIRECT : flags & ~O_DIRECT) == 0

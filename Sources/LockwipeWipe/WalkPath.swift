@@ -6,20 +6,20 @@ import LockwipeCore
 /// per stack frame made a wipe's memory grow with the square of the depth (1.2 GB at 3,000
 /// levels of 255-byte names, 51 GB at 20,000, for 80 MB on disk). A path is spelled out
 /// only to report it (`text`, `EntryPath`), shortened past `ReportedPath.limit`.
-package final class WalkPath: Sendable {
+final class WalkPath: Sendable {
     private let parent: WalkPath?
     /// Its name in its parent, with the NUL (as `WipeRun.name(of:)` reads it); for the
     /// vault root its whole path.
-    package let name: [CChar]
+    let name: [CChar]
     /// The vault root's path as registered (one string shared by every node).
-    package let root: String
+    let root: String
     /// Levels below the vault root (0 for the root).
-    package let depth: Int
+    let depth: Int
     /// Bytes of the whole path, without a NUL.
-    package let length: Int
+    let length: Int
 
     /// The vault root, `path` as registered.
-    package init(root path: String) {
+    init(root path: String) {
         parent = nil
         name = Array(path.utf8CString)
         root = path
@@ -28,7 +28,7 @@ package final class WalkPath: Sendable {
     }
 
     /// The directory `name` (with its NUL) in `parent`.
-    package init(_ name: [CChar], in parent: WalkPath) {
+    init(_ name: [CChar], in parent: WalkPath) {
         self.parent = parent
         self.name = name
         root = parent.root
@@ -38,7 +38,7 @@ package final class WalkPath: Sendable {
 
     /// The path of this directory, or of `entry` (a name with its NUL) in it, to report:
     /// whole up to `ReportedPath.limit` bytes, else with directories left out in the middle.
-    package func text(_ entry: [CChar]? = nil) -> String {
+    func text(_ entry: [CChar]? = nil) -> String {
         var components: [[CChar]] = []  // innermost first
         if let entry { components.append(entry) }
         let whole = length + (entry.map(\.count) ?? 0)
@@ -55,7 +55,7 @@ package final class WalkPath: Sendable {
     }
 
     /// A name as text (not valid UTF-8: with replacement characters).
-    package static func string(_ name: [CChar]) -> String {
+    static func string(_ name: [CChar]) -> String {
         String(decoding: name.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }
@@ -63,9 +63,9 @@ package final class WalkPath: Sendable {
 /// An entry the walk met, named by its directory and its name (nil for the directory
 /// itself): what a skipped entry, a batch's file or a failed removal keeps until it is
 /// reported, instead of a path string each.
-package struct EntryPath: Sendable, CustomStringConvertible {
-    package var directory: WalkPath
-    package var name: [CChar]?
+struct EntryPath: Sendable, CustomStringConvertible {
+    var directory: WalkPath
+    var name: [CChar]?
 
-    package var description: String { directory.text(name) }
+    var description: String { directory.text(name) }
 }

@@ -19,17 +19,17 @@ public final class WipeProgress: Sendable {
         case erasing
     }
 
-    package struct Plan: Sendable {
-        package var phase: Phase = .counting
-        package var filesTotal: Int?
-        package var bytesTotal: Int64?
+    struct Plan: Sendable {
+        var phase: Phase = .counting
+        var filesTotal: Int?
+        var bytesTotal: Int64?
         /// When the erasing phase started: the rate is measured from here.
-        package var erasingSince: ContinuousClock.Instant?
+        var erasingSince: ContinuousClock.Instant?
     }
 
-    package struct Estimates: Sendable {
-        package var bytes = RateEstimate()
-        package var entries = RateEstimate()
+    struct Estimates: Sendable {
+        var bytes = RateEstimate()
+        var entries = RateEstimate()
     }
 
     private let filesOverwritten = Atomic<Int>(0)
@@ -49,21 +49,21 @@ public final class WipeProgress: Sendable {
     public init(now: ContinuousClock.Instant = .now) { started = now }
 
     /// A writer wrote `count` bytes of the pattern (a pass's chunk).
-    package func wrote(bytes count: Int64) { bytesWritten.wrappingAdd(Int(count), ordering: .relaxed) }
+    func wrote(bytes count: Int64) { bytesWritten.wrappingAdd(Int(count), ordering: .relaxed) }
     /// A writer wrote every pass of one file (made durable with its batch).
-    package func fileOverwritten() { filesOverwritten.wrappingAdd(1, ordering: .relaxed) }
-    package func entryRemoved() { entriesRemoved.wrappingAdd(1, ordering: .relaxed) }
-    package func entrySkipped() { skipped.wrappingAdd(1, ordering: .relaxed) }
+    func fileOverwritten() { filesOverwritten.wrappingAdd(1, ordering: .relaxed) }
+    func entryRemoved() { entriesRemoved.wrappingAdd(1, ordering: .relaxed) }
+    func entrySkipped() { skipped.wrappingAdd(1, ordering: .relaxed) }
 
     /// The totals from the census: what the ETA is measured against.
-    package func setTotals(files: Int, bytes: Int64) {
+    func setTotals(files: Int, bytes: Int64) {
         plan.withLock {
             $0.filesTotal = files
             $0.bytesTotal = bytes
         }
     }
 
-    package func startErasing(now: ContinuousClock.Instant = .now) {
+    func startErasing(now: ContinuousClock.Instant = .now) {
         plan.withLock {
             $0.phase = .erasing
             $0.erasingSince = now
@@ -102,7 +102,7 @@ public final class WipeProgress: Sendable {
             elapsedSeconds: Self.seconds(now - started), bytesPerSecond: bytesRate, entriesPerSecond: entriesRate, etaSeconds: eta)
     }
 
-    package static func seconds(_ d: Duration) -> Double {
+    static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 }

@@ -5,7 +5,7 @@ extension WipeRun {
     /// Clears immutable / append-only on an open file or directory, counting it; reports
     /// when the daemon may not (no CAP_LINUX_IMMUTABLE) or the filesystem has no flags.
     @discardableResult
-    package func clearAttributes(_ fd: Int32, _ path: @autoclosure () -> String) -> Bool {
+    func clearAttributes(_ fd: Int32, _ path: @autoclosure () -> String) -> Bool {
         let result = lockwipe_clear_immutable(fd)
         if result > 0 {
             tally.attributesCleared += 1
@@ -23,7 +23,7 @@ extension WipeRun {
     /// Clears the attributes of an entry that refused to be unlinked or opened. Only
     /// regular files, directories and FIFOs are opened for that (read-only, non-blocking):
     /// opening a device node can have effects of its own.
-    package func clearEntryAttributes(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) -> Bool {
+    func clearEntryAttributes(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) -> Bool {
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR || kind == S_IFIFO else { return false }
         let fd = openat(dirFd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)

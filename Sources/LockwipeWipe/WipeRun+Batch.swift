@@ -17,42 +17,42 @@ import Foundation
 /// only after the files and directories in it that were waiting.
 extension WipeRun {
     /// A directory the walk finished while files in it were still waiting.
-    package struct PendingDirectory: Sendable {
+    struct PendingDirectory: Sendable {
         /// A duplicate of its parent's descriptor (`batchDirectory`).
-        package var parentFd: Int32
-        package var name: [CChar]
-        package var path: EntryPath
+        var parentFd: Int32
+        var name: [CChar]
+        var path: EntryPath
         /// The filler name it was renamed to before its removal (`WipeRun+Names.swift`).
-        package var filler: [CChar]? = nil
+        var filler: [CChar]? = nil
     }
 
     /// One batch as the worker takes it over, descriptors included (it closes them).
-    package struct Batch: Sendable {
-        package var files: [Pending]
-        package var directories: [PendingDirectory]
-        package var directoryFds: [Int32]
+    struct Batch: Sendable {
+        var files: [Pending]
+        var directories: [PendingDirectory]
+        var directoryFds: [Int32]
         /// The writers' jobs for `files` (consecutive ids), to wait for before anything
         /// else is done with them.
-        package var writes: Range<Int>
-        package var writers: OverwriteWriters?
+        var writes: Range<Int>
+        var writers: OverwriteWriters?
         /// Its directories are renamed and written out before their removal (`prepareRemovals`).
-        package var clearNames = false
+        var clearNames = false
 
         /// What the writers made of each file, once they are done with all of them.
-        package func written() -> [Int: OverwriteWriters.Outcome] {
+        func written() -> [Int: OverwriteWriters.Outcome] {
             writers?.wait(for: writes) ?? [:]
         }
 
-        package var isEmpty: Bool { files.isEmpty && directories.isEmpty }
+        var isEmpty: Bool { files.isEmpty && directories.isEmpty }
 
-        package func closeDescriptors() {
+        func closeDescriptors() {
             for file in files { close(file.fd) }
             for fd in directoryFds { close(fd) }
         }
     }
 
     /// What became of a batch's entry, accounted on the wipe's thread.
-    package enum Outcome: Sendable {
+    enum Outcome: Sendable {
         /// The pattern could not be written (or a pass made durable); left in place.
         case notWritten(path: EntryPath, error: PatternWriter.WriteError)
         case notDurable(path: EntryPath, code: Int32)
@@ -66,7 +66,7 @@ extension WipeRun {
 
     /// File systems that overwrite a file's allocated blocks in place (statfs magic:
     /// ext2/3/4, xfs): there the data reaching the device is all an overwrite needs.
-    package static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
+    static let inPlaceFileSystems: Set<UInt32> = [0xEF53, 0x5846_5342]
 
     /// The batch as it stands, leaving an empty one behind.
     private func takeBatch() -> Batch {
@@ -83,7 +83,7 @@ extension WipeRun {
     }
 
     /// Hands the batch to the worker, once the one before it is finished and accounted.
-    package func flush() {
+    func flush() {
         settleInFlight()
         let job = takeBatch()
         if job.isEmpty { return job.closeDescriptors() }
@@ -93,13 +93,13 @@ extension WipeRun {
     }
 
     /// Flushes the batch and waits until it is finished and accounted.
-    package func settle() {
+    func settle() {
         flush()
         settleInFlight()
     }
 
     /// Waits for the batch in flight, if any, and accounts for it.
-    package func settleInFlight() {
+    func settleInFlight() {
         guard let box = inFlight else { return }
         worker.wait()
         inFlight = nil
@@ -141,7 +141,7 @@ extension WipeRun {
 
     /// Removes a directory the walk finished: at once when nothing is waiting, else after
     /// the batch (files of it may be in the batch or in flight).
-    package func removeDirectory(parentFd: Int32, name: [CChar], path: EntryPath) {
+    func removeDirectory(parentFd: Int32, name: [CChar], path: EntryPath) {
         // Clearing names, every removal waits for its batch's checkpoint (`prepareRemovals`).
         if !clearingNames && batch.isEmpty && batchRemovals.isEmpty && inFlight == nil {
             return account(Self.removeDirectory(PendingDirectory(parentFd: parentFd, name: name, path: path)))
@@ -162,7 +162,7 @@ extension WipeRun {
 
     /// Closes the batch's descriptors without unlinking anything (the batch in flight,
     /// already durable, is finished first).
-    package func discardBatch() {
+    func discardBatch() {
         settleInFlight()
         let job = takeBatch()
         _ = job.written()  // the writers stop at the cancellation; then the descriptors are free
@@ -172,7 +172,7 @@ extension WipeRun {
     /// A duplicate of `dirFd` for the batch, valid while the walk closes directories: the
     /// batch's last one when it is the same directory, else a new one (the batch is handed
     /// over first when it holds `batchDirectories` already).
-    package func batchDirectory(_ dirFd: Int32) -> Int32 {
+    func batchDirectory(_ dirFd: Int32) -> Int32 {
         var st = stat()
         fstat(dirFd, &st)
         if let last = batchDirs.last, last.dev == UInt64(st.st_dev), last.ino == UInt64(st.st_ino) { return last.fd }
@@ -193,7 +193,7 @@ extension WipeRun {
     /// the device's volatile cache, which holds every write completed before it;
     /// elsewhere (copy-on-write file systems write new extents, whose metadata must be
     /// committed too) each file gets its own `fdatasync`.
-    package static func finalize(_ batch: Batch) -> [Outcome] {
+    static func finalize(_ batch: Batch) -> [Outcome] {
         defer { batch.closeDescriptors() }
         var outcomes: [Outcome] = []
         // Only what was written goes on; the rest is left in place and reported.
@@ -251,24 +251,24 @@ extension WipeRun {
 
 /// Where the worker leaves a batch's outcomes; read on the wipe's thread only after
 /// `BatchWorker.wait`, whose lock orders the two.
-package final class OutcomeBox: @unchecked Sendable {
-    package var outcomes: [WipeRun.Outcome] = []
+final class OutcomeBox: @unchecked Sendable {
+    var outcomes: [WipeRun.Outcome] = []
 }
 
 /// A thread that runs a wipe's batches one at a time, in order, beside the walk.
-package final class BatchWorker: @unchecked Sendable {
+final class BatchWorker: @unchecked Sendable {
     private let condition = NSCondition()
     private var job: (@Sendable () -> Void)?
     private var stopping = false
 
-    package init() {
+    init() {
         let thread = Thread { [self] in run() }
         thread.stackSize = 1 << 20
         thread.start()
     }
 
     /// Waits until the job before is done, then hands this one over and returns.
-    package func submit(_ work: @escaping @Sendable () -> Void) {
+    func submit(_ work: @escaping @Sendable () -> Void) {
         condition.lock()
         while job != nil { condition.wait() }
         job = work
@@ -277,14 +277,14 @@ package final class BatchWorker: @unchecked Sendable {
     }
 
     /// Returns once no job is running or waiting.
-    package func wait() {
+    func wait() {
         condition.lock()
         while job != nil { condition.wait() }
         condition.unlock()
     }
 
     /// Lets the thread end once the last job is done.
-    package func stop() {
+    func stop() {
         condition.lock()
         stopping = true
         condition.broadcast()

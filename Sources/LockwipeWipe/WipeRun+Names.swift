@@ -24,10 +24,10 @@ import LockwipeVaultIO
 /// file systems keep names, which is a caveat (`WipeCaveats.leftNames`), and so is a
 /// step that fails here (`WipeCaveats.namesNotCleared`).
 extension WipeRun {
-    package static let ext4Magic: UInt32 = 0xEF53
+    static let ext4Magic: UInt32 = 0xEF53
 
     /// The kernel's release (`uname -r`).
-    package static let kernelRelease: String = {
+    static let kernelRelease: String = {
         var u = utsname()
         guard uname(&u) == 0 else { return "" }
         return withUnsafeBytes(of: u.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -36,7 +36,7 @@ extension WipeRun {
     /// Decides whether this vault's names are cleared, and keeps a descriptor of its file
     /// system for the journal's zeroing at the end. A vault that cannot be opened is left
     /// to the walk, which reports it.
-    package func startClearingNames(_ vault: VaultDirectory) {
+    func startClearingNames(_ vault: VaultDirectory) {
         clearingNames = false
         namesVault = vault.path
         guard options.passes > 0, let opened = try? VaultPath.open(vault) else { return }
@@ -61,14 +61,14 @@ extension WipeRun {
     }
 
     /// Notes that the current vault's names may remain, and why (first reason only).
-    package func namesNotCleared(_ reason: String, vault: String? = nil) {
+    func namesNotCleared(_ reason: String, vault: String? = nil) {
         let path = vault ?? namesVault
         if tally.namesLeft.contains(where: { $0.path == path }) { return }
         tally.namesLeft.append(.init(path: path, reason: reason))
     }
 
     /// Before the vault root itself is removed: its blocks reach the disk first.
-    package func writeOutDirectories() {
+    func writeOutDirectories() {
         guard clearingNames, let journal = journals.first(where: { $0.vaults.contains(namesVault) }) else { return }
         var rc = lockwipe_ext4_checkpoint(journal.fd, 0)
         if rc == -ENODEV { rc = fsync(journal.fd) == 0 ? 0 : -errno }  // no journal: the root's own blocks
@@ -78,7 +78,7 @@ extension WipeRun {
     /// Zeroes the journal of every ext4 file system a vault was wiped on, once each;
     /// closes their descriptors. Skipped when the wipe is stopping: it resumes, and zeroes
     /// them then.
-    package func zeroJournals() {
+    func zeroJournals() {
         defer {
             for journal in journals { close(journal.fd) }
             journals.removeAll()
@@ -100,7 +100,7 @@ extension WipeRun {
     /// checkpoints the journal once (without one, `syncfs`). Runs on the worker, through
     /// the batch's directory descriptors only. A directory that cannot be renamed is removed by its own name.
     /// Returns the directories to remove and, if the checkpoint failed, its outcome.
-    package static func prepareRemovals(_ directories: [PendingDirectory]) -> ([PendingDirectory], Outcome?) {
+    static func prepareRemovals(_ directories: [PendingDirectory]) -> ([PendingDirectory], Outcome?) {
         guard let first = directories.first else { return ([], nil) }
         var renamed = directories
         var counter = 0

@@ -2,7 +2,7 @@ import CLockwipeFS
 import Foundation
 
 extension WipeRun {
-    package func overwrite(dirFd: Int32, name: [CChar], path: EntryPath, expected: stat) {
+    func overwrite(dirFd: Int32, name: [CChar], path: EntryPath, expected: stat) {
         let flags = O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC
         var fd = openat(dirFd, name, flags)
         if fd < 0, errno == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: expected) {
@@ -47,7 +47,7 @@ extension WipeRun {
     /// The unit a partial write would make the kernel read first: the file system's block
     /// (`st_blksize`), at most a page (xfs may report a larger preferred I/O size, and
     /// writing on past the last block would allocate new ones), at least 512 bytes.
-    package static func blockGranule(_ st: stat, page: Int64 = Int64(sysconf(Int32(_SC_PAGESIZE)))) -> Int64 {
+    static func blockGranule(_ st: stat, page: Int64 = Int64(sysconf(Int32(_SC_PAGESIZE)))) -> Int64 {
         max(512, min(Int64(st.st_blksize), page > 0 ? page : 4096))
     }
 }

@@ -6,90 +6,90 @@ import LockwipeVaultIO
 /// One wipe: the walk and the tally on the wipe's thread, the writes on writer threads
 /// (`OverwriteWriters`), each full batch finished beside them on one more
 /// (`WipeRun+Batch.swift`).
-package final class WipeRun {
-    package struct Tally: Sendable {
-        package var removed = 0
-        package var filesOverwritten = 0
-        package var bytesOverwritten: Int64 = 0
-        package var attributesCleared = 0
-        package var skipped: [WipeSummary.Skipped] = []
+final class WipeRun {
+    struct Tally: Sendable {
+        var removed = 0
+        var filesOverwritten = 0
+        var bytesOverwritten: Int64 = 0
+        var attributesCleared = 0
+        var skipped: [WipeSummary.Skipped] = []
         /// Vaults whose names the wipe could not clear, and why (`WipeRun+Names.swift`).
-        package var namesLeft: [WipeSummary.Skipped] = []
+        var namesLeft: [WipeSummary.Skipped] = []
     }
 
     private struct Frame {
-        package var dir: OpaquePointer?
-        package var fd: Int32
-        package var dev: UInt64
-        package var ino: UInt64
+        var dir: OpaquePointer?
+        var fd: Int32
+        var dev: UInt64
+        var ino: UInt64
         /// Its name and, shared, its parent's: a frame holds one name, never a path
         /// (`WalkPath`); its `name` is the one to remove it by from its parent.
-        package var path: WalkPath
+        var path: WalkPath
         /// Subdirectories already walked that were not removed at once (something inside
         /// was skipped, or their removal waits for the batch): not entered again when this
         /// directory is re-opened through `..` and read from its start. Without it, every
         /// level of a deep chain re-opened on the way up walked the whole chain below it
         /// again, when anything at the bottom stayed.
-        package var walked: Set<DirectoryID> = []
+        var walked: Set<DirectoryID> = []
     }
 
-    package struct DirectoryID: Hashable {
-        package var dev: UInt64
-        package var ino: UInt64
+    struct DirectoryID: Hashable {
+        var dev: UInt64
+        var ino: UInt64
     }
 
     /// An overwritten file waiting for its batch to be made durable before it may be
     /// truncated and unlinked. Its descriptor stays open until then (`fd`).
-    package struct Pending {
+    struct Pending {
         /// The writers' job id (`OverwriteWriters.Job.id`).
-        package var id: Int
-        package var fd: Int32
-        package var dirFd: Int32
-        package var name: [CChar]
+        var id: Int
+        var fd: Int32
+        var dirFd: Int32
+        var name: [CChar]
         /// The directory it is in: its path is spelled out only if it is reported.
-        package var directory: WalkPath
-        package var dev: UInt64
-        package var ino: UInt64
-        package var bytes: Int64
+        var directory: WalkPath
+        var dev: UInt64
+        var ino: UInt64
+        var bytes: Int64
 
-        package var path: EntryPath { EntryPath(directory: directory, name: name) }
+        var path: EntryPath { EntryPath(directory: directory, name: name) }
     }
 
     private enum WalkEnd { case finished, lostWay, cancelled }
 
-    package static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
+    static let cancelledReason = "stopped because the daemon is shutting down; the wipe resumes at the next start"
 
-    package let engine: SecureEraser
-    package let options: WipeOptions
-    package let progress: WipeProgress
-    package var tally = Tally()
+    let engine: SecureEraser
+    let options: WipeOptions
+    let progress: WipeProgress
+    var tally = Tally()
     private var reported: Set<String> = []
-    package var batch: [Pending] = []
-    package var batchBytes: Int64 = 0
+    var batch: [Pending] = []
+    var batchBytes: Int64 = 0
     /// Directories the walk finished while files of theirs were waiting: removed after them.
-    package var batchRemovals: [PendingDirectory] = []
+    var batchRemovals: [PendingDirectory] = []
     /// Duplicated directory descriptors the batch unlinks through, closed with the batch.
-    package var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
+    var batchDirs: [(dev: UInt64, ino: UInt64, fd: Int32)] = []
     /// The batch the worker is finishing, not yet accounted.
-    package var inFlight: OutcomeBox?
+    var inFlight: OutcomeBox?
     /// The names of what this vault's wipe removes are cleared (`WipeRun+Names.swift`).
-    package var clearingNames = false
-    package var namesVault = ""
+    var clearingNames = false
+    var namesVault = ""
     /// One descriptor per ext4 file system whose journal is zeroed at the end, with its vaults.
-    package var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
+    var journals: [(dev: UInt64, fd: Int32, vaults: [String])] = []
     private var workerThread: BatchWorker?
     private var writerThreads: OverwriteWriters?
     /// The id the next file handed to the writers gets (consecutive over the wipe).
-    package var nextWriteID = 0
+    var nextWriteID = 0
     /// Started with the first file to overwrite, like the worker.
-    package var writers: OverwriteWriters {
+    var writers: OverwriteWriters {
         if let writers = writerThreads { return writers }
         let writers = OverwriteWriters(count: engine.writers, pattern: options.pattern, passes: options.passes, progress: progress)
         writerThreads = writers
         return writers
     }
     /// Started with the first batch: a wipe that overwrites nothing starts no thread.
-    package var worker: BatchWorker {
+    var worker: BatchWorker {
         if let worker = workerThread { return worker }
         let worker = BatchWorker()
         workerThread = worker
@@ -101,9 +101,9 @@ package final class WipeRun {
 
     /// Files per batch: `engine.batchFiles`, fewer when the descriptor limit would not
     /// hold two batches (one in flight, one filling) beside the walk's directories.
-    package let batchFileLimit: Int
+    let batchFileLimit: Int
 
-    package init(engine: SecureEraser, options: WipeOptions, progress: WipeProgress) {
+    init(engine: SecureEraser, options: WipeOptions, progress: WipeProgress) {
         self.engine = engine
         self.options = options
         self.progress = progress
@@ -114,18 +114,18 @@ package final class WipeRun {
 
     /// Descriptors left for the rest of the daemon to open while a wipe runs (new
     /// connections, the survey after it), beyond those open when it starts.
-    package static let spareDescriptors = 16
+    static let spareDescriptors = 16
 
     /// How many files a batch may hold under `descriptorLimit` with `inUse` open already:
     /// two batches (one in flight, one filling), each with its directories, beside the
     /// walk's open directories and a spare. At least one.
-    package static func batchFiles(engine: SecureEraser, descriptorLimit: Int, inUse: Int) -> Int {
+    static func batchFiles(engine: SecureEraser, descriptorLimit: Int, inUse: Int) -> Int {
         let free = descriptorLimit - inUse - spareDescriptors - engine.maxOpenDirectories - 2 * engine.batchDirectories
         return max(1, min(engine.batchFiles, free / 2))
     }
 
     /// The process's open descriptors now (`/proc/self/fd`), or nil when unreadable.
-    package static func openDescriptors() -> Int? {
+    static func openDescriptors() -> Int? {
         guard let dir = opendir("/proc/self/fd") else { return nil }
         defer { closedir(dir) }
         var count = -3  // ".", ".." and the directory's own descriptor
@@ -135,7 +135,7 @@ package final class WipeRun {
 
     /// Waits for the last batch and ends the worker's and the writers' threads; the tally
     /// is final after it.
-    package func finish() {
+    func finish() {
         settleInFlight()
         workerThread?.stop()
         workerThread = nil
@@ -145,20 +145,20 @@ package final class WipeRun {
 
     // MARK: Reporting
 
-    package func skip(_ path: String, _ reason: String) {
+    func skip(_ path: String, _ reason: String) {
         guard reported.insert(path).inserted else { return }
         tally.skipped.append(.init(path: path, reason: reason))
         progress.entrySkipped()
     }
 
-    package func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
+    func skip(_ path: EntryPath, _ reason: String) { skip(path.description, reason) }
 
-    package func removed() {
+    func removed() {
         tally.removed += 1
         progress.entryRemoved()
     }
 
-    package static func reason(_ code: Int32) -> String {
+    static func reason(_ code: Int32) -> String {
         switch code {
         case EPERM: return "operation not permitted"
         case EBUSY: return "busy (in use as a mount point?)"
@@ -168,13 +168,13 @@ package final class WipeRun {
     }
 
     /// The entry's name with its NUL, read in place (`DirectoryEntry.name(of:)`).
-    package static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] { DirectoryEntry.name(of: entry) }
+    static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] { DirectoryEntry.name(of: entry) }
 
     // MARK: The vault
 
     /// Empties (or removes, per `remove_root`) one vault. Entries that appear while the
     /// walk runs, or a walk that lost its way back up, lead to another walk (at most 3).
-    package func erase(root vault: VaultDirectory) {
+    func erase(root vault: VaultDirectory) {
         let root = vault.path
         startClearingNames(vault)
         for attempt in 1...3 {
@@ -399,7 +399,7 @@ package final class WipeRun {
         unlink(dirFd: dirFd, name: name, path: path, st: st)
     }
 
-    package func unlink(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
+    func unlink(dirFd: Int32, name: [CChar], path: EntryPath, st: stat) {
         if unlinkat(dirFd, name, 0) == 0 { return removed() }
         var code = errno
         if code == EPERM, clearEntryAttributes(dirFd: dirFd, name: name, path: path, st: st) {
@@ -411,8 +411,8 @@ package final class WipeRun {
 }
 
 /// `d_type` values (dirent.h), which Glibc does not import as Swift constants.
-package enum DirectoryType {
-    package static let unknown: UInt8 = 0
-    package static let directory: UInt8 = 4
-    package static let regular: UInt8 = 8
+enum DirectoryType {
+    static let unknown: UInt8 = 0
+    static let directory: UInt8 = 4
+    static let regular: UInt8 = 8
 }

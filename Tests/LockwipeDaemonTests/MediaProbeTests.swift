@@ -1,10 +1,10 @@
 import Foundation
 import LockwipeCore
-import LockwipeVaultIO
-import LockwipeWipe
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeVaultIO
+@testable import LockwipeWipe
 
 /// A loop-mounted image of a file system made by `mkfs` (btrfs, ext4), in a temporary
 /// directory, unmounted and removed afterwards (also when a test fails).
