@@ -63,6 +63,13 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The Prometheus metrics file: who may read it (MetricsFileOptions), the atomic write
+        // (MetricsTextfile), and the publisher that coalesces changes into writes. Knows
+        // neither the Manager, the store nor the configuration: it is given a reading.
+        .target(
+            name: "LockwipeMetrics",
+            dependencies: ["LockwipeBase", "LockwipeCore", "CLockwipeFS", .product(name: "Logging", package: "swift-log")]
+        ),
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
         // The wipe engine: the erase (SecureEraser, WipeRun) on its thread and writer threads,
@@ -80,7 +87,7 @@ let package = Package(
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -132,7 +139,7 @@ let package = Package(
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

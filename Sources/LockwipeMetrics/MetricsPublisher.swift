@@ -40,7 +40,7 @@ package final class MetricsPublisher: Sendable {
     private let spacing: Duration
 
     /// The write the daemon uses: `MetricsTextfile.write` on the blocking pool.
-    package static let fileWrite: Write = { text, path, options in try await BlockingPool.run { try MetricsTextfile.write(text, to: path, options: options) } }
+    static let fileWrite: Write = { text, path, options in try await BlockingPool.run { try MetricsTextfile.write(text, to: path, options: options) } }
 
     package init(
         path: String?, options: MetricsFileOptions = MetricsFileOptions(), logger: Logger, spacing: Duration = .seconds(1),
@@ -71,7 +71,7 @@ package final class MetricsPublisher: Sendable {
         }
     }
 
-    package var path: String? { state.withLock { $0.path } }
+    var path: String? { state.withLock { $0.path } }
 
     /// Something the file shows may have changed: write it soon. Cheap, never blocks,
     /// callable from any thread (the state store calls it from its queue).

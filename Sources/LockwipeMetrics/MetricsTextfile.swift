@@ -60,7 +60,7 @@ package enum MetricsTextfile {
     /// The group the file is given: the configured one (which must exist: a missing group
     /// is an error, and the file is not written), else `MetricsFileOptions.defaultGroup`
     /// where it exists, else root's group.
-    package static func resolveGroup(_ options: MetricsFileOptions) throws(MetricsGroupMissing) -> (name: String, gid: gid_t) {
+    static func resolveGroup(_ options: MetricsFileOptions) throws(MetricsGroupMissing) -> (name: String, gid: gid_t) {
         if let name = options.group {
             guard let gid = groupID(name) else { throw MetricsGroupMissing(group: name) }
             return (name, gid)
@@ -85,9 +85,9 @@ package enum MetricsTextfile {
         return "written to \(path), mode \(MetricsFileOptions.modeText(options.mode)), \(group), \(labels)"
     }
 
-    package struct MetricsGroupMissing: Error, CustomStringConvertible {
-        package var group: String
-        package var description: String {
+    struct MetricsGroupMissing: Error, CustomStringConvertible {
+        var group: String
+        var description: String {
             "the group \"\(group)\" ([metrics] group) does not exist; the file is not written until it does (never readable by everyone instead)"
         }
     }
@@ -106,7 +106,7 @@ package enum MetricsTextfile {
     }
 
     /// The directory that holds `path`.
-    package static func directory(of path: String) -> String {
+    static func directory(of path: String) -> String {
         let parent = path[..<(path.lastIndex(of: "/") ?? path.startIndex)]
         return parent.isEmpty ? "/" : String(parent)
     }
@@ -135,7 +135,7 @@ package enum MetricsTextfile {
     /// The metrics directory, reached without following a symlink anywhere on its path
     /// (`RESOLVE_NO_SYMLINKS`): Debian's node-exporter directory belongs to the
     /// `prometheus` user, who must not be able to send root's writes elsewhere.
-    package static func openDirectory(_ directory: String) throws(FileSystemError) -> Int32 {
+    static func openDirectory(_ directory: String) throws(FileSystemError) -> Int32 {
         let fd = lockwipe_open_directory_no_symlinks(directory)
         guard fd >= 0 else { throw FileSystemError("open", directory, code: -fd) }
         return fd
@@ -151,7 +151,7 @@ package enum MetricsTextfile {
     ///
     /// Not fsynced: the file is rewritten at every change and at start-up, and a reading
     /// lost in a crash costs nothing (its timestamp says how old the file is).
-    package static func write(_ text: String, to path: String, options: MetricsFileOptions = MetricsFileOptions()) throws {
+    static func write(_ text: String, to path: String, options: MetricsFileOptions = MetricsFileOptions()) throws {
         let group = try resolveGroup(options)
         let directory = directory(of: path)
         let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])

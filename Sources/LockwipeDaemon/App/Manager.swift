@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeMetrics
 import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeMetrics
 import LockwipeWipe
 import TOMLKit
 
