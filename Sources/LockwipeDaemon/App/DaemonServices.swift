@@ -1,4 +1,5 @@
 import LockwipeBase
+import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
 import Logging

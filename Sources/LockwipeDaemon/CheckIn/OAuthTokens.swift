@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeBase
+import LockwipeCore
 import Logging
 import NIOCore
 
@@ -166,7 +167,7 @@ public actor OAuthTokens {
                     // The old token is spent: the next check-in is likely refused (invalid_grant).
                     logger.error(
                         "the token endpoint rotated the refresh token of \(user) but it could not be stored: \(ErrorWords.of(error))",
-                        metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.stateUnavailable.metadata])
+                        metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": .string(MessageID.stateUnavailable.rawValue)])
                     return .failure(.failed("\(why); the refresh token it rotated could not be stored (\(ErrorWords.of(error)))"))
                 }
             }
@@ -178,7 +179,7 @@ public actor OAuthTokens {
             logger.warning(
                 "\(message)",
                 metadata: [
-                    "message_id": MessageID.oauthRefreshRefused.metadata, "user": .string(user), "action": "check-in",
+                    "message_id": .string(MessageID.oauthRefreshRefused.rawValue), "user": .string(user), "action": "check-in",
                     "token_url": .string(oauth.tokenURL),
                 ])
             return .failure(.invalidGrant(message))
