@@ -70,6 +70,22 @@ let package = Package(
             name: "LockwipeMetrics",
             dependencies: ["LockwipeBase", "LockwipeCore", "CLockwipeFS", .product(name: "Logging", package: "swift-log")]
         ),
+        // The policy-server client: the check-in requests over HTTPS (either wire protocol),
+        // OAuth access tokens, the SAP device id. Knows neither the Manager nor the store:
+        // it is given the refresh-token storage as closures.
+        .target(
+            name: "LockwipeCheckIn",
+            dependencies: [
+                "LockwipeBase", "LockwipeCore", "LockwipeProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
         // The wipe engine: the erase (SecureEraser, WipeRun) on its thread and writer threads,
@@ -87,7 +103,7 @@ let package = Package(
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -129,7 +145,7 @@ let package = Package(
         .target(
             name: "LockwipeTestSupport",
             dependencies: [
-                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO", "LockwipeWipe",
+                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO", "LockwipeWipe", "LockwipeCheckIn",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -139,7 +155,7 @@ let package = Package(
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

@@ -1,6 +1,7 @@
 import CLockwipeFS
 import Foundation
 import LockwipeBase
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
@@ -109,6 +110,7 @@ public enum Daemon {
             tokenStorage: .init(
                 load: { try await store.refreshToken($0) },
                 rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: clock.now().wall) }),
+            sharedRefresh: { refresh in await RequestingClient.$current.withValue(nil) { await refresh() } },
             logger: logger)
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(

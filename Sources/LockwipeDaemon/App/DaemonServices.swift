@@ -1,4 +1,5 @@
 import LockwipeBase
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd

@@ -61,8 +61,12 @@ public final class CheckInClient: SettingsFetching {
     let tokens: OAuthTokens?
 
     /// `tokenStorage`: where refresh tokens are read and rotated ones committed (OAuth; the
-    /// daemon's state store, each rotation timed by the Manager's clock).
-    public init(tokenStorage: OAuthTokens.Storage? = nil, logger: Logger = Logger(label: "lockwiped.oauth")) {
+    /// daemon's state store, each rotation timed by the Manager's clock). `sharedRefresh`:
+    /// how a refresh shared by several requests runs (`OAuthTokens.init`).
+    public init(
+        tokenStorage: OAuthTokens.Storage? = nil, sharedRefresh: @escaping OAuthTokens.Shared = { await $0() },
+        logger: Logger = Logger(label: "lockwiped.oauth")
+    ) {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: Self.maxConcurrent))
@@ -73,7 +77,7 @@ public final class CheckInClient: SettingsFetching {
             OAuthTokens(
                 storage: storage,
                 transport: { url, headers, body, deadline in await CheckInClient.postForm(client, url: url, headers: headers, body: body, deadline: deadline) },
-                logger: logger)
+                logger: logger, shared: sharedRefresh)
         }
     }
 
