@@ -52,23 +52,59 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        // Vault I/O below the domain: key wrapping, the machine key, fscrypt's ioctls and
-        // the vault calls with their deadline. Knows neither the Manager nor the store.
+        // Vault I/O below the domain: reaching a vault safely (VaultPath), taking back mounts
+        // over it, the permission and fscrypt locks, key wrapping, the machine key, fscrypt's
+        // ioctls and the vault calls with their deadline. Knows neither the Manager nor the store.
         .target(
             name: "LockwipeVaultIO",
             dependencies: [
-                "LockwipeBase", "CLockwipeFS",
+                "LockwipeBase", "LockwipeCore", "CLockwipeFS",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // The Prometheus metrics file: who may read it (MetricsFileOptions), the atomic write
+        // (MetricsTextfile), and the publisher that coalesces changes into writes. Knows
+        // neither the Manager, the store nor the configuration: it is given a reading.
+        .target(
+            name: "LockwipeMetrics",
+            dependencies: ["LockwipeBase", "LockwipeCore", "CLockwipeFS", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The policy-server client: the check-in requests over HTTPS (either wire protocol),
+        // OAuth access tokens, the SAP device id. Knows neither the Manager nor the store:
+        // it is given the refresh-token storage as closures.
+        .target(
+            name: "LockwipeCheckIn",
+            dependencies: [
+                "LockwipeBase", "LockwipeCore", "LockwipeProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
+        // The wipe engine: the erase (SecureEraser, WipeRun) on its thread and writer threads,
+        // progress, the survey and media probe, the certificate's verification walk, ending a
+        // user's processes, the wipes running now (WipeCoordinator). Knows neither the
+        // Manager nor the store; its progress is reported in the wire's WipeProgressInfo.
+        .target(
+            name: "LockwipeWipe",
+            dependencies: [
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeCore", "LockwipeProtocol", "CLockwipeFS", "CLibcrypto",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         // The daemon engine: configuration, state, lock, wipe, hooks, control socket, systemd.
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd",
+                "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -110,7 +146,7 @@ let package = Package(
         .target(
             name: "LockwipeTestSupport",
             dependencies: [
-                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd",
+                "LockwipeCore", "LockwipeDaemon", "LockwipeSystemd", "LockwipeVaultIO", "LockwipeWipe", "LockwipeCheckIn",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -120,7 +156,10 @@ let package = Package(
         .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
         .testTarget(
             name: "LockwipeDaemonTests",
-            dependencies: ["LockwipeBase", "LockwipeVaultIO", "LockwipeDaemon", "LockwipeTestSupport", .product(name: "NIOEmbedded", package: "swift-nio")]
+            dependencies: [
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeDaemon", "LockwipeTestSupport",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         .testTarget(name: "LockwipeSystemdTests", dependencies: ["LockwipeSystemd"]),
     ]

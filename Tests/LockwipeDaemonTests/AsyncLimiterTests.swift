@@ -3,6 +3,7 @@ import LockwipeCore
 import NIOCore
 import Testing
 
+@testable import LockwipeCheckIn
 @testable import LockwipeDaemon
 
 /// The check-in client's request slots and its one deadline (issue 12, finding 4): a wait

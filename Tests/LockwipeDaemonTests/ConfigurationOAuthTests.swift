@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeCore
 import Testing
 
 @testable import LockwipeDaemon

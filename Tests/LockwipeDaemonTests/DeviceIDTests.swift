@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import LockwipeCheckIn
 @testable import LockwipeDaemon
 
 @Suite struct DeviceIDTests {

@@ -3,6 +3,7 @@ import LockwipeBase
 import NIOCore
 import Testing
 
+@testable import LockwipeCheckIn
 @testable import LockwipeDaemon
 
 /// Errors reach the journal and replies in words: no type names, error domains or errno numbers.

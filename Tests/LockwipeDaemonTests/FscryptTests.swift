@@ -1,9 +1,9 @@
 import Foundation
 import LockwipeBase
-import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeVaultIO
 
 /// A real fscrypt filesystem: an ext4 image made with `-O encrypt`, loop-mounted in a
 /// temporary directory, unmounted and removed afterwards (also when a test fails).

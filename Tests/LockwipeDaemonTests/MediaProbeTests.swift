@@ -3,6 +3,8 @@ import LockwipeCore
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeVaultIO
+@testable import LockwipeWipe
 
 /// A loop-mounted image of a file system made by `mkfs` (btrfs, ext4), in a temporary
 /// directory, unmounted and removed afterwards (also when a test fails).

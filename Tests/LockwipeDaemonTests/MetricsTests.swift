@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeMetrics
 
 /// Log lines as a test reads them.
 final class LogCapture: Sendable {

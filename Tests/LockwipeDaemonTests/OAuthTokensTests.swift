@@ -1,9 +1,11 @@
 import Foundation
+import LockwipeCore
 import Logging
 import NIOCore
 import Synchronization
 import Testing
 
+@testable import LockwipeCheckIn
 @testable import LockwipeDaemon
 
 /// The token cache and refresh logic with an injected clock. The token endpoint here is a

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeWipe
 
 @Suite struct ProcessTerminatorTests {
     /// A lock of uid 0 (which registration refuses anyway) must never signal root's

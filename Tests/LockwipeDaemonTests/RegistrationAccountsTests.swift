@@ -3,6 +3,7 @@ import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeTestSupport
+import LockwipeVaultIO
 import Logging
 import Testing
 

@@ -3,9 +3,11 @@ import Crypto
 import CryptoExtras
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeWipe
 
 /// The wipe must empty the vault and change nothing outside it: canaries beside symlinks
 /// and hard links are compared byte for byte before and after. The adversarial corpus at

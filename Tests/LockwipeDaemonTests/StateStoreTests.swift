@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Synchronization
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import LockwipeCore
 import Testing
 
+@testable import LockwipeCheckIn
 @testable import LockwipeDaemon
 
 /// The pure OAuth parts: the refresh request (RFC 6749 sections 2.3.1, 6), what a token

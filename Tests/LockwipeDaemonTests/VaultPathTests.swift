@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeVaultIO
 
 /// `VaultPath`: the one way a vault is reached (a walk from `/` that follows no symlink,
 /// then the recorded device and inode), the registration's ancestor rule, and the

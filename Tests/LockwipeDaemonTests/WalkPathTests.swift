@@ -3,6 +3,7 @@ import LockwipeCore
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeWipe
 
 /// A walk keeps one name per level, and spells a path out only to report it.
 @Suite struct WalkPathTests {

@@ -1,8 +1,10 @@
 import LockwipeCore
+import LockwipeVaultIO
 import Synchronization
 import Testing
 
 @testable import LockwipeDaemon
+@testable import LockwipeWipe
 
 @Suite struct WipeCoordinatorTests {
     /// An erase that removes one entry, then waits until it is released or cancelled (as

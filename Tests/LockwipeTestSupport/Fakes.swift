@@ -1,3 +1,4 @@
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeDaemon
 import LockwipeSystemd

@@ -1,7 +1,10 @@
 import Foundation
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeDaemon
 import LockwipeSystemd
+import LockwipeVaultIO
+import LockwipeWipe
 import Logging
 
 /// One Manager in a throwaway directory (`directory/data` exists for vaults, the state

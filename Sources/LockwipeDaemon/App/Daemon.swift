@@ -1,9 +1,12 @@
 import CLockwipeFS
 import Foundation
 import LockwipeBase
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
+import LockwipeVaultIO
+import LockwipeWipe
 import Logging
 import NIOCore
 import NIOPosix
@@ -103,7 +106,12 @@ public enum Daemon {
         let config = loaded.configuration
         let notifier = SystemdNotifier()
         let clock = SystemClock()
-        let checkInClient = CheckInClient(store: store, clock: clock, logger: logger)
+        let checkInClient = CheckInClient(
+            tokenStorage: .init(
+                load: { try await store.refreshToken($0) },
+                rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: clock.now().wall) }),
+            sharedRefresh: { refresh in await RequestingClient.$current.withValue(nil) { await refresh() } },
+            logger: logger)
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)
         let manager = Manager(
             configuration: config, store: store, clock: clock, protection: PermissionLock(), eraser: SecureEraser(),

@@ -1,9 +1,12 @@
 import Foundation
 import LockwipeBase
+import LockwipeCheckIn
 import LockwipeCore
+import LockwipeMetrics
 import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
+import LockwipeWipe
 import Logging
 import NIOCore
 import NIOPosix

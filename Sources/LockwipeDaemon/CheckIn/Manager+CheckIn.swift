@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 import Logging

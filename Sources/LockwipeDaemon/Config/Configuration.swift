@@ -1,5 +1,8 @@
 import Foundation
+import LockwipeCheckIn
 import LockwipeCore
+import LockwipeMetrics
+import LockwipeWipe
 import TOMLKit
 
 /// The daemon's typed configuration (`lockwiped.toml` plus drop-ins). Every field has the
@@ -37,80 +40,6 @@ public struct Configuration: Sendable, Equatable {
     public var metrics = MetricsFileOptions()
 
     public init() {}
-}
-
-/// The policy server to check in with (`[server]`).
-public struct ServerConfiguration: Sendable, Equatable {
-    /// Base URL: https://..., or http:// to a loopback host only (`ServerURL.problem`).
-    public var url: String?
-    /// Seconds between check-ins of one registration after a success.
-    public var intervalSeconds = 900
-    /// Seconds one check-in may take, connection and TLS handshake included.
-    public var timeoutSeconds = 10
-    /// PEM file of CA certificates trusted in addition to the system trust store.
-    public var caFile: String?
-    /// Plain http:// (to a loopback host) is accepted only when this is set: any local user
-    /// who binds that port first receives every registration's token and can order wipes.
-    public var allowInsecureHTTP = false
-    /// `[server.oauth]`: access tokens from a registration's refresh token (nil: none).
-    public var oauth: OAuthConfiguration?
-    /// The wire protocol (`protocol`): lockwipe's own or SAP Mobile Services'.
-    public var serverProtocol: ServerProtocol = .lockwipe
-    /// SAP Mobile Services: the application id (`X-SMP-APPID`); required with that protocol.
-    public var applicationID: String?
-    /// SAP Mobile Services: this machine's device id (`X-SMP-DEVICEID`). With that protocol
-    /// the loader fills it in when the file does not set it (`DeviceID.fromMachineID`).
-    public var deviceID: String?
-
-    /// The SAP identity (nil with the lockwipe protocol).
-    public var sapIdentity: SAPIdentity? {
-        guard serverProtocol == .sapMobileServices, let applicationID, let deviceID else { return nil }
-        return SAPIdentity(applicationID: applicationID, deviceID: deviceID)
-    }
-
-    public var isConfigured: Bool { url != nil }
-    /// The server is reached over plain http:// (allowed by `allowInsecureHTTP`).
-    public var usesInsecureHTTP: Bool { url.map(ServerURL.isPlainHTTP) ?? false }
-
-    public init(
-        url: String? = nil, intervalSeconds: Int = 900, timeoutSeconds: Int = 10, caFile: String? = nil,
-        allowInsecureHTTP: Bool = false, serverProtocol: ServerProtocol = .lockwipe, applicationID: String? = nil, deviceID: String? = nil
-    ) {
-        self.url = url
-        self.intervalSeconds = intervalSeconds
-        self.timeoutSeconds = timeoutSeconds
-        self.caFile = caFile
-        self.allowInsecureHTTP = allowInsecureHTTP
-        self.serverProtocol = serverProtocol
-        self.applicationID = applicationID
-        self.deviceID = deviceID
-    }
-}
-
-/// How a wipe erases a vault (`[wipe]`).
-public struct WipeOptions: Sendable, Equatable {
-    public enum Pattern: String, Sendable, CaseIterable {
-        /// A fresh AES-256-CTR keystream, a new key per wipe.
-        case random
-        case zeros
-    }
-
-    /// Overwrite passes over every regular file with one link (0 = unlink only). Each
-    /// pass but the last is made durable before the next starts.
-    public var passes = 1
-    public var pattern: Pattern = .random
-    /// Remove the vault directory itself too, instead of leaving it empty (and locked).
-    public var removeRoot = false
-
-    public init(passes: Int = 1, pattern: Pattern = .random, removeRoot: Bool = false) {
-        self.passes = passes
-        self.pattern = pattern
-        self.removeRoot = removeRoot
-    }
-
-    /// More passes than this only cost time: one pass already makes the data
-    /// unrecoverable on in-place filesystems.
-    public static let maxPasses = 35
 }
 
 /// One thing wrong in a configuration file, named so an operator can fix it:

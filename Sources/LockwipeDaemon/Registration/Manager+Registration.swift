@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeBase
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 import LockwipeVaultIO

@@ -44,9 +44,3 @@ struct RegistrationFlow {
         }
     }
 }
-
-/// A reason a registration was refused, shown to the operator as is.
-struct RegistrationRefusal: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}

@@ -1,3 +1,5 @@
+import LockwipeCore
+
 /// The warnings `status` shows an operator, decided from what it reports (no I/O), in a
 /// fixed order: the daemon's configuration first, then registration by registration.
 enum StatusWarnings {

@@ -1,5 +1,6 @@
 import GRDB
 import LockwipeCore
+import LockwipeVaultIO
 
 extension StateStore {
     public nonisolated(nonsending) func lockRecords(_ user: String) async throws -> [LockRecord] {

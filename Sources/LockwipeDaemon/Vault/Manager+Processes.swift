@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeProtocol
+import LockwipeWipe
 import Logging
 import Synchronization
 

@@ -1,6 +1,8 @@
 import Foundation
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeWipe
 
 /// Sanitization certificates: one for every wipe attempt, complete or not, built from the
 /// attempt's report and stored with its result (`StateStore.finishWipe`). Shown by

@@ -4,6 +4,7 @@ import LockwipeCore
 import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
+import LockwipeWipe
 import Logging
 import NIOCore
 

@@ -1,5 +1,6 @@
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 
 /// A registration as the daemon keeps it.
 public struct RegistrationRecord: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// Removes everything inside vault directories. The one seam every wipe goes through:
 /// a stronger engine (crypto-erase) replaces the conformance, not callers.

@@ -85,14 +85,14 @@ public enum VaultOpenError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// A vault directory opened by `VaultPath`: a descriptor on it and on its parent (both
 /// `O_CLOEXEC`), the name in the parent, and what `fstat` said. The caller closes it.
-struct OpenedVault {
-    var fd: Int32
-    var parent: Int32
-    var name: String
+package struct OpenedVault {
+    package var fd: Int32
+    package var parent: Int32
+    package var name: String
     var stat: stat
     var identity: VaultDirectory.Identity { .init(stat) }
 
-    func close() {
+    package func close() {
         Glibc.close(fd)
         Glibc.close(parent)
     }
@@ -106,7 +106,7 @@ struct OpenedVault {
 /// descriptor on `/`, each component is opened with `openat(O_NOFOLLOW | O_DIRECTORY)`
 /// relative to the previous one, so no symlink is followed anywhere in the path, and
 /// `..` or `.` are refused.
-enum VaultPath {
+package enum VaultPath {
     static let directoryFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 
     /// The components of an absolute path (`/a/b` → a, b). Throws for a relative path,
@@ -214,7 +214,7 @@ enum VaultPath {
     /// Opens the recorded vault `directory`: the safe walk, then its device and inode must be
     /// the recorded ones. The one way every lock, unlock, unregister, wipe and key lookup
     /// reaches a vault.
-    static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
+    package static func open(_ directory: VaultDirectory) throws(VaultOpenError) -> OpenedVault {
         guard let expected = directory.identity else { throw .unrecorded(path: directory.path) }
         var ignored: [String] = []
         let opened = try walk(directory.path, checkAncestors: false, problems: &ignored, expected: expected)
@@ -239,7 +239,7 @@ enum VaultPath {
     /// her vault away from a lock, or put a symlink where it was.
     /// When the vault exists it must be a directory (not a symlink); when it does not, its
     /// parent must exist (registration creates one level only).
-    static func ancestorProblems(_ path: String) -> [String] {
+    package static func ancestorProblems(_ path: String) -> [String] {
         var problems: [String] = []
         do {
             let opened = try walk(path, checkAncestors: true, problems: &problems)
@@ -287,13 +287,13 @@ enum VaultPath {
     }
 
     /// A vault directory as registration prepared it.
-    struct Prepared {
-        var directory: VaultDirectory
+    package struct Prepared {
+        package var directory: VaultDirectory
         /// Made by `create` (undo removes it).
-        var created = false
+        package var created = false
         /// It existed and was given to its user: the owner, group and mode it had (undo
         /// restores them, `restoreGiven`).
-        var given: (uid: UInt32, gid: UInt32, mode: UInt32)? = nil
+        package var given: (uid: UInt32, gid: UInt32, mode: UInt32)? = nil
     }
 
     /// Opens the vault directory `path`, creating it when missing: `mkdirat` on the verified
@@ -308,7 +308,7 @@ enum VaultPath {
     /// registered `active` is one its user can use (a permission-mode wipe leaves it
     /// `root:root 0000`; registering it again gives it back), and nothing is ever chowned
     /// by path, nor recursively.
-    static func create(_ path: String, user: String = "its user", uid: UInt32, gid: UInt32) throws -> Prepared {
+    package static func create(_ path: String, user: String = "its user", uid: UInt32, gid: UInt32) throws -> Prepared {
         var existing: OpenedVault?
         do throws(VaultOpenError) {
             existing = try walk(path)
@@ -376,7 +376,7 @@ enum VaultPath {
     /// Undoes `create`'s gift of an existing directory (a registration that failed later):
     /// the owner, group and mode it had, on the recorded inode only, and only while it is
     /// still as `create` left it (its user's).
-    static func restoreGiven(_ directory: VaultDirectory, uid user: UInt32, to previous: (uid: UInt32, gid: UInt32, mode: UInt32)) -> String? {
+    package static func restoreGiven(_ directory: VaultDirectory, uid user: UInt32, to previous: (uid: UInt32, gid: UInt32, mode: UInt32)) -> String? {
         do {
             let opened = try open(directory)
             defer { opened.close() }
@@ -392,7 +392,7 @@ enum VaultPath {
 
     /// Removes a directory `create` made (undo of a registration): only that inode, only
     /// when empty.
-    static func removeCreated(_ directory: VaultDirectory) -> String? {
+    package static func removeCreated(_ directory: VaultDirectory) -> String? {
         do {
             let opened = try open(directory)
             defer { opened.close() }

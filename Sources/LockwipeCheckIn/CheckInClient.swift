@@ -60,22 +60,24 @@ public final class CheckInClient: SettingsFetching {
     /// a store to keep rotated refresh tokens in.
     let tokens: OAuthTokens?
 
-    /// `store`: where refresh tokens are read and rotated ones committed (OAuth), with
-    /// the time of each rotation from `clock` (the Manager's).
-    public init(store: StateStore? = nil, clock: any ClockSource = SystemClock(), logger: Logger = Logger(label: "lockwiped.oauth")) {
+    /// `tokenStorage`: where refresh tokens are read and rotated ones committed (OAuth; the
+    /// daemon's state store, each rotation timed by the Manager's clock). `sharedRefresh`:
+    /// how a refresh shared by several requests runs (`OAuthTokens.init`).
+    public init(
+        tokenStorage: OAuthTokens.Storage? = nil, sharedRefresh: @escaping OAuthTokens.Shared = { await $0() },
+        logger: Logger = Logger(label: "lockwiped.oauth")
+    ) {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow,
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: Self.maxConcurrent))
         configuration.httpVersion = .http1Only
         let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton), configuration: configuration)
         self.client = client
-        tokens = store.map { store in
+        tokens = tokenStorage.map { storage in
             OAuthTokens(
-                storage: .init(
-                    load: { try await store.refreshToken($0) },
-                    rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: clock.now().wall) }),
+                storage: storage,
                 transport: { url, headers, body, deadline in await CheckInClient.postForm(client, url: url, headers: headers, body: body, deadline: deadline) },
-                logger: logger)
+                logger: logger, shared: sharedRefresh)
         }
     }
 

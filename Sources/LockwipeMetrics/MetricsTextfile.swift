@@ -39,16 +39,11 @@ public struct MetricsFileOptions: Sendable, Equatable {
     }
 }
 
-extension Configuration {
-    /// What `--check-config` says about the metrics file (`MetricsTextfile.checkLine`).
-    public var metricsSummary: String { MetricsTextfile.checkLine(self) }
-}
-
 /// The metrics file (`[metrics] textfile`): which paths may be one, and writing it so that
 /// node_exporter's textfile collector never reads half of it.
-enum MetricsTextfile {
+package enum MetricsTextfile {
     /// The gid of the group named `name`, nil when there is no such group.
-    static func groupID(_ name: String) -> gid_t? {
+    package static func groupID(_ name: String) -> gid_t? {
         var entry = Glibc.group()
         var result: UnsafeMutablePointer<Glibc.group>? = nil
         var buffer = [CChar](repeating: 0, count: 16_384)
@@ -76,9 +71,8 @@ enum MetricsTextfile {
 
     /// What `--check-config` says about the metrics file: where, readable by whom, and
     /// with which labels.
-    static func checkLine(_ configuration: Configuration) -> String {
-        guard let path = configuration.metricsTextfile else { return "none ([metrics] textfile)" }
-        let options = configuration.metrics
+    package static func checkLine(path: String?, options: MetricsFileOptions) -> String {
+        guard let path else { return "none ([metrics] textfile)" }
         let group: String
         if let name = options.group {
             group = "group \(name)"
@@ -101,7 +95,7 @@ enum MetricsTextfile {
     /// What is wrong with `path` as a metrics file name, if anything. node_exporter reads
     /// only `*.prom` files of its directory, and the file is replaced by a rename in that
     /// same directory, so the path must name a file in a directory.
-    static func pathProblem(_ path: String) -> String? {
+    package static func pathProblem(_ path: String) -> String? {
         let shown = "\"\(path.prefix(120))\""
         guard path.hasPrefix("/") else { return "must be an absolute path, not \(shown)" }
         if path.utf8.contains(0) { return "must not contain a NUL character" }
@@ -119,7 +113,7 @@ enum MetricsTextfile {
 
     /// Why the file cannot be written where `path` says, if it cannot: its directory is
     /// missing, not a directory, or not writable (read-only, or not ours) for this process.
-    static func directoryProblem(_ path: String) -> String? {
+    package static func directoryProblem(_ path: String) -> String? {
         let directory = directory(of: path)
         let fd: Int32
         do {

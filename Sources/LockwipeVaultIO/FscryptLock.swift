@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeVaultIO
 
 /// The cryptographic lock of an encrypted vault: its fscrypt v2 key is removed from the
 /// kernel for all users, so what is left on disk is ciphertext (names and contents) that
@@ -154,7 +153,7 @@ public struct FscryptLock: VaultProtecting {
         guard let dir = fdopendir(dup(fd)) else { return "\(path): cannot read it" }
         defer { closedir(dir) }
         while let entry = readdir(dir) {
-            let name = String(cString: WipeRun.name(of: entry))  // in place: see WipeRun.name(of:)
+            let name = String(cString: DirectoryEntry.name(of: entry))  // in place: see DirectoryEntry.name(of:)
             if name != "." && name != ".." { return "\(path): is not empty (only an empty or new directory can be encrypted)" }
         }
         return nil
@@ -162,7 +161,7 @@ public struct FscryptLock: VaultProtecting {
 
     /// Makes the empty recorded directory an fscrypt v2 directory under `key` (which stays
     /// added: the new vault is unlocked). Returns the key identifier.
-    static func encrypt(_ directory: VaultDirectory, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
+    package static func encrypt(_ directory: VaultDirectory, key: [UInt8]) throws -> Fscrypt.KeyIdentifier {
         let opened = try VaultPath.open(directory)
         defer { opened.close() }
         return try Fscrypt.encrypt(emptyDirectory: opened.fd, path: directory.path, key: key)
@@ -170,7 +169,7 @@ public struct FscryptLock: VaultProtecting {
 
     /// Removes `id` from the filesystem of the recorded directory (undo of a registration),
     /// ignoring a key that is not there.
-    static func removeKey(_ id: Fscrypt.KeyIdentifier, near directory: VaultDirectory) -> String? {
+    package static func removeKey(_ id: Fscrypt.KeyIdentifier, near directory: VaultDirectory) -> String? {
         let opened: OpenedVault
         do {
             opened = try VaultPath.open(directory)

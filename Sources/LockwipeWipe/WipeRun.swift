@@ -1,6 +1,7 @@
 import CLockwipeFS
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// One wipe: the walk and the tally on the wipe's thread, the writes on writer threads
 /// (`OverwriteWriters`), each full batch finished beside them on one more
@@ -166,15 +167,8 @@ final class WipeRun {
         }
     }
 
-    /// The entry's name with its NUL, read in place. The record `readdir` returns is only
-    /// as long as its name (`d_reclen`): copying the whole 256-byte `d_name` out of it, as
-    /// `entry.pointee.d_name` does, can read past the end of glibc's buffer and crash
-    /// (it did, resuming a crypto-erase, whose no-key names are long).
-    static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] {
-        let start = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
-            .assumingMemoryBound(to: CChar.self)
-        return Array(UnsafeBufferPointer(start: start, count: strlen(start) + 1))
-    }
+    /// The entry's name with its NUL, read in place (`DirectoryEntry.name(of:)`).
+    static func name(of entry: UnsafeMutablePointer<dirent>) -> [CChar] { DirectoryEntry.name(of: entry) }
 
     // MARK: The vault
 

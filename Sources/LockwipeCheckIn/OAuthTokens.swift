@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeBase
+import LockwipeCore
 import Logging
 import NIOCore
 
@@ -28,6 +29,9 @@ public actor OAuthTokens {
 
     /// POSTs a form to the token endpoint, bounded by the deadline.
     public typealias Transport = @Sendable (_ url: String, _ headers: [(String, String)], _ body: String, _ deadline: NIODeadline) async -> Reply
+
+    /// Runs a refresh shared by several requests (see `init`).
+    public typealias Shared = @Sendable (_ refresh: @escaping @Sendable () async -> Result<String, Failure>) async -> Result<String, Failure>
 
     /// Where refresh tokens live (the state database in the daemon).
     public struct Storage: Sendable {
@@ -66,6 +70,7 @@ public actor OAuthTokens {
     private let transport: Transport
     private let logger: Logger
     private let now: @Sendable () -> Int64
+    private let shared: Shared
     private var cache: [String: Cached] = [:]
     private var inFlight: [String: (from: String, task: Task<Result<String, Failure>, Never>)] = [:]
     /// The refresh token a refresh in flight is storing (the store is written off this
@@ -77,15 +82,19 @@ public actor OAuthTokens {
     /// How many refresh requests were sent (for tests).
     public private(set) var refreshes = 0
 
-    /// `now`: monotonic nanoseconds (injected in tests).
+    /// `now`: monotonic nanoseconds (injected in tests). `shared`: runs a refresh, which
+    /// every check-in of the user that asks meanwhile shares, as no one request's work
+    /// (the daemon runs it without the requesting client: `RequestingClient.$current`).
     public init(
         storage: Storage, transport: @escaping Transport, logger: Logger,
-        now: @escaping @Sendable () -> Int64 = { Int64(NIODeadline.now().uptimeNanoseconds) }
+        now: @escaping @Sendable () -> Int64 = { Int64(NIODeadline.now().uptimeNanoseconds) },
+        shared: @escaping Shared = { await $0() }
     ) {
         self.storage = storage
         self.transport = transport
         self.logger = logger
         self.now = now
+        self.shared = shared
     }
 
     /// An access token for `user`: the cached one while usable, else from one refresh
@@ -107,7 +116,7 @@ public actor OAuthTokens {
         }
         if let f = inFlight[user], f.from == stored || rotatingTo[user] == stored { return await f.task.value }
         // Shared by every check-in of the user that asks meanwhile: no one request's work.
-        let task = Task { await RequestingClient.$current.withValue(nil) { await self.refresh(user: user, from: stored, oauth: oauth, deadline: deadline) } }
+        let task = Task { await shared { await self.refresh(user: user, from: stored, oauth: oauth, deadline: deadline) } }
         inFlight[user] = (stored, task)
         return await task.value
     }
@@ -166,7 +175,7 @@ public actor OAuthTokens {
                     // The old token is spent: the next check-in is likely refused (invalid_grant).
                     logger.error(
                         "the token endpoint rotated the refresh token of \(user) but it could not be stored: \(ErrorWords.of(error))",
-                        metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.stateUnavailable.metadata])
+                        metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": .string(MessageID.stateUnavailable.rawValue)])
                     return .failure(.failed("\(why); the refresh token it rotated could not be stored (\(ErrorWords.of(error)))"))
                 }
             }
@@ -178,7 +187,7 @@ public actor OAuthTokens {
             logger.warning(
                 "\(message)",
                 metadata: [
-                    "message_id": MessageID.oauthRefreshRefused.metadata, "user": .string(user), "action": "check-in",
+                    "message_id": .string(MessageID.oauthRefreshRefused.rawValue), "user": .string(user), "action": "check-in",
                     "token_url": .string(oauth.tokenURL),
                 ])
             return .failure(.invalidGrant(message))

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// Ends every process of a user, so that a lock also cuts off what she opened before it:
 /// open descriptors and working directories, a vault bind-mounted in a mount namespace of
@@ -85,7 +86,7 @@ public struct ProcessTerminator: Sendable {
 
     /// Pids of `uid`'s processes that still run code (a zombie is gone for this purpose;
     /// a process whose main thread has exited but whose other threads run is not).
-    func processes(of uid: UInt32) -> [Int32] {
+    package func processes(of uid: UInt32) -> [Int32] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
         let me = getpid()
         return entries.compactMap { Int32($0) }.filter { pid in
@@ -98,7 +99,7 @@ public struct ProcessTerminator: Sendable {
     }
 
     /// True while any thread of `pid` is neither a zombie nor dead.
-    static func isRunning(_ pid: Int32) -> Bool {
+    package static func isRunning(_ pid: Int32) -> Bool {
         guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return false }
         return tasks.contains { tid in
             guard let stat = ProcFile.read("/proc/\(pid)/task/\(tid)/stat"),
@@ -115,6 +116,11 @@ public struct ProcessesSurvived: Error, Sendable, CustomStringConvertible {
     public var uid: UInt32
     public var pids: [Int32]
 
+    package init(uid: UInt32, pids: [Int32]) {
+        self.uid = uid
+        self.pids = pids
+    }
+
     public var description: String {
         "\(pids.count) process(es) of uid \(uid) could not be ended (pid \(pids.map(String.init).joined(separator: ", ")) still running after SIGKILL); they may still read the vault"
     }
@@ -126,7 +132,7 @@ extension VaultProtecting {
     /// a filesystem of hers that stalls the opening, does not spare them), then again
     /// where the protection ends holders (what she started meanwhile). Returns the pids
     /// ended; throws the lock's error, or `ProcessesSurvived` when some could not be ended.
-    func lock(_ vaults: [VaultDirectory], uid: UInt32, ending terminator: ProcessTerminator?) throws -> [Int32] {
+    package func lock(_ vaults: [VaultDirectory], uid: UInt32, ending terminator: ProcessTerminator?) throws -> [Int32] {
         var ended = Set<Int32>()
         var survivors: [Int32] = []
         func end() -> [Int32] {

@@ -15,10 +15,11 @@ import Synchronization
 /// A failed write never reaches the caller (enforcement goes on) and is logged once per
 /// failure streak: the first failure is an error, the next failures are silent until a
 /// write succeeds again, which is logged too.
-final class MetricsPublisher: Sendable {
-    typealias Snapshot = @Sendable () async throws -> MetricsSnapshot
-    typealias Write = @Sendable (_ text: String, _ path: String, _ options: MetricsFileOptions) async throws -> Void
-    typealias Post = @Sendable (@escaping TimerEvents.Work) -> Void
+package final class MetricsPublisher: Sendable {
+    package typealias Snapshot = @Sendable () async throws -> MetricsSnapshot
+    package typealias Write = @Sendable (_ text: String, _ path: String, _ options: MetricsFileOptions) async throws -> Void
+    /// Posts work to run later, structured (the daemon's `TimerEvents.post`).
+    package typealias Post = @Sendable (@escaping @Sendable () async -> Void) -> Void
 
     private struct State {
         var path: String?
@@ -41,7 +42,7 @@ final class MetricsPublisher: Sendable {
     /// The write the daemon uses: `MetricsTextfile.write` on the blocking pool.
     static let fileWrite: Write = { text, path, options in try await BlockingPool.run { try MetricsTextfile.write(text, to: path, options: options) } }
 
-    init(
+    package init(
         path: String?, options: MetricsFileOptions = MetricsFileOptions(), logger: Logger, spacing: Duration = .seconds(1),
         write: @escaping Write = MetricsPublisher.fileWrite
     ) {
@@ -53,7 +54,7 @@ final class MetricsPublisher: Sendable {
 
     /// Where runs are posted (the daemon's `TimerEvents`: structured, cancelled at
     /// shutdown) and where readings come from. Set once, before the first change.
-    func attach(post: @escaping Post, snapshot: @escaping Snapshot) {
+    package func attach(post: @escaping Post, snapshot: @escaping Snapshot) {
         state.withLock {
             $0.post = post
             $0.snapshot = snapshot
@@ -62,7 +63,7 @@ final class MetricsPublisher: Sendable {
 
     /// A new path and options (a reload); nil stops writing. The old file is left as it
     /// is: its timestamp stops moving, which is what an alert on a stale file is for.
-    func setPath(_ path: String?, options: MetricsFileOptions = MetricsFileOptions()) {
+    package func setPath(_ path: String?, options: MetricsFileOptions = MetricsFileOptions()) {
         state.withLock {
             if $0.path != path || $0.options != options { $0.failing = false }
             $0.path = path
@@ -74,7 +75,7 @@ final class MetricsPublisher: Sendable {
 
     /// Something the file shows may have changed: write it soon. Cheap, never blocks,
     /// callable from any thread (the state store calls it from its queue).
-    func changed() {
+    package func changed() {
         let post = state.withLock { s -> Post? in
             guard s.path != nil, let post = s.post else { return nil }
             if s.scheduled {

@@ -1,6 +1,7 @@
 import CLockwipeFS
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// Names as well as contents (issue 26): an overwrite wipe on ext4 leaves no name of what
 /// it removed on the device. Measured with raw scans of a loop-mounted image

@@ -1,23 +1,24 @@
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeVaultIO
 import Synchronization
 
 /// The wipes running now. Each erase runs on its own thread (`VaultErasing`), its progress
 /// is visible to `status` while it runs, and `cancelAll` (shutdown) stops every one at its
 /// next entry: the wipe stays pending and resumes at the next start. One erase per user at
 /// a time (the Manager's per-user turn ensures it; a second is refused here too).
-final class WipeCoordinator: Sendable {
+package final class WipeCoordinator: Sendable {
     private let eraser: any VaultErasing
     private let running = Mutex<[String: WipeProgress]>([:])
     private let cancelled = Atomic(false)
 
-    init(eraser: any VaultErasing) { self.eraser = eraser }
+    package init(eraser: any VaultErasing) { self.eraser = eraser }
 
     /// Erases `directories` of `user`. `whileRunning` is called with the progress before the
     /// erase starts; what it returns is called when the erase has ended (a ticker's stop).
     /// Cancelling the calling task stops the erase at its next entry, as `cancelAll` does.
     /// nil when an erase of `user` is already running.
-    func erase(
+    package func erase(
         user: String, directories: [VaultDirectory], options: WipeOptions,
         whileRunning: @Sendable (WipeProgress) -> (@Sendable () -> Void)? = { _ in nil }
     ) async -> WipeSummary? {
@@ -41,10 +42,10 @@ final class WipeCoordinator: Sendable {
     }
 
     /// How far the running wipe of `user` is; nil when none runs.
-    func progress(of user: String) -> WipeProgressInfo? { running.withLock { $0[user] }?.info() }
+    package func progress(of user: String) -> WipeProgressInfo? { running.withLock { $0[user] }?.info() }
 
     /// Stops every running wipe at its next entry, and every later one before it starts.
-    func cancelAll() {
+    package func cancelAll() {
         cancelled.store(true, ordering: .releasing)
         for progress in running.withLock({ Array($0.values) }) { progress.cancel() }
     }

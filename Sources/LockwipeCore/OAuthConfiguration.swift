@@ -1,5 +1,3 @@
-import LockwipeCore
-
 /// `[server.oauth]`: where lockwiped turns a registration's refresh token into access
 /// tokens (RFC 6749 section 6), and how it authenticates itself there (section 2.3.1).
 /// Without it, a stored refresh token cannot be used (the check-in fails and says so).

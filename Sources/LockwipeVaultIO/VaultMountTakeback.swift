@@ -15,23 +15,23 @@ import LockwipeCore
 /// namespace: the installed unit's is a slave of the host's, so the user's own view keeps
 /// the mount until her FUSE server ends (which ending her processes does) or the aborted
 /// connection makes it useless.
-enum VaultMountTakeback {
-    struct Detached: Sendable {
-        var mount: MountEntry
+package enum VaultMountTakeback {
+    package struct Detached: Sendable {
+        package var mount: MountEntry
         /// Whether its FUSE connection was aborted (every namespace loses it at once).
-        var aborted: Bool
+        package var aborted: Bool
     }
 
-    struct Report: Sendable {
-        var detached: [Detached] = []
+    package struct Report: Sendable {
+        package var detached: [Detached] = []
         /// Mounts left in place, and why (root's, or the vault's own filesystem).
-        var left: [(mount: MountEntry, reason: String)] = []
+        package var left: [(mount: MountEntry, reason: String)] = []
         /// Mounts that should have been detached and were not, and why.
-        var failed: [(mount: MountEntry, reason: String)] = []
+        package var failed: [(mount: MountEntry, reason: String)] = []
     }
 
     /// Detaches, per the plan, what is mounted on or inside `vault`.
-    static func takeBack(_ vault: VaultDirectory) -> Report {
+    package static func takeBack(_ vault: VaultDirectory) -> Report {
         var report = Report()
         let steps = MountTakeback.plan(mounts: MountTable.parse(VaultPath.mountInfo()), vault: vault.path, vaultDevice: vault.identity?.device)
         for step in steps {

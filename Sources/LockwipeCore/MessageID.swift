@@ -1,5 +1,3 @@
-import Logging
-
 /// Stable journal `MESSAGE_ID`s, one per event kind, so `journalctl MESSAGE_ID=...` and the
 /// catalog find them. Never change an id once released.
 public enum MessageID: String, CaseIterable, Sendable {
@@ -75,6 +73,4 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// One read or write of the state database failed (a full disk, an I/O error) where
     /// lockwiped carries on: the entry names what was not read or recorded and what follows.
     case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
-
-    public var metadata: Logger.MetadataValue { .string(rawValue) }
 }

@@ -78,7 +78,7 @@ public struct PermissionLock: VaultProtecting {
         isLockedForm(owner: st.st_uid, group: st.st_gid, mode: UInt32(st.st_mode))
     }
 
-    static func isLockedForm(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
+    package static func isLockedForm(owner: UInt32, group: UInt32, mode: UInt32) -> Bool {
         (mode & 0o7777) == 0 && owner == 0 && group == 0
     }
 

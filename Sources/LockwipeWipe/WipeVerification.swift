@@ -1,14 +1,15 @@
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// The certificate's verification of a wipe's erase: each vault is opened again the way
 /// the wipe opened it (`VaultPath.open`: no symlink on the way, the recorded device and
 /// inode) and walked read-only, counting what is left. Independent of the erase's own
 /// tally: it is a second look, after the fact.
-enum WipeVerification {
+package enum WipeVerification {
     /// Entries left under each vault, or what stopped the count. A vault removed by the
     /// wipe (`remove_root`) counts as empty. Blocking: run it on `BlockingPool`.
-    static func remaining(_ vaults: [VaultDirectory], removeRoot: Bool) -> SanitizationCertificate.Verification {
+    package static func remaining(_ vaults: [VaultDirectory], removeRoot: Bool) -> SanitizationCertificate.Verification {
         var left: [String] = []
         var failures: [String] = []
         var total = 0

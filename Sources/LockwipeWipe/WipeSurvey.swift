@@ -1,41 +1,42 @@
 import CLockwipeFS
 import Foundation
 import LockwipeCore
+import LockwipeVaultIO
 
 /// What a wipe of one vault will meet, read without changing anything: the census (what
 /// the overwrite writes, what is unlinked, the mount points it will not enter), the media
 /// and the caveats. The wipe takes it before erasing (progress totals, the report's
 /// media and caveats); `lockwipectl wipe --dry-run` shows it.
-struct VaultSurvey: Sendable, Equatable {
-    struct Census: Sendable, Equatable {
+package struct VaultSurvey: Sendable, Equatable {
+    package struct Census: Sendable, Equatable {
         /// Regular files with one link: what an overwrite writes over.
-        var files = 0
+        package var files = 0
         /// Their data (allocated bytes, so a sparse file counts what it holds).
-        var bytes: Int64 = 0
-        var directories = 0
+        package var bytes: Int64 = 0
+        package var directories = 0
         /// Symlinks, hard-linked files, FIFOs, sockets, devices: only unlinked.
-        var otherEntries = 0
+        package var otherEntries = 0
         /// Files whose extents are shared with other files or snapshots.
-        var sharedFiles = 0
-        var sharedBytes: Int64 = 0
+        package var sharedFiles = 0
+        package var sharedBytes: Int64 = 0
         /// Mount points inside the vault: never entered, so the wipe would be incomplete.
-        var mountPoints: [String] = []
+        package var mountPoints: [String] = []
         /// The walk stopped going deeper at the descriptor budget: counts are a floor.
-        var truncated = false
+        package var truncated = false
     }
 
-    var path: String
-    var census = Census()
-    var media: MediaFacts?
-    var caveats: [WipeCaveat] = []
+    package var path: String
+    package var census = Census()
+    package var media: MediaFacts?
+    package var caveats: [WipeCaveat] = []
     /// Why the vault could not be opened as registered (a wipe would leave it untouched).
-    var problem: String?
+    package var problem: String?
 
     /// Surveys `vault`: opened as the wipe opens it (`VaultPath.open`), then walked
     /// read-only relative to descriptors, never following a symlink or leaving the file
     /// system. With `count` false only the media are read (a crypto-erase needs no
     /// census). `overwrite`: whether the wipe overwrites (the caveats apply only then).
-    static func take(_ vault: VaultDirectory, count: Bool, overwrite: Bool, maxOpenDirectories: Int) -> VaultSurvey {
+    package static func take(_ vault: VaultDirectory, count: Bool, overwrite: Bool, maxOpenDirectories: Int) -> VaultSurvey {
         var survey = VaultSurvey(path: vault.path)
         let opened: OpenedVault
         do {
