@@ -9,26 +9,6 @@ import Testing
 @testable import LockwipeDaemon
 @testable import LockwipeMetrics
 
-/// Log lines as a test reads them.
-final class LogCapture: Sendable {
-    let lines = Mutex<[(level: Logger.Level, message: String)]>([])
-    var logger: Logger { Logger(label: "test") { _ in CapturingLogHandler(capture: self) } }
-    var all: [(level: Logger.Level, message: String)] { lines.withLock { $0 } }
-}
-
-struct CapturingLogHandler: LogHandler {
-    let capture: LogCapture
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        capture.lines.withLock { $0.append((level, "\(message)")) }
-    }
-}
-
 func temporaryDirectory(_ prefix: String) throws -> String {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString)").path
     try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
@@ -235,7 +215,7 @@ func temporaryDirectory(_ prefix: String) throws -> String {
         let posted = Mutex<[TimerEvents.Work]>([])
         let written = Mutex<[String]>([])
         let readings = Atomic<Int>(0)
-        let capture = LogCapture()
+        let capture = CapturedLogs()
 
         func publisher(path: String? = "/m/lockwipe.prom", write: @escaping MetricsPublisher.Write) -> MetricsPublisher {
             let p = MetricsPublisher(path: path, logger: capture.logger, spacing: .zero, write: write)
