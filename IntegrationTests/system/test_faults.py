@@ -82,7 +82,7 @@ def test_full_state_filesystem_gives_clear_errors_and_recovers(small_state_fs, m
 
 def state_damaged_id():
     """MessageID.stateDamaged, read from the source so the two cannot drift apart."""
-    text = (Path(__file__).parents[2] / "Sources/LockwipeDaemon/Audit/MessageID.swift").read_text()
+    text = (Path(__file__).parents[2] / "Sources/LockwipeCore/MessageID.swift").read_text()
     return re.search(r'case stateDamaged = "([0-9a-f]{32})"', text).group(1)
 
 

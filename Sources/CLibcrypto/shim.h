@@ -3,7 +3,7 @@
 
 // OpenSSL's libcrypto (Debian's libssl3), for one thing swift-crypto does not offer: an
 // AES-CTR keystream written into the caller's buffer (EVP_EncryptUpdate), which the
-// wipe's overwrite fills in place (Sources/LockwipeDaemon/Wipe/OverwriteSource.swift).
+// wipe's overwrite fills in place (Sources/LockwipeWipe/OverwriteSource.swift).
 #include <openssl/evp.h>
 
 #endif
