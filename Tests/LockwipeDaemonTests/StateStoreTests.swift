@@ -111,6 +111,30 @@ import Testing
         #expect(ids.count == 2 && Set(ids).count == 2 && ids.allSatisfy { $0.count == 32 })
     }
 
+    /// Stored JSON that no longer decodes (another version's, or damaged) reads as absent,
+    /// and is said, never taken as absent in silence: a server's settings lost this way
+    /// change the policy in force until the next contact stores them again.
+    @Test func storedJSONThatDoesNotDecodeIsAbsentAndSaid() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwstate-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await StateStore(directory: dir).insert(record("alice"), event: ev("alice", "register"))
+        let queue = try DatabaseQueue(path: dir + "/" + StateStore.fileName)
+        try await queue.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO server_state (user, settings) VALUES ('alice', '{\"passcode\": 7')")
+            try db.execute(sql: "UPDATE registrations SET last_wipe = 'not json' WHERE user = 'alice'")
+        }
+        try queue.close()
+        let store = try StateStore(directory: dir)
+        let said = Mutex<[String]>([])
+        store.onUnreadable { what in said.withLock { $0.append(what) } }
+        let r = try #require(try await store.registration("alice"))
+        #expect(r.server.settings == nil && r.lastWipe == nil)
+        let lines = said.withLock { $0 }
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("the server settings stored for alice cannot be read back") })
+        #expect(lines.contains { $0.hasPrefix("the report of the last wipe of alice cannot be read back") })
+    }
+
     @Test func lockRecordsKeepTheFirstOriginalOwnerOnRelock() async throws {
         try await withStore { store, _ in
             try await store.insert(record("alice"), event: ev("alice", "register"))

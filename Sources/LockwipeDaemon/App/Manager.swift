@@ -117,6 +117,9 @@ public actor Manager {
                 "the vault of \(user) answers again (\(what) returned at last)",
                 metadata: ["user": .string(user), "message_id": MessageID.vaultUnresponsive.metadata])
         }
+        store.onUnreadable { [logger] what in
+            logger.error("\(what)", metadata: ["message_id": MessageID.stateUnavailable.metadata, "path": .string(store.path)])
+        }
         store.onDamage { [logger] damage in
             logger.critical(
                 "\(damage)",

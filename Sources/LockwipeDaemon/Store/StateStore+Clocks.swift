@@ -9,7 +9,7 @@ extension StateStore {
     public nonisolated(nonsending) func checkpointClocks(at reading: ClockReading) async throws -> [(registration: RegistrationRecord, advance: OfflineClock.Advance)] {
         try await perform { [self] in
             try db.write { db in
-                let checkpoints = try Self.fetchRegistrations(db).filter { !$0.state.isWipeCommitted }.map { ($0, $0.clock.advanced(to: reading)) }
+                let checkpoints = try fetchRegistrations(db).filter { !$0.state.isWipeCommitted }.map { ($0, $0.clock.advanced(to: reading)) }
                 for (r, advance) in checkpoints { try Self.save(advance.clock, of: r.user, db) }
                 return checkpoints
             }

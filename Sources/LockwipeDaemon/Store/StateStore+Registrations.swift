@@ -16,7 +16,7 @@ extension StateStore {
         let generation = try db.writeGeneration()
         if let cached = registrationCache.withLock({ $0 }), cached.generation == generation { return cached.list }
         return try await perform("registrations, from the database") { [self] in
-            let list = try db.read { db in try Self.fetchRegistrations(db) }
+            let list = try db.read { db in try fetchRegistrations(db) }
             registrationCache.withLock { $0 = (generation, list) }
             return list
         }
@@ -28,7 +28,7 @@ extension StateStore {
 
     /// Every registration with its directories, server state and which credentials it has:
     /// four queries in all, whatever the number of registrations.
-    static func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
+    func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
         var directories: [String: [String]] = [:]
         var identities: [String: [VaultDirectory.Identity?]] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
@@ -43,7 +43,7 @@ extension StateStore {
             if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
                 server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
             }
-            server.settings = (s["settings"] as String?).flatMap { try? JSONDecoder().decode(ServerSettings.self, from: Data($0.utf8)) }
+            server.settings = decodeStored(ServerSettings.self, s["settings"], "the server settings stored for \(s["user"] as String)")
             server.policyReceivedAt = s["policy_received_at"]
             server.lastAttempt = s["last_attempt"]
             server.lastError = s["last_error"]
@@ -77,7 +77,7 @@ extension StateStore {
                     lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"],
                     bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
                     offlineSeconds: row["clock_offline_seconds"]),
-                lastWipe: wipeJSON.flatMap { try? JSONDecoder().decode(WipeSummary.self, from: Data($0.utf8)) },
+                lastWipe: decodeStored(WipeSummary.self, wipeJSON, "the report of the last wipe of \(name)"),
                 server: server,
                 id: row["id"]
             )

@@ -32,7 +32,7 @@ extension StateStore {
     public nonisolated(nonsending) func pendingWipes() async throws -> [PendingWipe] {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map(Self.pendingWipe(from:))
+                try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map(pendingWipe(from:))
             }
         }
     }
@@ -40,14 +40,14 @@ extension StateStore {
     public nonisolated(nonsending) func pendingWipe(_ user: String) async throws -> PendingWipe? {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchOne(db, sql: "SELECT * FROM pending_wipes WHERE user = ?", arguments: [user]).map(Self.pendingWipe(from:))
+                try Row.fetchOne(db, sql: "SELECT * FROM pending_wipes WHERE user = ?", arguments: [user]).map(pendingWipe(from:))
             }
         }
     }
 
-    private static func pendingWipe(from row: Row) -> PendingWipe {
+    private func pendingWipe(from row: Row) -> PendingWipe {
         // Intents stored before v10-certificates have no requester.
-        let requester = (row["requester"] as String?).flatMap { try? JSONDecoder().decode(WipeRequester.self, from: Data($0.utf8)) }
+        let requester = decodeStored(WipeRequester.self, row["requester"], "who asked for the pending wipe of \(row["user"] as String)")
         return PendingWipe(
             user: row["user"], reason: row["reason"], trigger: Trigger(rawValue: row["trigger"]) ?? .resume,
             startedAt: row["started_at"], attempts: row["attempts"], requester: requester ?? WipeRequester())

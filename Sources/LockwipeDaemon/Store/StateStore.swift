@@ -112,6 +112,23 @@ public final class StateStore: Sendable {
     /// Called once, when damage is first noticed while running (to log it loudly).
     public func onDamage(_ observer: @escaping @Sendable (StateStoreDamage) -> Void) { db.setObserver(observer) }
 
+    /// Called when a stored value cannot be read back (JSON written by another version, or
+    /// damaged), with what it was: the value reads as absent, and the observer (the
+    /// Manager: the journal, MESSAGE_ID `stateUnavailable`) says so. On the store's queue.
+    public func onUnreadable(_ observer: @escaping @Sendable (String) -> Void) { db.setUnreadableObserver(observer) }
+
+    /// `text` decoded as the JSON this store wrote, or nil when there is none or it does not
+    /// decode (then said through `onUnreadable`: never taken as absent in silence).
+    func decodeStored<T: Decodable>(_ type: T.Type, _ text: String?, _ what: @autoclosure () -> String) -> T? {
+        guard let text else { return nil }
+        do {
+            return try JSONDecoder().decode(type, from: Data(text.utf8))
+        } catch {
+            db.unreadable("\(what()) cannot be read back (\(ErrorWords.of(error))); it is taken as absent")
+            return nil
+        }
+    }
+
     /// Called after every write, on the store's queue (so it must be quick and never
     /// block): what the metrics file shows may have changed.
     func onWrite(_ observer: @escaping @Sendable () -> Void) { db.setWriteObserver(observer) }
@@ -171,6 +188,10 @@ final class CheckedQueue: Sendable {
     }
 
     func setObserver(_ o: @escaping @Sendable (StateStoreDamage) -> Void) { observer.withLock { $0 = o } }
+
+    private let unreadableObserver = Mutex<(@Sendable (String) -> Void)?>(nil)
+    func setUnreadableObserver(_ o: @escaping @Sendable (String) -> Void) { unreadableObserver.withLock { $0 = o } }
+    func unreadable(_ what: String) { unreadableObserver.withLock { $0 }?(what) }
 
     private let writeObserver = Mutex<(@Sendable () -> Void)?>(nil)
     func setWriteObserver(_ o: @escaping @Sendable () -> Void) { writeObserver.withLock { $0 = o } }
