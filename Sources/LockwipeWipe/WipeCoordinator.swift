@@ -3,8 +3,8 @@ import LockwipeProtocol
 import LockwipeVaultIO
 import Synchronization
 
-/// The wipes running now. Each erase runs on its own thread (`VaultErasing`), its progress
-/// is visible to `status` while it runs, and `cancelAll` (shutdown) stops every one at its
+/// The wipes running now. Each erase runs on its own thread (`VaultErasing`), counting on
+/// the progress its registration holds (`status` reads it there), and `cancelAll` (shutdown) stops every one at its
 /// next entry: the wipe stays pending and resumes at the next start. One erase per user at
 /// a time (the Manager's per-user turn ensures it; a second is refused here too).
 package final class WipeCoordinator: Sendable {
@@ -14,15 +14,15 @@ package final class WipeCoordinator: Sendable {
 
     package init(eraser: any VaultErasing) { self.eraser = eraser }
 
-    /// Erases `directories` of `user`. `whileRunning` is called with the progress before the
-    /// erase starts; what it returns is called when the erase has ended (a ticker's stop).
+    /// Erases `directories` of `user`, counting on `progress` (the caller's: its registration
+    /// shows it to `status` while the erase runs). `whileRunning` is called with it before
+    /// the erase starts; what it returns is called when the erase has ended (a ticker's stop).
     /// Cancelling the calling task stops the erase at its next entry, as `cancelAll` does.
     /// nil when an erase of `user` is already running.
     package func erase(
-        user: String, directories: [VaultDirectory], options: WipeOptions,
+        user: String, directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress,
         whileRunning: @Sendable (WipeProgress) -> (@Sendable () -> Void)? = { _ in nil }
     ) async -> WipeSummary? {
-        let progress = WipeProgress()
         let started = running.withLock { running -> Bool in
             guard running[user] == nil else { return false }
             running[user] = progress
@@ -40,9 +40,6 @@ package final class WipeCoordinator: Sendable {
             progress.cancel()
         }
     }
-
-    /// How far the running wipe of `user` is; nil when none runs.
-    package func progress(of user: String) -> WipeProgressInfo? { running.withLock { $0[user] }?.info() }
 
     /// Stops every running wipe at its next entry, and every later one before it starts.
     package func cancelAll() {

@@ -31,53 +31,56 @@ import Testing
         for _ in 0..<2000 where !condition() { try? await Task.sleep(for: .milliseconds(5)) }
     }
 
-    @Test func progressIsVisibleWhileItRunsAndTheTickerStopsWhenItEnds() async throws {
+    @Test func theCallersProgressCountsWhileItRunsAndTheTickerStopsWhenItEnds() async throws {
         let eraser = HeldEraser()
         let wipes = WipeCoordinator(eraser: eraser)
         let tickerStopped = Flag()
+        let progress = WipeProgress()
         let run = Task {
-            await wipes.erase(user: "alice", directories: [], options: WipeOptions()) { _ in
+            await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: progress) { _ in
                 { tickerStopped.set() }
             }
         }
-        await waitUntil { wipes.progress(of: "alice")?.entriesRemoved == 1 }
-        #expect(wipes.progress(of: "alice")?.entriesRemoved == 1)
-        #expect(wipes.progress(of: "bob") == nil)
+        await waitUntil { progress.info().entriesRemoved == 1 }
+        #expect(progress.info().entriesRemoved == 1)
         #expect(!tickerStopped.isSet)
         eraser.released.set()
         let summary = try #require(await run.value)
         #expect(summary.complete)
-        #expect(wipes.progress(of: "alice") == nil)
         #expect(tickerStopped.isSet)
     }
 
-    @Test func aSecondEraseOfTheSameUserIsNotStarted() async throws {
+    @Test func aSecondEraseOfTheSameUserIsNotStartedButOneAfterItEnds() async throws {
         let eraser = HeldEraser()
         let wipes = WipeCoordinator(eraser: eraser)
-        let first = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
-        await waitUntil { wipes.progress(of: "alice") != nil }
-        #expect(await wipes.erase(user: "alice", directories: [], options: WipeOptions()) == nil)
+        let progress = WipeProgress()
+        let first = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        await waitUntil { progress.info().entriesRemoved == 1 }
+        #expect(await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: WipeProgress()) == nil)
         #expect(eraser.started.withLock { $0 } == 1)
         eraser.released.set()
         #expect(try #require(await first.value).complete)
+        #expect(try #require(await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: WipeProgress())).complete)
+        #expect(eraser.started.withLock { $0 } == 2)
     }
 
     @Test func cancelAllStopsTheRunningWipesAndEveryLaterOne() async throws {
         let wipes = WipeCoordinator(eraser: HeldEraser())
-        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
-        await waitUntil { wipes.progress(of: "alice") != nil }
+        let progress = WipeProgress()
+        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        await waitUntil { progress.info().entriesRemoved == 1 }
         wipes.cancelAll()
         #expect(try #require(await running.value).complete == false)
         // Begun after the shutdown: stopped before its first entry is waited on.
-        #expect(try #require(await wipes.erase(user: "bob", directories: [], options: WipeOptions())).complete == false)
+        #expect(try #require(await wipes.erase(user: "bob", directories: [], options: WipeOptions(), progress: WipeProgress())).complete == false)
     }
 
     @Test func cancellingTheCallingTaskStopsTheErase() async throws {
         let wipes = WipeCoordinator(eraser: HeldEraser())
-        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions()) }
-        await waitUntil { wipes.progress(of: "alice") != nil }
+        let progress = WipeProgress()
+        let running = Task { await wipes.erase(user: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        await waitUntil { progress.info().entriesRemoved == 1 }
         running.cancel()
         #expect(try #require(await running.value).complete == false)
-        #expect(wipes.progress(of: "alice") == nil)
     }
 }

@@ -1,5 +1,6 @@
 import LockwipeBase
 import LockwipeCore
+import LockwipeWipe
 
 /// One registration, as the Manager holds it while it exists (systemd-homed's `Home` is the
 /// model): its registration id and user, and its turn with the operations waiting for it.
@@ -22,6 +23,8 @@ final class Registration {
     /// registration then reads lock-failed, never locked (`inForce`), in its turns, in
     /// `status` and for the login gate, until a write succeeds.
     var unrecordedLockFailure: String?
+    /// The wipe running now, while it runs: how far it is (`status` reads it here).
+    var runningWipe: WipeProgress?
 
     init(id: String, user: String, store: StateStore, ended: TurnsEnded) {
         self.id = id

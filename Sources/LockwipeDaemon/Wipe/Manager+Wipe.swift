@@ -88,7 +88,12 @@ extension Manager {
         // long one half-way (it would only resume again), and say how far it is.
         // Shutdown (SIGTERM) cancels the request's task: the wipe stops at the next entry
         // and stays pending, instead of holding the stop until it is done.
-        let erased = await wipes.erase(user: user, directories: r.vaults, options: options) { progress in
+        // The registration holds its running wipe: `status` reads how far it is there.
+        let registration = turn.registration
+        let progress = WipeProgress()
+        registration.runningWipe = progress
+        defer { registration.runningWipe = nil }
+        let erased = await wipes.erase(user: user, directories: r.vaults, options: options, progress: progress) { progress in
             guard resumed else { return nil }
             let ticker = startupTicker(user: user, progress: progress)
             return { ticker.cancel() }
