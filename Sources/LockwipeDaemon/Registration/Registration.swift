@@ -84,14 +84,14 @@ final class Registration {
 /// A registration as the registry just found it (`Manager.registration(named:)`): the
 /// object and the record read to find it, which its turn reuses when nothing can have
 /// changed it since, so that finding a registration and starting an operation on it read
-/// its record once. Used once: `withTurn` consumes it.
-struct FoundRegistration: ~Copyable {
+/// its record once.
+struct FoundRegistration {
     let registration: Registration
     fileprivate let record: RegistrationRecord
     fileprivate let since: Int
 
     /// `Registration.withTurn`, on the record found when nothing changed it since.
-    nonisolated(nonsending) consuming func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
+    nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
         try await registration.withTurn(found: (record, since), body)
     }
 }
@@ -102,10 +102,11 @@ final class TurnsEnded {
 }
 
 /// Holding a registration's turn, as a value (swift-nio's `NIOIsolatedEventLoop` is the
-/// model): only `Registration.withTurn` makes one, it cannot be copied, stored or sent
-/// anywhere, so a function that takes it as a parameter cannot be called outside the turn.
-/// It carries the record read when the turn began.
-struct RegistrationTurn: ~Copyable {
+/// model): only `Registration.withTurn` makes one, and it is not `Sendable`, so a function
+/// that takes it as a parameter cannot be called outside the turn. It carries the record
+/// read when the turn began. (Like `NIOIsolatedEventLoop` it is copyable: Swift 6.3.1's
+/// optimizer crashes specializing generic code over a `~Copyable` turn in a release build.)
+struct RegistrationTurn {
     let registration: Registration
 
     fileprivate init(_ registration: Registration) {
@@ -130,7 +131,7 @@ struct RegistrationTurn: ~Copyable {
 /// Registering: the registry's own turn, one registration at a time from the check of which
 /// directories are taken to the insert, so that two registrations cannot both take a
 /// directory (or a name). Only `Manager.withRegistryTurn` makes one.
-struct RegistryTurn: ~Copyable {
+struct RegistryTurn {
     fileprivate init() {}
 }
 
