@@ -1,5 +1,6 @@
 import LockwipeBase
 import LockwipeCore
+import LockwipeProtocol
 import Logging
 
 /// Offline leases (`OfflineLease`): granted by a helpdesk's offline code or by the policy
@@ -115,5 +116,32 @@ extension Manager {
         ]
         if let requester { meta["lease_requester"] = .string(requester) }
         return meta
+    }
+
+    /// The offline time at which the lease of `r` ends, for `PolicyEvaluator.evaluate(leaseEndsAt:)`.
+    func leaseEndsAt(_ r: RegistrationRecord) -> Int64? {
+        r.lease?.endsAtOffline(r.clock)
+    }
+
+    /// What a lease did to an action now due, for its reason: nothing when the lease ended
+    /// before the policy's threshold (or there is none).
+    func leaseNote(_ r: RegistrationRecord, _ action: Action, policy p: Policy) -> String {
+        guard let lease = r.lease else { return "" }
+        let policyAt = action == .lock ? p.lockAfterSeconds : p.wipeAfterSeconds
+        let moved = PolicyEvaluator.thresholds(policy: p, leaseEndsAt: leaseEndsAt(r))
+        guard let policyAt, (action == .lock ? moved.lock : moved.wipe) != policyAt else { return "" }
+        let untilText = Timestamp.iso(lease.until)
+        return action == .lock
+            ? "; held off until the end of the \(lease.describe(untilText: untilText))"
+            : "; held off by the \(lease.describe(untilText: untilText)) until the policy's lock-to-wipe gap after its end"
+    }
+
+    /// The lease of `r` for `status`, as of offline time `offline`.
+    func leaseInfo(_ r: RegistrationRecord, offline: Int64) -> LeaseInfo? {
+        guard let lease = r.lease else { return nil }
+        let left = max(0, lease.endsAtOffline(r.clock) - offline)
+        return LeaseInfo(
+            until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
+            inForce: left > 0, remainingSeconds: left, endedAt: lease.endedAt.map(Timestamp.iso))
     }
 }

@@ -19,7 +19,7 @@ extension Manager {
 
     func outlook(_ r: RegistrationRecord, _ reading: ClockReading, policy p: Policy? = nil) -> Outlook {
         let offline = offlineNow(r, reading)
-        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline).next
+        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).next
         return Outlook(record: r, offline: offline, next: next)
     }
 
@@ -89,6 +89,7 @@ extension Manager {
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
             info.registrationId = r.id
+            info.lease = leaseInfo(r, offline: offline)
             if case .warn(let w) = warningDecision(evaluated) {
                 info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
             }
