@@ -72,8 +72,14 @@ extension Manager {
     ) async {
         let by = source == .server ? "the policy server (\(reference))" : "an offline code (challenge \(reference))"
         let text = "offline lease from \(by), asked by \(requester), refused: \(refusal)"
+        let e = event(r.user, .leaseRefused, Self.leaseTrigger(source), text, at: now)
         do {
-            try await store.append(event(r.user, .leaseRefused, Self.leaseTrigger(source), text, at: now))
+            if source == .server {
+                // The server asks again at every check-in: recorded (and logged) once.
+                guard try await store.refuseServerLease(registration: r.id, until: until, reason: text, event: e) else { return }
+            } else {
+                try await store.append(e)
+            }
         } catch {
             stateNotice("the refused offline lease is not in the history of \(r.user)", user: r.user, error)
         }
@@ -100,6 +106,29 @@ extension Manager {
                 continue
             }
             logger.notice("\(r.user): \(text)", metadata: leaseFields(r, lease, requester: nil, id: .leaseEnded))
+        }
+    }
+
+    /// The `offlineLease` of a settings answer (lockwipe protocol), applied in the turn of
+    /// the registration whose contact it came with: granted unless it is the lease in force
+    /// already, refused past `max_lease_days` (once, however often the server asks); an
+    /// answer without one keeps the lease in force and ends a refusal shown in status.
+    /// Returns what happened, for the check-in's result; nil when nothing changed.
+    func applyServerLease(_ until: Int64?, in turn: borrowing RegistrationTurn) async -> String? {
+        let r = turn.record
+        guard let until else {
+            if r.leaseRefused != nil {
+                do { try await store.clearLeaseRefusal(registration: r.id) } catch { stateNotice("the end of a refused lease of \(r.user) is not recorded", user: r.user, error) }
+            }
+            return nil
+        }
+        if let lease = r.lease, lease.source == .server, lease.until == until { return nil }
+        let server = configuration.server.url ?? "the policy server"
+        do {
+            let lease = try await grantLease(until: until, source: .server, reference: server, requester: "the policy server", in: turn)
+            return "offline lease until \(Timestamp.iso(lease.until)) granted"
+        } catch {
+            return "the offline lease the server asked for was refused: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
         }
     }
 

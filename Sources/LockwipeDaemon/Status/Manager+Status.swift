@@ -99,9 +99,10 @@ extension Manager {
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
             connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
+        let leaseRefusals = list.compactMap { r in r.leaseRefused.map { "\(r.user): \($0)" } }
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
-            policy: policyInfo(everyone), registrations: infos, warnings: warnings)
+            policy: policyInfo(everyone), registrations: infos, warnings: warnings + leaseRefusals)
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it
