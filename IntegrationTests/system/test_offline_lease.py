@@ -107,6 +107,19 @@ def test_a_server_lease_holds_lock_and_wipe_off_until_it_ends_then_lock_then_wip
     near(reg["next_action"]["at"], until, "the lock planned at the lease's end")
     assert not kinds(d, user, "lock") and not kinds(d, user, "wipe"), d.history(user)
 
+    # Nine days: within [notify] warn_before (2 days) of the lease's end: the warning of
+    # the lock is planned from it and names the lease, at login too.
+    d.restart(faketime="+9d")
+    reg = d.registration(user)
+    assert reg["state"] == "active" and reg["warning"] and reg["warning"]["action"] == "lock", reg
+    near(reg["warning"]["at"], until, "the warning's lock time")
+    # (The registration was warned at once, before its first check-in: the local lock after
+    # 2 days was within warn_before.)
+    warned = [e for e in kinds(d, user, "warn-lock") if f"offline lease until {lease['until']}" in e["detail"]]
+    assert len(warned) == 1, kinds(d, user, "warn-lock")
+    login = d.ctl("pam-account", env={"PAM_USER": user.name, "PAM_TYPE": "account", "PAM_SERVICE": "login"})
+    assert login.code == 0 and "will be LOCKED" in login.out and f"offline lease until {lease['until']}" in login.out, login.describe()
+
     # Eleven days: the lease ended on day 10; the lock comes, the wipe not yet (the
     # policy's 3 days from lock to wipe count from the lease's end).
     d.restart(faketime="+11d")

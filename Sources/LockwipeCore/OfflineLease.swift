@@ -51,9 +51,10 @@ public struct OfflineLease: Sendable, Equatable, Codable {
         clock.offlineSeconds < endsAtOffline(clock)
     }
 
-    /// Seconds left until the lease ends (0 when it has ended).
-    public func remaining(_ clock: OfflineClock) -> Int64 {
-        max(0, endsAtOffline(clock) - clock.offlineSeconds)
+    /// Seconds left until the lease ends (0 when it has ended), at the clock's offline time
+    /// or at `offline` (read since, without a checkpoint).
+    public func remaining(_ clock: OfflineClock, offline: Int64? = nil) -> Int64 {
+        max(0, endsAtOffline(clock) - (offline ?? clock.offlineSeconds))
     }
 
     public static let day: Int64 = 86_400

@@ -173,8 +173,11 @@ extension Manager {
         // A lock that failed is retried at least every minute (until it holds). A
         // registration entering its warning window (`[notify] warn_before`) is warned then.
         let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
+        // A lease's end is recorded when it comes, also when it moves no threshold.
+        let leaseEnds = outlooks.compactMap { o in o.record.lease.flatMap { $0.endedAt == nil ? $0.remaining(o.record.clock, offline: o.offline) : nil } }
         do {
-            try alarm.arm(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
+            try alarm.arm(
+                in: (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

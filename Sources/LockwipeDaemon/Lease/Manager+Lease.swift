@@ -144,6 +144,9 @@ extension Manager {
             "offline_seconds": "\(r.clock.offlineSeconds)",
         ]
         if let requester { meta["lease_requester"] = .string(requester) }
+        // LOCKWIPE_ACTION is the history's kind, as for warnings: `journalctl LOCKWIPE_ACTION=lease-granted`.
+        let kind: EventKind = id == .leaseGranted ? .leaseGranted : id == .leaseEnded ? .leaseEnded : .leaseRefused
+        meta["action"] = .string(kind.rawValue)
         return meta
     }
 
