@@ -94,7 +94,8 @@ class Nginx:
         self.admin("--no-reload", "policy", "--clear")
         self.proc = subprocess.Popen(self.argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_until(lambda: self.proc.poll() is not None or self.answer("nobody")[0] == 401, 10,
-                   "nginx does not answer", details=self.error_log)
+                   "nginx does not answer a check-in without a token with 401",
+                   details=lambda: f"{self.answer('nobody')}\n{self.error_log()}")
         assert self.proc.poll() is None, f"nginx exited: {self.proc.stderr.read().decode()}{self.error_log()}"
 
     def stop(self):
@@ -242,6 +243,11 @@ def test_lock_wipe_block_and_policy_written_by_the_admin_script_reach_the_daemon
     wipes = [e for e in d.history(a) if e["kind"] == "wipe"]
     assert wipes and wipes[-1]["trigger"] == "server", wipes
     assert fingerprint(d.outside) == outside and fingerprint(b.vault) == before_b
+
+    # The server keeps only hashes of the tokens.
+    for path in nginx.data.rglob("*"):
+        if path.is_file():
+            assert a.token not in path.read_text() and b.token not in path.read_text(), f"a token is stored in {path}"
 
     # nginx's access log is the check-in log: each of them, with its answer.
     log = (nginx.root / "logs" / "lockwipe-server.access.log").read_text()
