@@ -54,7 +54,7 @@ class Nginx:
     """nginx serving the shipped lockwipe-server.conf from `root`, and the shipped admin
     script pointed at it."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, client_certificates=False):
         self.root = root
         self.data = root / "data"
         (root / "pki").mkdir()
@@ -66,6 +66,11 @@ class Nginx:
         site = (EXAMPLE / "lockwipe-server.conf").read_text()
         site = site.replace("/var/lib/lockwipe-server", str(self.data))
         site = site.replace("/etc/lockwipe-server/tls/server.", f"{self.pki}/server.")
+        if client_certificates:  # the shipped, commented-out lines, switched on
+            site = site.replace("#ssl_client_certificate /etc/lockwipe-server/tls/client-ca.pem;",
+                                f"ssl_client_certificate {self.pki}/ca.pem;")
+            site = site.replace("#ssl_verify_client on;", "ssl_verify_client on;")
+            assert "\n    ssl_verify_client on;" in site, site
         site = site.replace("/var/log/nginx/", f"{root}/logs/")
         site = re.sub(r"(?m)^(\s*)listen 8443 ssl;$", rf"\1listen 127.0.0.1:{self.port} ssl;", site)
         site = re.sub(r"(?m)^\s*listen \[::\]:8443 ssl;\n", "", site)
@@ -80,6 +85,7 @@ class Nginx:
             f"    include {root}/lockwipe-server.conf;\n}}\n")
         self.argv = [nginx_binary(), "-p", str(root), "-c", str(root / "nginx.conf"), "-e", str(root / "logs" / "error.log")]
         self.proc = None
+        self.client_certificates = client_certificates
         self.tls = ssl.create_default_context(cafile=str(self.pki / "ca.pem"))
 
     def admin(self, *args, ok=True):
@@ -115,6 +121,8 @@ class Nginx:
     def answer(self, user, token=None):
         """(status, x-message-code, body) of one fresh check-in request, as lockwiped makes it."""
         try:
+            if self.client_certificates:
+                self.tls.load_cert_chain(str(self.pki / "client.pem"), str(self.pki / "client.key"))
             c = http.client.HTTPSConnection("localhost", self.port, context=self.tls, timeout=3)
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             c.request("GET", PATH_PREFIX + user, headers=headers)
@@ -145,13 +153,13 @@ class Nginx:
                    details=lambda: f"{self.answer(user, token)}, workers {self.workers()}\n{self.error_log()}")
 
 
-@pytest.fixture
-def nginx():
+@contextlib.contextmanager
+def running_nginx(**kw):
     root = Path(tempfile.mkdtemp(prefix="lwt-nginx-"))
     os.chmod(root, 0o755)  # nginx's workers (nobody) read the settings documents
     server = None
     try:
-        server = Nginx(root)
+        server = Nginx(root, **kw)
         server.start()
         yield server
     finally:
@@ -160,14 +168,20 @@ def nginx():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture
+def nginx():
+    with running_nginx() as server:
+        yield server
+
+
 def served(make_daemon, server):
     return make_daemon(config=config_text(extra=server_config(server.url, 3600, 3, ca_file=server.pki / "ca.pem")))
 
 
-def registered(d, server, make_user, token=True):
+def registered(d, server, make_user, token=True, extra=()):
     user = make_user()
     user.vault = d.make_vault(user, f"vault-{user.name}", files={"work.txt": b"field data\n"})
-    extra = []
+    extra = list(extra)
     if token:
         user.token = server.admin("token", user.name).stdout.strip()
         assert re.fullmatch(r"[0-9a-f]{64}", user.token), user.token
@@ -175,7 +189,7 @@ def registered(d, server, make_user, token=True):
         path = d.root / f"token-{user.name}"
         path.write_text(user.token + "\n")
         os.chmod(path, 0o600)
-        extra = ["--token-file", path]
+        extra += ["--token-file", path]
     d.ok("register", "--user", user.name, "--dir", user.vault, *extra)
     wait_until(lambda: d.registration(user).get("last_attempt"), 10,
                "the check-in a registration makes at once was not answered")
@@ -306,3 +320,17 @@ def test_the_admin_script_refuses_what_nginx_or_lockwiped_would_not_take(nginx):
     assert oct(os.stat(nginx.data / "tokens.map").st_mode & 0o777) == "0o600"
     shown = nginx.admin("show", ok=False).stdout
     assert "carol" not in shown
+
+
+def test_client_certificates_of_the_operators_ca_when_switched_on(make_daemon, make_user):
+    with running_nginx(client_certificates=True) as server:
+        d = served(make_daemon, server)
+        with_cert = registered(d, server, make_user,
+                               extra=["--client-cert", server.pki / "client.pem", "--client-key", server.pki / "client.key"])
+        without = registered(d, server, make_user)
+        reg = d.registration(with_cert)
+        assert reg["last_error"] is None and reg["credentials"] == "token+certificate", reg
+        r = d.ctl("check-in", "--user", without.name)
+        reg = d.registration(without)
+        # nginx refuses a TLS connection without a client certificate with a 400: not a contact.
+        assert r.code == 1 and "HTTP 400" in reg["last_error"], (r.describe(), reg)
