@@ -204,7 +204,7 @@ public enum SAPConnectionAnswer: Sendable, Equatable {
         status: Int, messageCode: String?, contentType: String?, body: Data?, appcidHeader: String?, setCookies: [String]
     ) -> SAPConnectionAnswer {
         guard (200..<300).contains(status) else {
-            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil) {
+            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body) {
             case .failure(let why): return .refused(.failure("application connection: \(why)"))
             case let other: return .refused(other)
             }
