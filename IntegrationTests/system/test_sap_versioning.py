@@ -160,3 +160,28 @@ def test_an_inactive_version_is_rejected_and_an_unauthorized_token_too(make_daem
     assert rej and rej["http_status"] == 401, d.registration(user)
     lines = d.log_lines(f"MESSAGE_ID={ID_REJECTED}", f"LOCKWIPE_USER={user.name}", "LOCKWIPE_HTTP_STATUS=401")
     assert lines, d.log_tail()
+
+
+def test_with_oauth_the_token_request_carries_the_version_too(make_daemon, make_server, make_user):
+    """SAP: the version goes on every request to mobile services; lockwiped sends it to the
+    token endpoint as well, and the check-in with the access token is a contact."""
+    srv = make_server(extra_args=["--protocol", "sap-mobile-services", "--application-id", APP, "--app-versions", VERSION])
+    srv.oauth(enabled=True, lifetime=60, client_id="lockwiped")
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    extra = (server_config(srv.url, 3600, 3) + f'protocol = "sap-mobile-services"\napplication_id = "{APP}"\n'
+             + f'application_version = "{VERSION}"\n'
+             + f'\n[server.oauth]\ntoken_url = "{srv.token_url}"\nclient_id = "lockwiped"\n')
+    d = make_daemon(config=config_text(extra=extra))
+    user = make_user()
+    user.vault = d.make_vault(user, "vault")
+    path = d.root / "rt"
+    path.write_text(srv.issue_refresh_token(user) + "\n")
+    os.chmod(path, 0o600)
+    d.ok("register", "--user", user.name, "--dir", user.vault, "--refresh-token-file", path)
+    wait_until(lambda: d.registration(user).get("last_attempt"), 10, "the first check-in was not answered", details=d.log_tail)
+    reg = d.registration(user)
+    assert reg["last_error"] is None and reg["rejected"] is None and reg["sap_connection"], reg
+    tokens = srv.oauth_report()["requests"]
+    assert tokens and all(t["app_version"] == VERSION for t in tokens), tokens
+    sent = srv.stats()["sap_requests"]
+    assert sent and all(r["app_version"] == VERSION for r in sent), sent

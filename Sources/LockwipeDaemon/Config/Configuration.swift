@@ -174,6 +174,7 @@ public enum ConfigurationLoader {
         }
         let (oauthConfiguration, oauthFound) = oauthProblems(oauth, server: configuration.server, lastSetIn: lastSetIn, fallbackFile: files.last ?? path)
         configuration.server.oauth = oauthConfiguration
+        if configuration.server.serverProtocol == .sapMobileServices { configuration.server.oauth?.applicationVersion = configuration.server.applicationVersion }
         problems += oauthFound
         for (key, message) in configuration.policy.problems {
             let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)
