@@ -26,6 +26,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     case checkInFailed = "ce1d3d564ad148beb1e1a41af46c9fda"
     /// The server says the registration is blocked (403 TRAFFIC_BLOCKED and kin).
     case registrationBlocked = "61443cbf29af46a3b6d734a472097798"
+    /// The server is reached but refuses the machine: HTTP 403 without a known message code
+    /// (application versioning, roles) or a 401 a token refresh did not cure; not a contact.
+    case registrationRejected = "f3ffb8be6df64ff38098574bf1e3d15a"
     /// The server sent a policy that cannot be enforced; the last valid one is kept.
     case serverPolicyRejected = "ac7ef98728d24c7580c9b7203d3c8e14"
     /// A new server policy replaced the one in force for a registration.

@@ -10,6 +10,9 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var state: RegistrationState
         public var protection: Protection
         public var blocked: Bool
+        /// The server is reached but rejects the registration (HTTP 403 without a known
+        /// message code, or 401 a refresh did not cure); nil when it does not.
+        public var rejectedStatus: Int?
         public var offlineSeconds: Int64
         /// Unix seconds: the last successful contact (or registration / admin unlock).
         public var lastContact: Int64
@@ -20,8 +23,9 @@ public struct MetricsSnapshot: Sendable, Equatable {
 
         public init(
             user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
-            lastContact: Int64, next: ScheduledAction?, failedCheckIns: Int
+            lastContact: Int64, next: ScheduledAction?, failedCheckIns: Int, rejectedStatus: Int? = nil
         ) {
+            self.rejectedStatus = rejectedStatus
             self.user = user
             self.uid = uid
             self.id = id
@@ -111,6 +115,10 @@ public enum MetricsExposition {
             "lockwipe_registration_state", "gauge", "1 for the state a registration is in, 0 for the others.",
             each { r in RegistrationState.allCases.map { ([("state", $0.rawValue)], flag(r.state == $0)) } })
         family("lockwipe_registration_blocked", "gauge", "1 while the policy server blocks the registration.", each { [([], flag($0.blocked))] })
+        family(
+            "lockwipe_registration_rejected", "gauge",
+            "1 while the policy server is reached but rejects the registration (HTTP 403 without a known message code, or 401); not a contact.",
+            each { [([], flag($0.rejectedStatus != nil))] })
         family(
             "lockwipe_registration_offline_seconds", "gauge", "Offline time as the policy counts it (seconds since the last contact, suspend included).",
             each { [([], "\($0.offlineSeconds)")] })

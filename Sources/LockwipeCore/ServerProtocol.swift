@@ -39,13 +39,18 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
     }
 }
 
-/// What identifies this machine to SAP Mobile Services (`X-SMP-APPID`, `X-SMP-DEVICEID`).
+/// What identifies this machine to SAP Mobile Services (`X-SMP-APPID`, `X-SMP-DEVICEID`),
+/// and the application version it sends (`X-APP-VERSION`, `[server] application_version`).
 public struct SAPIdentity: Sendable, Equatable {
     public var applicationID: String
     public var deviceID: String
-    public init(applicationID: String, deviceID: String) {
+    /// Sent as `X-APP-VERSION` on every request when set: with Application Versioning on,
+    /// SAP Mobile Services answers 403 to a request without an active version.
+    public var applicationVersion: String?
+    public init(applicationID: String, deviceID: String, applicationVersion: String? = nil) {
         self.applicationID = applicationID
         self.deviceID = deviceID
+        self.applicationVersion = applicationVersion
     }
 }
 
@@ -97,13 +102,15 @@ public struct ServerRequests: Sendable, Equatable {
     }
 
     /// The headers every request carries: `Accept`, `User-Agent` and, with SAP, the
-    /// `X-SMP-*` identity (`X-SMP-APPCID` once the connection is known).
+    /// `X-SMP-*` identity (`X-SMP-APPCID` once the connection is known) and `X-APP-VERSION`
+    /// when `[server] application_version` is set.
     public func commonHeaders(connection: String?) -> [ServerRequest.Header] {
         var h = [ServerRequest.Header("Accept", "application/json"), ServerRequest.Header("User-Agent", "lockwiped/\(version)")]
         if serverProtocol == .sapMobileServices, let sap {
             h.append(ServerRequest.Header("X-SMP-APPID", sap.applicationID))
             h.append(ServerRequest.Header("X-SMP-DEVICEID", sap.deviceID))
             if let connection { h.append(ServerRequest.Header("X-SMP-APPCID", connection)) }
+            if let version = sap.applicationVersion { h.append(ServerRequest.Header("X-APP-VERSION", version)) }
         }
         return h
     }
@@ -197,7 +204,7 @@ public enum SAPConnectionAnswer: Sendable, Equatable {
         status: Int, messageCode: String?, contentType: String?, body: Data?, appcidHeader: String?, setCookies: [String]
     ) -> SAPConnectionAnswer {
         guard (200..<300).contains(status) else {
-            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil) {
+            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body) {
             case .failure(let why): return .refused(.failure("application connection: \(why)"))
             case let other: return .refused(other)
             }

@@ -62,6 +62,10 @@ public enum InterfaceDescription {
           caveats: []WipeCaveat
         )
 
+        # The policy server is reached but rejects the registration (403 without a known
+        # message code, 401 a refresh did not cure); check: what an administrator should check.
+        type Rejection (http_status: int, text: string, since: ?string, check: string)
+
         type Registration (
           user: string,
           uid: int,
@@ -78,6 +82,7 @@ public enum InterfaceDescription {
           policy: ?PolicyInfo,
           policy_source: ?string,
           blocked_code: ?string,
+          rejected: ?Rejection,
           last_attempt: ?string,
           last_error: ?string,
           next_check_in: ?string,

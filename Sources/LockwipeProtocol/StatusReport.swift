@@ -118,6 +118,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var policySource: String?
     /// The x-message-code the server blocked this registration with, while blocked.
     public var blockedCode: String?
+    /// While the server rejects the registration (reached, but refusing it): the answer's
+    /// HTTP status and text, since when, and what to check; null when it does not.
+    public var rejected: RejectionInfo?
     /// ISO 8601, UTC: the last check-in attempt and why it was not a contact (null when it was).
     public var lastAttempt: String?
     public var lastError: String?
@@ -197,6 +200,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
             try c.encode(lastAttempt, forKey: .lastAttempt)
             try c.encode(lastError, forKey: .lastError)
             try c.encode(nextCheckIn, forKey: .nextCheckIn)
+            try c.encode(rejected, forKey: .rejected)
         }
         try c.encodeIfPresent(sapConnection, forKey: .sapConnection)
         try c.encodeIfPresent(sapConnectionProblem, forKey: .sapConnectionProblem)

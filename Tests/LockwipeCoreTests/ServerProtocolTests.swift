@@ -61,6 +61,28 @@ import Testing
         #expect(body == #"{"DeviceType": "Linux", "DeviceModel": "Think\"Pad"}"#)
     }
 
+    /// `[server] application_version`: `X-APP-VERSION` on every SAP request (settings,
+    /// Connections POST and DELETE); never with the lockwipe protocol, never without a version.
+    @Test func theApplicationVersionIsOnEverySAPRequest() {
+        var versioned = sap
+        versioned.sap?.applicationVersion = "2.1.0"
+        for request in [
+            versioned.checkIn(user: "alice", connection: nil), versioned.checkIn(user: "alice", connection: "c-1"),
+            versioned.createConnection(deviceModel: "m"), versioned.deleteConnection("c-1"),
+        ] {
+            #expect(request.headers.filter { $0.name == "X-APP-VERSION" }.map(\.value) == ["2.1.0"], "\(request.method) \(request.url)")
+        }
+        for request in [sap.checkIn(user: "alice", connection: "c-1"), sap.createConnection(deviceModel: "m"), own.checkIn(user: "alice", connection: nil)] {
+            #expect(!request.headers.contains { $0.name == "X-APP-VERSION" })
+        }
+        let config = ServerConfiguration(
+            url: "https://t.example.com", serverProtocol: .sapMobileServices, applicationID: "app", deviceID: "dev")
+        var withVersion = config
+        withVersion.applicationVersion = "3"
+        #expect(config.sapIdentity?.applicationVersion == nil)
+        #expect(withVersion.sapIdentity?.applicationVersion == "3")
+    }
+
     /// The Connections answer: the id from the body, else the header, else the cookie.
     @Test func connectionIDsComeFromBodyThenHeaderThenCookie() {
         let json = "application/json"
@@ -87,7 +109,7 @@ import Testing
             (403, "TRAFFIC_REG_LOCKED", .refused(.lock)),
             (403, "TRAFFIC_REG_WIPED", .refused(.wipe)),
             (403, "TRAFFIC_REG_BLOCKED", .refused(.blocked("TRAFFIC_REG_BLOCKED"))),
-            (403, nil, .refused(.failure("application connection: HTTP 403 without x-message-code"))),
+            (403, nil, .refused(.rejected(status: 403, text: "no message code, empty body"))),
             (500, nil, .refused(.failure("application connection: HTTP 500"))),
         ]
         for (status, code, expected) in table {

@@ -72,6 +72,10 @@ import Testing
           caveats: []WipeCaveat
         )
 
+        # The policy server is reached but rejects the registration (403 without a known
+        # message code, 401 a refresh did not cure); check: what an administrator should check.
+        type Rejection (http_status: int, text: string, since: ?string, check: string)
+
         type Registration (
           user: string,
           uid: int,
@@ -88,6 +92,7 @@ import Testing
           policy: ?PolicyInfo,
           policy_source: ?string,
           blocked_code: ?string,
+          rejected: ?Rejection,
           last_attempt: ?string,
           last_error: ?string,
           next_check_in: ?string,

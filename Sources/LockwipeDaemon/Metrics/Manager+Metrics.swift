@@ -18,7 +18,7 @@ extension Manager {
                 let o = outlook(r, reading)
                 return MetricsSnapshot.Registration(
                     user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
-                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures)
+                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
             })
     }
 

@@ -77,6 +77,11 @@ extension Manager {
             info.policySource = source
             info.blockedCode = r.blocked ? r.server.blockedCode : nil
             info.lastAttempt = r.server.lastAttempt.map(Timestamp.iso)
+            if let status = r.server.rejectedStatus {
+                info.rejected = RejectionInfo(
+                    httpStatus: status, text: r.server.rejectedText ?? "", since: r.server.rejectedSince.map(Timestamp.iso),
+                    check: CheckInDecision.rejectionAdvice)
+            }
             info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
             info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
             info.credentials = r.server.credentials

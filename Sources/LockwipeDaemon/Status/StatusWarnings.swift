@@ -44,11 +44,17 @@ enum StatusWarnings {
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
         }
+        for r in registrations where !r.state.isWipeCommitted {
+            guard let status = r.server.rejectedStatus else { continue }
+            warnings.append(
+                "\(r.user) is rejected by the policy server (HTTP \(status): \(r.server.rejectedText ?? "")): it is reached but refuses this machine, "
+                    + "so the offline clock runs on; \(CheckInDecision.rejectionAdvice)")
+        }
         for (user, problem) in connectionProblems {
             warnings.append("\(user) has no SAP application connection yet: \(problem)")
         }
         if server.isConfigured {
-            for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted {
+            for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted && r.server.rejectedStatus == nil {
                 warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
             }
         }

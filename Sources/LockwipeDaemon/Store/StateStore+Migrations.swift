@@ -221,6 +221,16 @@ extension StateStore {
                     ALTER TABLE events ADD COLUMN requester_comm TEXT;
                     """)
         }
+        // The server rejects the registration (issue 29): reached, but refusing it. NULL:
+        // not rejected (as every registration was before).
+        m.registerMigration("v13-server-rejection") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE server_state ADD COLUMN rejected_status INTEGER;
+                    ALTER TABLE server_state ADD COLUMN rejected_text TEXT;
+                    ALTER TABLE server_state ADD COLUMN rejected_since INTEGER;
+                    """)
+        }
         return m
     }
 
