@@ -83,6 +83,11 @@ extension Manager {
             if let c = connections[r.id] {
                 info.sapConnection = c.id
                 info.sapConnectionProblem = c.problem
+                if let at = c.resetAt {
+                    info.sapReset = ServerResetInfo(
+                        at: Timestamp.iso(at), connection: c.resetConnection, deleteResult: c.resetResult ?? "pending",
+                        enrol: ServerReset.enrolCommands(user: r.user, oauth: server.oauth != nil))
+                }
             }
             info.passcodePolicy = r.server.settings?.passcode
             info.sharedDevice = r.server.settings?.sharedDevice
@@ -97,7 +102,8 @@ extension Manager {
         }
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
-            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
+            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload,
+            serverResets: infos.compactMap { info in info.sapReset.map { (info.user, $0) } })
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(everyone), registrations: infos, warnings: warnings)
