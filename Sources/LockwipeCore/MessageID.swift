@@ -82,4 +82,8 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// refresh token and connection id were forgotten and its connection deleted (or the
     /// DELETE failed): SAP's full reset; the user must be enrolled again.
     case serverReset = "c37c70a88e6d465d9296c2998c44d67a"
+
+    /// SAP Mobile Services: a registration's settings came without `blockWipingPolicy`
+    /// (`ServerPolicyAbsence`); the policy in force is kept. Once, when it goes missing.
+    case serverPolicyAbsent = "2d55fe1def674811b638159018d31fe5"
 }

@@ -17,22 +17,19 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
 
     /// A settings answer as this protocol means it.
     ///
-    /// `sap-mobile-services`: an answer without `blockWipingPolicy` means the server has no
-    /// offline lock/wipe policy for the registration, so offline lock and wipe are off
-    /// ("never"), as when `blockWipeEnabled` is false; and `passwordPolicyLockTimeout` (SAP:
-    /// ask for the passcode again after N seconds in the background) is not lockwipe's
-    /// lock-on-logout, so it is dropped and only `[passcode] lock_timeout` applies.
-    /// `lockwipe`: the answer as it is (no `blockWipingPolicy`: the policy in force is kept).
+    /// `sap-mobile-services`: `passwordPolicyLockTimeout` (SAP: ask for the passcode again
+    /// after N seconds in the background) is not lockwipe's lock-on-logout, so it is moved
+    /// out of the passcode policy into `sapLockTimeout` (shown, never enforced) and only
+    /// `[passcode] lock_timeout` applies. An answer without `blockWipingPolicy` keeps the
+    /// policy in force, as with `lockwipe` (`ServerPolicyAbsence` says why).
+    /// `lockwipe`: the answer as it is.
     public func interpret(_ settings: ServerSettings) -> ServerSettings {
         switch self {
         case .lockwipe:
             return settings
         case .sapMobileServices:
             var s = settings
-            let sectionUnusable = s.problems.contains { $0.key == "blockWipingPolicy" }
-            if s.lockWipe == nil, !sectionUnusable {
-                s.lockWipe = LockWipeSettings(enabled: false, blockDisconnectedPeriod: 0, wipeDisconnectedPeriod: 0)
-            }
+            s.sapLockTimeout = s.passcode?.lockTimeout
             s.passcode?.lockTimeout = nil
             return s
         }

@@ -86,6 +86,8 @@ public enum InterfaceDescription {
           sap_connection: ?string,
           sap_connection_problem: ?string,
           sap_reset: ?ServerReset,
+          server_policy_note: ?string,
+          sap_password_policy_lock_timeout: ?int,
           credentials: ?string,
           key_wrapping: ?string,
           passcode_expires: ?string,

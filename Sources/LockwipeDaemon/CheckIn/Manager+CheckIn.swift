@@ -119,6 +119,7 @@ extension Manager {
                 if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
                     try await turn.refresh()
                 }
+                self.notePolicyAbsence(exchanged.outcome, before: turn.record)
                 return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
         } catch ManagerError.noSuchRegistration {

@@ -90,6 +90,8 @@ extension Manager {
                 }
             }
             info.passcodePolicy = r.server.settings?.passcode
+            if ServerPolicyAbsence.isAbsent(protocol: server.serverProtocol, r.server.settings) { info.serverPolicyNote = ServerPolicyAbsence.note }
+            if server.serverProtocol == .sapMobileServices { info.sapPasswordPolicyLockTimeout = r.server.settings?.sapLockTimeout }
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
@@ -103,7 +105,8 @@ extension Manager {
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
             connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload,
-            serverResets: infos.compactMap { info in info.sapReset.map { (info.user, $0) } })
+            serverResets: infos.compactMap { info in info.sapReset.map { (info.user, $0) } },
+            policyNotes: infos.compactMap { info in info.serverPolicyNote.map { (info.user, $0) } })
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
             policy: policyInfo(everyone), registrations: infos, warnings: warnings)

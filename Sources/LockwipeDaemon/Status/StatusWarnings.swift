@@ -11,7 +11,7 @@ enum StatusWarnings {
     static func list(
         _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
         connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = [],
-        serverResets: [(user: String, reset: ServerResetInfo)] = []
+        serverResets: [(user: String, reset: ServerResetInfo)] = [], policyNotes: [(user: String, note: String)] = []
     ) -> [String] {
         var warnings: [String] = []
         for problem in rejectedReload {
@@ -48,6 +48,9 @@ enum StatusWarnings {
             warnings.append(
                 "\(user) must be enrolled again: SAP full reset after the wipe (token, refresh token and connection id forgotten; \(connection)): \(reset.enrol)"
             )
+        }
+        for (user, note) in policyNotes {
+            warnings.append("\(user): \(note)")
         }
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
