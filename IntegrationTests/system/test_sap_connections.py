@@ -99,6 +99,24 @@ def test_a_failed_delete_is_said_and_does_not_keep_the_credentials(make_daemon, 
     assert lines and cid in lines[-1], d.log_tail()
 
 
+def test_an_offline_wipe_resets_the_registration_too(make_daemon, make_server, make_user):
+    srv = sap_server(make_server)
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    d = sap_daemon(make_daemon, srv, faketime="+0")
+    user = sap_registered(d, srv, make_user)
+    cid = d.registration(user)["sap_connection"]
+    assert d.registration(user)["policy"]["offline_days_before_wipe"] == 9
+
+    # Ten days later the server answers, but never with the settings: the offline wipe.
+    srv.set(user, mode="500")
+    d.restart(faketime="+10d")
+    wait_until(lambda: d.state_of(user) == "wiped", 10, "the offline wipe did not happen", details=d.log_tail)
+    assert [e for e in d.history(user) if e["kind"] == "wipe" and e["trigger"] == "offline"], d.history(user)
+    wait_until(lambda: srv.stats(user)["deleted"] == [cid], 10, "the connection was not deleted", details=d.log_tail)
+    reg = d.registration(user)
+    assert reg["credentials"] == "none" and reg["sap_reset"]["connection"] == cid, reg
+
+
 # --------------------------------------------------------------------------- stale connection ids
 
 

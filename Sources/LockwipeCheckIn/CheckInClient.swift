@@ -30,8 +30,9 @@ public protocol SettingsFetching: Sendable {
         user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
     ) async -> (outcome: CheckInOutcome, status: Int?)
     /// SAP Mobile Services: `GET Connections('{id}')`, bounded like `fetch`.
-    func probeConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async
-        -> StaleConnection.Probe
+    func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe
     func shutdown() async
 }
 
@@ -47,9 +48,9 @@ extension SettingsFetching {
     ) async -> (outcome: CheckInOutcome, status: Int?) {
         (await fetch(user: user, credentials: credentials, connection: connection, server: server, deadline: deadline), nil)
     }
-    public func probeConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async
-        -> StaleConnection.Probe
-    {
+    public func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe {
         .unknown("application connections are not supported by this client")
     }
 }
@@ -126,9 +127,9 @@ public final class CheckInClient: SettingsFetching {
         }
     }
 
-    public func probeConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async
-        -> StaleConnection.Probe
-    {
+    public func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe {
         guard let requests = Self.requests(server), server.sapIdentity != nil else { return .unknown("no SAP Mobile Services server configured") }
         return await exchange(
             requests.probeConnection(id), user: user, credentials: credentials, server: server, deadline: deadline, failure: { .unknown($0) }
