@@ -7,9 +7,11 @@ without blockWipingPolicy. Real daemon, real lockwipectl, the stand-in in SAP mo
 """
 
 import json
+import os
 
+from daemon_harness import config_text, server_config
 from host_helpers import empty_or_absent, fingerprint, wait_until
-from test_sap import CONNECTIONS, POLICY_3_9, STORAGE, sap_daemon, sap_registered, sap_server
+from test_sap import APP, CONNECTIONS, POLICY_3_9, STORAGE, sap_daemon, sap_registered, sap_server
 
 ID_CONNECTION_REPLACED = "9b37a16d5a054dc9aa33300db7b8e0ca"
 ID_SERVER_RESET = "c37c70a88e6d465d9296c2998c44d67a"
@@ -115,6 +117,33 @@ def test_an_offline_wipe_resets_the_registration_too(make_daemon, make_server, m
     wait_until(lambda: srv.stats(user)["deleted"] == [cid], 10, "the connection was not deleted", details=d.log_tail)
     reg = d.registration(user)
     assert reg["credentials"] == "none" and reg["sap_reset"]["connection"] == cid, reg
+
+
+def test_with_oauth_the_reset_forgets_the_refresh_token_and_deletes_with_an_access_token(make_daemon, make_server, make_user):
+    srv = sap_server(make_server)
+    srv.oauth(enabled=True, lifetime=60, client_id="lockwiped")
+    srv.set("*", mode="ok", settings=POLICY_3_9)
+    extra = (server_config(srv.url, 3600, 3) + f'protocol = "sap-mobile-services"\napplication_id = "{APP}"\n'
+             + f'\n[server.oauth]\ntoken_url = "{srv.token_url}"\nclient_id = "lockwiped"\n')
+    d = make_daemon(config=config_text(extra=extra))
+    user = make_user()
+    user.vault = d.make_vault(user, f"vault-{user.name}")
+    path = d.root / f"rt-{user.name}"
+    path.write_text(srv.issue_refresh_token(user) + "\n")
+    os.chmod(path, 0o600)
+    d.ok("register", "--user", user.name, "--dir", user.vault, "--refresh-token-file", path)
+    wait_until(lambda: d.registration(user).get("sap_connection"), 10, "no connection was made", details=d.log_tail)
+    cid = d.registration(user)["sap_connection"]
+    assert d.registration(user)["credentials"] == "refresh-token"
+
+    srv.set(user, **WIPE)
+    d.ctl("check-in", "--user", user.name)
+    wait_until(lambda: srv.stats(user)["deleted"] == [cid], 10, "the connection was not deleted", details=d.log_tail)
+    auth = {k.lower(): v for k, v in srv.stats(user)["last_headers"].items()}.get("authorization", "")
+    assert auth.startswith("Bearer at-"), srv.stats(user)  # an access token, never the refresh token
+    reg = d.registration(user)
+    assert reg["state"] == "wiped" and reg["credentials"] == "none", reg
+    assert "--refresh-token-file PATH" in reg["sap_reset"]["enrol"], reg
 
 
 # --------------------------------------------------------------------------- stale connection ids
