@@ -23,7 +23,10 @@ extension Manager {
 
     /// The requests of one check-in, off the actor: with SAP and no connection id yet, the
     /// Connections request first (a refusal ends the check-in), then the settings request,
-    /// whose settings are read as the protocol means them (`ServerProtocol.interpret`).
+    /// whose settings are read as the protocol means them (`ServerProtocol.interpret`). With
+    /// a stored id that the answer suggests is stale (`StaleConnection.suspect`), the server
+    /// is asked for it; when it is gone, a new connection is made and the settings asked
+    /// for once more with it (`replaced` says which id it replaces).
     static func exchange(
         _ fetcher: any SettingsFetching, user: String, credentials: ServerCredentials?, known: SAPConnectionRecord?,
         server: ServerConfiguration, deadline: NIODeadline?
@@ -59,7 +62,7 @@ extension Manager {
                 return ServerExchange(connection: created, outcome: refused, replaced: stale)
             }
         }
-        // The answer as the protocol means it (SAP: no blockWipingPolicy is "off").
+        // The answer as the protocol means it (SAP: passwordPolicyLockTimeout is not lock-on-logout).
         if case .contact(let settings) = outcome { outcome = .contact(server.serverProtocol.interpret(settings)) }
         return ServerExchange(connection: answer, outcome: outcome, replaced: replaced)
     }
