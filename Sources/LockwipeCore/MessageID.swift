@@ -76,4 +76,17 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// One read or write of the state database failed (a full disk, an I/O error) where
     /// lockwiped carries on: the entry names what was not read or recorded and what follows.
     case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
+
+    /// SAP Mobile Services: a registration's stored application connection was gone on the
+    /// server (`GET Connections('{id}')` answered 404); a new one was registered.
+    case connectionReplaced = "9b37a16d5a054dc9aa33300db7b8e0ca"
+
+    /// SAP Mobile Services: after a server or offline wipe, the registration's token,
+    /// refresh token and connection id were forgotten and its connection deleted (or the
+    /// DELETE failed): SAP's full reset; the user must be enrolled again.
+    case serverReset = "c37c70a88e6d465d9296c2998c44d67a"
+
+    /// SAP Mobile Services: a registration's settings came without `blockWipingPolicy`
+    /// (`ServerPolicyAbsence`); the policy in force is kept. Once, when it goes missing.
+    case serverPolicyAbsent = "2d55fe1def674811b638159018d31fe5"
 }

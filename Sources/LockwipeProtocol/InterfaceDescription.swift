@@ -29,6 +29,8 @@ public enum InterfaceDescription {
         # An offline lock or wipe due within [notify] warn_before.
         type Warning (action: string, at: string, in_seconds: int)
 
+        type ServerReset (at: string, connection: ?string, delete_result: string, enrol: string)
+
         type Skipped (path: string, reason: string)
 
         # A block device under a vault's file system; absent facts were not readable.
@@ -88,6 +90,9 @@ public enum InterfaceDescription {
           next_check_in: ?string,
           sap_connection: ?string,
           sap_connection_problem: ?string,
+          sap_reset: ?ServerReset,
+          server_policy_note: ?string,
+          sap_password_policy_lock_timeout: ?int,
           credentials: ?string,
           key_wrapping: ?string,
           passcode_expires: ?string,

@@ -1,4 +1,5 @@
 import LockwipeCore
+import LockwipeProtocol
 
 /// The warnings `status` shows an operator, decided from what it reports (no I/O), in a
 /// fixed order: the daemon's configuration first, then registration by registration.
@@ -9,7 +10,8 @@ enum StatusWarnings {
     /// `rejectedReload`: the problems of the last reload, when it was rejected.
     static func list(
         _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
-        connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = []
+        connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = [],
+        serverResets: [(user: String, reset: ServerResetInfo)] = [], policyNotes: [(user: String, note: String)] = []
     ) -> [String] {
         var warnings: [String] = []
         for problem in rejectedReload {
@@ -40,6 +42,15 @@ enum StatusWarnings {
         }
         for r in registrations where r.state == .wiped {
             if let step = r.state.nextStep(user: r.user) { warnings.append(step) }
+        }
+        for (user, reset) in serverResets {
+            let connection = reset.connection.map { "connection \($0): \(reset.deleteResult)" } ?? reset.deleteResult
+            warnings.append(
+                "\(user) must be enrolled again: SAP full reset after the wipe (token, refresh token and connection id forgotten; \(connection)): \(reset.enrol)"
+            )
+        }
+        for (user, note) in policyNotes {
+            warnings.append("\(user): \(note)")
         }
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")

@@ -231,6 +231,16 @@ extension StateStore {
                     ALTER TABLE server_state ADD COLUMN rejected_since INTEGER;
                     """)
         }
+        // SAP's full reset after a wipe: when a registration's credentials and connection id
+        // were forgotten, the connection given up, and what its DELETE came to.
+        m.registerMigration("v14-sap-reset") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE sap_connections ADD COLUMN reset_at INTEGER;
+                    ALTER TABLE sap_connections ADD COLUMN reset_connection TEXT;
+                    ALTER TABLE sap_connections ADD COLUMN reset_result TEXT;
+                    """)
+        }
         return m
     }
 
