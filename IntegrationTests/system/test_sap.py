@@ -144,15 +144,16 @@ def test_a_connection_answer_without_an_id_is_retried_and_shown(make_daemon, mak
     assert reg["state"] == "active" and "sap_connection" not in reg, reg
     assert "without a connection id" in reg["sap_connection_problem"], reg
     assert any("no SAP application connection" in w for w in d.status()["warnings"]), d.status()["warnings"]
-    # Without X-SMP-APPCID the tenant refuses the settings request (403, no message code).
-    assert "HTTP 403 without x-message-code" in (reg["last_error"] or ""), reg
+    # Without X-SMP-APPCID the tenant refuses the settings request (403, no message code):
+    # the server is reached but rejects the check-in (issue 29).
+    assert "HTTP 403: no message code" in (reg["last_error"] or "") and reg["rejected"]["http_status"] == 403, reg
 
     srv.set(user, connection_mode="ok")
     d.ok("check-in", "--user", user.name)
     stats = srv.stats(user)
     reg = d.registration(user)
     assert len(stats["connections"]) == 2 and reg["sap_connection"] == stats["connections"][1], (stats, reg)
-    assert "sap_connection_problem" not in reg and reg["last_error"] is None, reg
+    assert "sap_connection_problem" not in reg and reg["last_error"] is None and reg["rejected"] is None, reg
 
 
 def test_the_stand_in_refuses_requests_without_the_smp_headers(make_server):
@@ -193,8 +194,9 @@ def test_a_check_in_restarts_the_offline_clock_and_installs_the_server_policy(ma
     assert reg["passcode_policy"]["min_length"] == 8 and "lock_timeout" not in reg["passcode_policy"], reg
 
 
-@pytest.mark.parametrize("off", [{"omit": ["blockWipingPolicy"]},
-                                 {"settings": {"blockWipingPolicy": {"blockWipeEnabled": "false",
+# Settings without blockWipingPolicy keep the policy in force (issue 29): see
+# test_sap_connections.py, test_settings_without_block_wiping_policy_are_said_in_status.
+@pytest.mark.parametrize("off", [{"settings": {"blockWipingPolicy": {"blockWipeEnabled": "false",
                                                                      "blockDisconnectedPeriod": "1"}}}])
 def test_a_policy_switched_off_in_the_cockpit_turns_offline_lock_and_wipe_off(make_daemon, make_server, make_user, off):
     srv = sap_server(make_server)

@@ -32,6 +32,7 @@ POLICY_3_9 = {"blockWipingPolicy": {"blockWipeEnabled": "true", "blockDisconnect
                                     "wipeDisconnectedPeriod": 9}}
 ID_CHECKIN_FAILED = "ce1d3d564ad148beb1e1a41af46c9fda"
 ID_BLOCKED = "61443cbf29af46a3b6d734a472097798"
+ID_REJECTED = "f3ffb8be6df64ff38098574bf1e3d15a"
 ID_POLICY_REJECTED = "ac7ef98728d24c7580c9b7203d3c8e14"
 
 
@@ -299,7 +300,11 @@ def test_a_bad_answer_is_not_a_contact_and_changes_nothing(make_daemon, make_ser
     assert reg["state"] == "active" and reg["blocked"] is False, reg
     assert fingerprint(user.vault) == before
     assert reg["last_error"] and why in reg["last_error"], f"last_error for {mode}: {reg['last_error']!r}"
-    assert d.log_lines(f"MESSAGE_ID={ID_CHECKIN_FAILED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+    # A server that is reached but refuses (403 without a code, 401) is a rejection, with
+    # its own MESSAGE_ID (issue 29); everything else a failed check-in.
+    refused = mode in ("forbidden", "unauthorized")
+    assert d.log_lines(f"MESSAGE_ID={ID_REJECTED if refused else ID_CHECKIN_FAILED}", f"LOCKWIPE_USER={user.name}"), d.log_tail()
+    assert (reg["rejected"] is not None) == refused, reg
     assert d.running()
 
     # Only a real success restarts the clock.
@@ -307,7 +312,7 @@ def test_a_bad_answer_is_not_a_contact_and_changes_nothing(make_daemon, make_ser
     d.ok("check-in", "--user", user.name)
     reg = d.registration(user)
     assert reg["offline_seconds"] < 300 and reg["last_contact"] != contact, reg
-    assert reg["last_error"] is None
+    assert reg["last_error"] is None and reg["rejected"] is None, reg
 
 
 # --------------------------------------------------------------------------- check-in before acting

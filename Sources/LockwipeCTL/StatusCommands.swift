@@ -79,7 +79,8 @@ struct Status: ParsableCommand {
                         r.policy.map { p in
                             "\(p.offlineDaysBeforeLock == 0 ? "-" : "\(p.offlineDaysBeforeLock)d")/\(p.offlineDaysBeforeWipe == 0 ? "-" : "\(p.offlineDaysBeforeWipe)d") (\(p.source))"
                         } ?? "-"
-                    let attempt = r.lastAttempt.map { "\(relative($0)): \(r.lastError == nil ? "ok" : "failed")" } ?? "never"
+                    let outcome = r.rejected != nil ? "rejected" : r.lastError == nil ? "ok" : "failed"
+                    let attempt = r.lastAttempt.map { "\(relative($0)): \(outcome)" } ?? "never"
                     check.append([
                         r.user, policy, r.credentials ?? "-", "\(r.lastContact) (\(relative(r.lastContact)))", attempt,
                         r.nextCheckIn.map { relative($0) } ?? "-",
@@ -100,13 +101,21 @@ struct Status: ParsableCommand {
                 }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
+                if let j = r.rejected {
+                    print(
+                        "\(r.user): "
+                            + Terminal.red(
+                                "rejected by the policy server (HTTP \(j.httpStatus): \(j.text))\(j.since.map { " since \(relative($0))" } ?? ""): "
+                                    + "reached, but it refuses this machine; the offline clock runs on")
+                            + "; \(j.check)")
+                }
                 if let e = r.vaultError {
                     print(
                         "\(r.user): "
                             + Terminal.red(
                                 (r.state == .lockFailed ? "LOCK FAILED, the vault is NOT locked (retried): " : "VAULT UNREACHABLE, nothing is done to it: ") + e))
                 }
-                if let e = r.lastError, report.server.configured { print("\(r.user): last check-in: \(e)") }
+                if let e = r.lastError, report.server.configured, r.rejected == nil { print("\(r.user): last check-in: \(e)") }
                 if let p = r.wipeProgress { print("\(r.user): \(describe(p))") }
                 if let wrapping = r.keyWrapping, !r.state.isWipeCommitted {
                     var line = "\(r.user): encrypted vault; key wrapped by " + (wrapping == "machine" ? "the machine key (default passcode)" : "the user's passcode")

@@ -24,6 +24,15 @@ public protocol SettingsFetching: Sendable {
     func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer
     /// SAP Mobile Services: deletes an application connection; nil when done, else why not.
     func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String?
+    /// `fetch`, with the HTTP status of the answer (nil when there was none): what the
+    /// staleness probe of a SAP connection is decided from (`StaleConnection.suspect`).
+    func fetchAnswer(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> (outcome: CheckInOutcome, status: Int?)
+    /// SAP Mobile Services: `GET Connections('{id}')`, bounded like `fetch`.
+    func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe
     func shutdown() async
 }
 
@@ -33,6 +42,16 @@ extension SettingsFetching {
     }
     public func deleteConnection(_ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration) async -> String? {
         "application connections are not supported by this client"
+    }
+    public func fetchAnswer(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> (outcome: CheckInOutcome, status: Int?) {
+        (await fetch(user: user, credentials: credentials, connection: connection, server: server, deadline: deadline), nil)
+    }
+    public func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe {
+        .unknown("application connections are not supported by this client")
     }
 }
 
@@ -92,11 +111,29 @@ public final class CheckInClient: SettingsFetching {
     public func fetch(
         user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
     ) async -> CheckInOutcome {
-        guard let requests = Self.requests(server) else { return .failure("no server configured") }
+        await fetchAnswer(user: user, credentials: credentials, connection: connection, server: server, deadline: deadline).outcome
+    }
+
+    public func fetchAnswer(
+        user: String, credentials: ServerCredentials?, connection: String?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> (outcome: CheckInOutcome, status: Int?) {
+        guard let requests = Self.requests(server) else { return (.failure("no server configured"), nil) }
         let request = requests.checkIn(user: user, connection: connection)
-        return await exchange(request, user: user, credentials: credentials, server: server, deadline: deadline, failure: { .failure($0) }) {
-            CheckInResponse.classify(status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body)
+        return await exchange(request, user: user, credentials: credentials, server: server, deadline: deadline, failure: { (.failure($0), nil) }) {
+            (
+                CheckInResponse.classify(status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body),
+                $0.status
+            )
         }
+    }
+
+    public func probeConnection(
+        _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
+    ) async -> StaleConnection.Probe {
+        guard let requests = Self.requests(server), server.sapIdentity != nil else { return .unknown("no SAP Mobile Services server configured") }
+        return await exchange(
+            requests.probeConnection(id), user: user, credentials: credentials, server: server, deadline: deadline, failure: { .unknown($0) }
+        ) { StaleConnection.probe(status: $0.status) }
     }
 
     public func createConnection(user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?) async -> SAPConnectionAnswer {
@@ -109,7 +146,7 @@ public final class CheckInClient: SettingsFetching {
         ) {
             SAPConnectionAnswer.classify(
                 status: $0.status, messageCode: $0.header("x-message-code"), contentType: $0.header("Content-Type"), body: $0.body,
-                appcidHeader: $0.header("X-SMP-APPCID"), setCookies: $0.headers["Set-Cookie"])
+                appcidHeader: $0.header("X-SMP-APPCID"), setCookies: $0.headers["Set-Cookie"], location: $0.header("Location"))
         }
     }
 

@@ -131,7 +131,7 @@ public actor OAuthTokens {
         if let c = cache[user], now() < c.useUntil { return .success(c.accessToken) }
         refreshes += 1
         let request = TokenResponse.refreshRequest(refreshToken: refreshToken, clientID: oauth.clientID, clientSecret: oauth.clientSecret)
-        switch await transport(oauth.tokenURL, request.headers, request.body, deadline) {
+        switch await transport(oauth.tokenURL, request.headers + oauth.extraHeaders, request.body, deadline) {
         case .failure(let why): return .failure(.failed("token endpoint: \(why)"))
         case .answer(let status, let contentType, let body):
             switch TokenResponse.classify(status: status, contentType: contentType, body: body) {
@@ -158,7 +158,7 @@ public actor OAuthTokens {
         refreshes += 1
         let request = TokenResponse.refreshRequest(refreshToken: old, clientID: oauth.clientID, clientSecret: oauth.clientSecret)
         let issued = now()
-        let reply = await transport(oauth.tokenURL, request.headers, request.body, deadline)
+        let reply = await transport(oauth.tokenURL, request.headers + oauth.extraHeaders, request.body, deadline)
         let answer: TokenAnswer
         switch reply {
         case .failure(let why): return .failure(.failed("token endpoint: \(why)"))

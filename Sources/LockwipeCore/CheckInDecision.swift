@@ -23,14 +23,19 @@ public struct CheckInDecision: Sendable, Equatable {
         public var failures: Int
         /// The server policy in force (nil: none received yet).
         public var serverPolicy: Policy?
+        /// The HTTP status of the rejection in force (`CheckInOutcome.rejected`); nil when
+        /// the registration is not rejected.
+        public var rejectedStatus: Int?
         /// A lock can be lifted without the user: a permission lock, or an encrypted vault
         /// whose key the machine key wraps (the default passcode).
         public var opensWithoutPasscode: Bool
 
         public init(
             user: String, state: RegistrationState, lockTrigger: Trigger? = nil, blocked: Bool = false, blockedCode: String? = nil,
-            lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true
+            lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true,
+            rejectedStatus: Int? = nil
         ) {
+            self.rejectedStatus = rejectedStatus
             self.user = user
             self.state = state
             self.lockTrigger = lockTrigger
@@ -55,7 +60,7 @@ public struct CheckInDecision: Sendable, Equatable {
 
     /// A journal line: its MESSAGE_ID is chosen by `kind`; `fields` add to the check-in's own.
     public struct JournalLine: Sendable, Equatable {
-        public enum Kind: Sendable, Equatable { case checkInOK, serverOrder, registrationBlocked, checkInFailed, serverPolicyRejected, serverPolicyApplied }
+        public enum Kind: Sendable, Equatable { case checkInOK, serverOrder, registrationBlocked, registrationRejected, checkInFailed, serverPolicyRejected, serverPolicyApplied }
         public enum Level: Sendable, Equatable { case info, notice, warning, error }
         public var kind: Kind
         public var level: Level
@@ -73,6 +78,10 @@ public struct CheckInDecision: Sendable, Equatable {
         case attempt(error: String, failures: Int)
         /// The server blocks the registration (`code` as sent); not a contact.
         case blocked(code: String, failures: Int)
+        /// The server is reached but refuses the machine (`CheckInOutcome.rejected`): the
+        /// attempt is recorded as failed and the rejection (status, text) kept until the
+        /// next contact; not a contact, so the offline clock runs on.
+        case rejected(status: Int, text: String, failures: Int)
     }
 
     public enum LockChange: Sendable, Equatable {
@@ -107,6 +116,15 @@ public struct CheckInDecision: Sendable, Equatable {
     public var detail: String?
     /// The check-in counts as failed (it was not a contact nor a server order).
     public var failed = false
+    /// The registration was not rejected before this answer rejected it: the observers
+    /// (the `warnRejected` hook) are told once, not at every check-in.
+    public var newlyRejected = false
+
+    /// What an administrator should check when the server refuses a machine it is
+    /// reachable from: said in the journal, the check-in's result and `status`.
+    public static let rejectionAdvice =
+        "check application versioning ([server] application_version against the versions active for the app), "
+        + "the user's roles, the registration's credentials and its application connection"
 
     /// The decision for `outcome` applied to `r`.
     public static func decide(_ r: Registration, _ outcome: CheckInOutcome) -> CheckInDecision {
@@ -134,6 +152,17 @@ public struct CheckInDecision: Sendable, Equatable {
                     kind: .registrationBlocked, level: .warning, message: "\(r.user) is blocked by the policy server (\(code)); no data action",
                     fields: ["result": code]),
                 detail: "blocked by the server (\(code)); not a contact", failed: true)
+        case .rejected(let status, let text):
+            let failures = r.failures + 1
+            return CheckInDecision(
+                write: .rejected(status: status, text: text, failures: failures),
+                after: JournalLine(
+                    kind: .registrationRejected, level: .warning,
+                    message:
+                        "check-in of \(r.user) rejected: the server is reached but refuses this machine (HTTP \(status): \(text)); \(rejectionAdvice)",
+                    fields: ["result": "rejected", "http_status": "\(status)", "error": "HTTP \(status): \(text)", "failures": "\(failures)"]),
+                detail: "rejected by the server (HTTP \(status): \(text)); not a contact; \(rejectionAdvice)", failed: true,
+                newlyRejected: r.rejectedStatus == nil)
         case .failure(let why):
             let failures = r.failures + 1
             return CheckInDecision(
@@ -179,6 +208,7 @@ public struct CheckInDecision: Sendable, Equatable {
                 d.notes.append("server policy: \(text)")
             }
         }
+        if r.rejectedStatus != nil { d.notes.append("no longer rejected") }
         if r.blocked {
             d.events.append(Event(.unblocked, "the policy server no longer blocks the registration"))
             d.notes.append("no longer blocked")

@@ -26,6 +26,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     case checkInFailed = "ce1d3d564ad148beb1e1a41af46c9fda"
     /// The server says the registration is blocked (403 TRAFFIC_BLOCKED and kin).
     case registrationBlocked = "61443cbf29af46a3b6d734a472097798"
+    /// The server is reached but refuses the machine: HTTP 403 without a known message code
+    /// (application versioning, roles) or a 401 a token refresh did not cure; not a contact.
+    case registrationRejected = "f3ffb8be6df64ff38098574bf1e3d15a"
     /// The server sent a policy that cannot be enforced; the last valid one is kept.
     case serverPolicyRejected = "ac7ef98728d24c7580c9b7203d3c8e14"
     /// A new server policy replaced the one in force for a registration.
@@ -73,6 +76,19 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// One read or write of the state database failed (a full disk, an I/O error) where
     /// lockwiped carries on: the entry names what was not read or recorded and what follows.
     case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
+
+    /// SAP Mobile Services: a registration's stored application connection was gone on the
+    /// server (`GET Connections('{id}')` answered 404); a new one was registered.
+    case connectionReplaced = "9b37a16d5a054dc9aa33300db7b8e0ca"
+
+    /// SAP Mobile Services: after a server or offline wipe, the registration's token,
+    /// refresh token and connection id were forgotten and its connection deleted (or the
+    /// DELETE failed): SAP's full reset; the user must be enrolled again.
+    case serverReset = "c37c70a88e6d465d9296c2998c44d67a"
+
+    /// SAP Mobile Services: a registration's settings came without `blockWipingPolicy`
+    /// (`ServerPolicyAbsence`); the policy in force is kept. Once, when it goes missing.
+    case serverPolicyAbsent = "2d55fe1def674811b638159018d31fe5"
 
     /// An offline lease was granted to a registration (by an offline code or the policy
     /// server): the offline policy neither locks nor wipes it before the lease ends.

@@ -10,6 +10,9 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var state: RegistrationState
         public var protection: Protection
         public var blocked: Bool
+        /// The server is reached but rejects the registration (HTTP 403 without a known
+        /// message code, or 401 a refresh did not cure); nil when it does not.
+        public var rejectedStatus: Int?
         public var offlineSeconds: Int64
         /// Unix seconds: the last successful contact (or registration / admin unlock).
         public var lastContact: Int64
@@ -19,18 +22,14 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var failedCheckIns: Int
         /// The offline lease in force: when it ends (Unix seconds) and who granted it
         /// (`OfflineLease.Source`); nil without one.
-        public var lease: (end: Int64, source: String)? = nil
-
-        public static func == (a: Registration, b: Registration) -> Bool {
-            a.user == b.user && a.uid == b.uid && a.id == b.id && a.state == b.state && a.protection == b.protection && a.blocked == b.blocked
-                && a.offlineSeconds == b.offlineSeconds && a.lastContact == b.lastContact && a.next == b.next && a.failedCheckIns == b.failedCheckIns
-                && a.lease?.end == b.lease?.end && a.lease?.source == b.lease?.source
-        }
+        public var leaseEnd: Int64? = nil
+        public var leaseSource: String? = nil
 
         public init(
             user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
-            lastContact: Int64, next: ScheduledAction?, failedCheckIns: Int
+            lastContact: Int64, next: ScheduledAction?, failedCheckIns: Int, rejectedStatus: Int? = nil
         ) {
+            self.rejectedStatus = rejectedStatus
             self.user = user
             self.uid = uid
             self.id = id
@@ -121,6 +120,10 @@ public enum MetricsExposition {
             each { r in RegistrationState.allCases.map { ([("state", $0.rawValue)], flag(r.state == $0)) } })
         family("lockwipe_registration_blocked", "gauge", "1 while the policy server blocks the registration.", each { [([], flag($0.blocked))] })
         family(
+            "lockwipe_registration_rejected", "gauge",
+            "1 while the policy server is reached but rejects the registration (HTTP 403 without a known message code, or 401); not a contact.",
+            each { [([], flag($0.rejectedStatus != nil))] })
+        family(
             "lockwipe_registration_offline_seconds", "gauge", "Offline time as the policy counts it (seconds since the last contact, suspend included).",
             each { [([], "\($0.offlineSeconds)")] })
         family(
@@ -136,7 +139,7 @@ public enum MetricsExposition {
         family(
             "lockwipe_registration_offline_lease_end_timestamp_seconds", "gauge",
             "When the offline lease in force ends (Unix seconds): until then the offline policy neither locks nor wipes; `source` is offline-code or server; absent without a lease in force.",
-            each { r in r.lease.map { [([("source", $0.source)], "\($0.end)")] } ?? [] })
+            each { r in r.leaseEnd.map { [([("source", r.leaseSource ?? "")], "\($0)")] } ?? [] })
         return out
     }
 

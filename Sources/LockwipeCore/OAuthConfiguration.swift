@@ -11,6 +11,12 @@ public struct OAuthConfiguration: Sendable, Equatable, CustomStringConvertible, 
     /// Its contents (surrounding whitespace removed), read when the configuration is
     /// loaded or reloaded. Secret: never logged nor shown (see `description`).
     public var clientSecret: String?
+    /// SAP Mobile Services: `[server] application_version`, sent as `X-APP-VERSION` to the
+    /// token endpoint too (SAP: "every request to mobile services"); nil: not sent.
+    public var applicationVersion: String?
+
+    /// The headers every token request carries besides the grant's own.
+    public var extraHeaders: [(String, String)] { applicationVersion.map { [("X-APP-VERSION", $0)] } ?? [] }
 
     public init(tokenURL: String, clientID: String, clientSecretFile: String? = nil, clientSecret: String? = nil) {
         self.tokenURL = tokenURL

@@ -20,11 +20,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// SAP Mobile Services: this machine's device id (`X-SMP-DEVICEID`). With that protocol
     /// the loader fills it in when the file does not set it (`DeviceID.fromMachineID`).
     public var deviceID: String?
+    /// SAP Mobile Services: the application version sent as `X-APP-VERSION` on every
+    /// request (`application_version`); nil: none is sent.
+    public var applicationVersion: String?
 
     /// The SAP identity (nil with the lockwipe protocol).
     public var sapIdentity: SAPIdentity? {
         guard serverProtocol == .sapMobileServices, let applicationID, let deviceID else { return nil }
-        return SAPIdentity(applicationID: applicationID, deviceID: deviceID)
+        return SAPIdentity(applicationID: applicationID, deviceID: deviceID, applicationVersion: applicationVersion)
     }
 
     public var isConfigured: Bool { url != nil }

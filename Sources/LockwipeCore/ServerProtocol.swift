@@ -17,23 +17,20 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
 
     /// A settings answer as this protocol means it.
     ///
-    /// `sap-mobile-services`: an answer without `blockWipingPolicy` means the server has no
-    /// offline lock/wipe policy for the registration, so offline lock and wipe are off
-    /// ("never"), as when `blockWipeEnabled` is false; and `passwordPolicyLockTimeout` (SAP:
-    /// ask for the passcode again after N seconds in the background) is not lockwipe's
-    /// lock-on-logout, so it is dropped and only `[passcode] lock_timeout` applies.
+    /// `sap-mobile-services`: `passwordPolicyLockTimeout` (SAP: ask for the passcode again
+    /// after N seconds in the background) is not lockwipe's lock-on-logout, so it is moved
+    /// out of the passcode policy into `sapLockTimeout` (shown, never enforced) and only
+    /// `[passcode] lock_timeout` applies. An answer without `blockWipingPolicy` keeps the
+    /// policy in force, as with `lockwipe` (`ServerPolicyAbsence` says why).
     /// `offlineLease` is lockwipe's own and is dropped from an SAP answer.
-    /// `lockwipe`: the answer as it is (no `blockWipingPolicy`: the policy in force is kept).
+    /// `lockwipe`: the answer as it is.
     public func interpret(_ settings: ServerSettings) -> ServerSettings {
         switch self {
         case .lockwipe:
             return settings
         case .sapMobileServices:
             var s = settings
-            let sectionUnusable = s.problems.contains { $0.key == "blockWipingPolicy" }
-            if s.lockWipe == nil, !sectionUnusable {
-                s.lockWipe = LockWipeSettings(enabled: false, blockDisconnectedPeriod: 0, wipeDisconnectedPeriod: 0)
-            }
+            s.sapLockTimeout = s.passcode?.lockTimeout
             s.passcode?.lockTimeout = nil
             // `offlineLease` is lockwipe's own field, not SAP's: never read from an SAP answer.
             s.offlineLeaseUntil = nil
@@ -43,13 +40,18 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
     }
 }
 
-/// What identifies this machine to SAP Mobile Services (`X-SMP-APPID`, `X-SMP-DEVICEID`).
+/// What identifies this machine to SAP Mobile Services (`X-SMP-APPID`, `X-SMP-DEVICEID`),
+/// and the application version it sends (`X-APP-VERSION`, `[server] application_version`).
 public struct SAPIdentity: Sendable, Equatable {
     public var applicationID: String
     public var deviceID: String
-    public init(applicationID: String, deviceID: String) {
+    /// Sent as `X-APP-VERSION` on every request when set: with Application Versioning on,
+    /// SAP Mobile Services answers 403 to a request without an active version.
+    public var applicationVersion: String?
+    public init(applicationID: String, deviceID: String, applicationVersion: String? = nil) {
         self.applicationID = applicationID
         self.deviceID = deviceID
+        self.applicationVersion = applicationVersion
     }
 }
 
@@ -101,13 +103,15 @@ public struct ServerRequests: Sendable, Equatable {
     }
 
     /// The headers every request carries: `Accept`, `User-Agent` and, with SAP, the
-    /// `X-SMP-*` identity (`X-SMP-APPCID` once the connection is known).
+    /// `X-SMP-*` identity (`X-SMP-APPCID` once the connection is known) and `X-APP-VERSION`
+    /// when `[server] application_version` is set.
     public func commonHeaders(connection: String?) -> [ServerRequest.Header] {
         var h = [ServerRequest.Header("Accept", "application/json"), ServerRequest.Header("User-Agent", "lockwiped/\(version)")]
         if serverProtocol == .sapMobileServices, let sap {
             h.append(ServerRequest.Header("X-SMP-APPID", sap.applicationID))
             h.append(ServerRequest.Header("X-SMP-DEVICEID", sap.deviceID))
             if let connection { h.append(ServerRequest.Header("X-SMP-APPCID", connection)) }
+            if let version = sap.applicationVersion { h.append(ServerRequest.Header("X-APP-VERSION", version)) }
         }
         return h
     }
@@ -137,14 +141,24 @@ public struct ServerRequests: Sendable, Equatable {
             method: .post, url: "\(trimmedBase)/odata/applications/latest/\(app)/Connections", headers: headers, body: Array(body.utf8))
     }
 
-    /// `DELETE .../Connections('{id}')`: the connection is given up (unregister).
+    /// `DELETE .../Connections('{id}')`: the connection is given up (unregister, and the
+    /// full reset after a wipe).
     public func deleteConnection(_ id: String) -> ServerRequest {
+        ServerRequest(method: .delete, url: connectionURL(id), headers: commonHeaders(connection: id))
+    }
+
+    /// `GET .../Connections('{id}')` (SMP 3.0 "Get Application Settings"): whether the
+    /// server still knows the connection (`StaleConnection`).
+    public func probeConnection(_ id: String) -> ServerRequest {
+        ServerRequest(method: .get, url: connectionURL(id), headers: commonHeaders(connection: id))
+    }
+
+    /// `.../Connections('{id}')`: the id as an OData string literal (a quote is doubled),
+    /// then percent-encoded for the path.
+    func connectionURL(_ id: String) -> String {
         let app = ServerURL.percentEncoded(sap?.applicationID ?? "")
-        // An OData string literal: a quote is doubled; then percent-encoded for the path.
         let key = ServerURL.percentEncoded(id.replacing("'", with: "''"))
-        return ServerRequest(
-            method: .delete, url: "\(trimmedBase)/odata/applications/latest/\(app)/Connections('\(key)')",
-            headers: commonHeaders(connection: id))
+        return "\(trimmedBase)/odata/applications/latest/\(app)/Connections('\(key)')"
     }
 
     /// A flat JSON object of strings, in the given order.
@@ -195,13 +209,15 @@ public enum SAPConnectionAnswer: Sendable, Equatable {
     public static let maxIDLength = 256
 
     /// Classifies the answer to the Connections POST. The id is `d.ApplicationConnectionId`
-    /// (OData v2 JSON), else the `X-SMP-APPCID` response header, else the `X-SMP-APPCID`
-    /// cookie; an id that is not visible ASCII (or too long) is not used.
+    /// (OData v2 JSON), else the `X-SMP-APPCID` response header, else the key of the
+    /// `Location: .../Connections('{id}')` header (SMP 3.0's documented 201 answer), else
+    /// the `X-SMP-APPCID` cookie; an id that is not visible ASCII (or too long) is not used.
     public static func classify(
-        status: Int, messageCode: String?, contentType: String?, body: Data?, appcidHeader: String?, setCookies: [String]
+        status: Int, messageCode: String?, contentType: String?, body: Data?, appcidHeader: String?, setCookies: [String],
+        location: String? = nil
     ) -> SAPConnectionAnswer {
         guard (200..<300).contains(status) else {
-            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: nil) {
+            switch CheckInResponse.classify(status: status, messageCode: messageCode, contentType: contentType, body: body) {
             case .failure(let why): return .refused(.failure("application connection: \(why)"))
             case let other: return .refused(other)
             }
@@ -209,10 +225,12 @@ public enum SAPConnectionAnswer: Sendable, Equatable {
         var candidates: [String] = []
         if let body, let id = bodyID(body) { candidates.append(id) }
         if let appcidHeader { candidates.append(appcidHeader.trimmingBlanks()) }
+        if let location, let id = locationID(location) { candidates.append(id) }
         if let c = cookieID(setCookies) { candidates.append(c) }
         if let id = candidates.first(where: isUsable) { return .created(id) }
         if candidates.isEmpty {
-            return .createdWithoutID("HTTP \(status) without a connection id (no d.ApplicationConnectionId, X-SMP-APPCID header or cookie)")
+            return .createdWithoutID(
+                "HTTP \(status) without a connection id (no d.ApplicationConnectionId, X-SMP-APPCID header, Location .../Connections('ID') or cookie)")
         }
         return .createdWithoutID("HTTP \(status) with a connection id that is not visible ASCII of at most \(maxIDLength) characters")
     }
@@ -227,6 +245,34 @@ public enum SAPConnectionAnswer: Sendable, Equatable {
         if case .object(let d)? = root["d"], case .string(let id)? = d["ApplicationConnectionId"] { return id }
         if case .string(let id)? = root["ApplicationConnectionId"] { return id }
         return nil
+    }
+
+    /// The key of a `Location` header ending in `Connections('{id}')` (an absolute or
+    /// relative URL; SMP's own example reads `http:/smpserver:8080/applications/Connections('…')`),
+    /// percent-decoded, a doubled quote read as one; nil for any other `Location`.
+    static func locationID(_ location: String) -> String? {
+        let trimmed = location.trimmingBlanks()
+        let path = trimmed.split(separator: "?", maxSplits: 1).first.map(String.init) ?? trimmed
+        guard path.hasSuffix("')"), let open = path.ranges(of: "Connections('").last else { return nil }
+        let raw = String(path[open.upperBound..<path.index(path.endIndex, offsetBy: -2)])
+        guard let decoded = percentDecoded(raw) else { return nil }
+        guard !decoded.replacing("''", with: "").contains("'") else { return nil }
+        return decoded.replacing("''", with: "'")
+    }
+
+    /// `text` with `%XX` escapes decoded; nil when an escape is broken or the bytes are not UTF-8.
+    static func percentDecoded(_ text: String) -> String? {
+        var bytes: [UInt8] = []
+        var utf8 = text.utf8.makeIterator()
+        while let b = utf8.next() {
+            guard b == UInt8(ascii: "%") else {
+                bytes.append(b)
+                continue
+            }
+            guard let h = utf8.next(), let l = utf8.next(), let byte = UInt8(String(decoding: [h, l], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     /// The value of an `X-SMP-APPCID` cookie among `Set-Cookie` headers.

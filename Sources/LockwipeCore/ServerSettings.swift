@@ -29,6 +29,9 @@ public struct ServerSettings: Sendable, Equatable, Codable {
     public var offlineLeaseUntil: Int64?
     /// Things in the document that could not be used, as (key path, message).
     public var problems: [Problem]
+    /// SAP Mobile Services: `passwordPolicy.passwordPolicyLockTimeout` (seconds), kept to be
+    /// shown; lockwipe does not enforce it (`ServerProtocol.interpret`).
+    public var sapLockTimeout: Int? = nil
 
     public struct Problem: Sendable, Equatable, Codable, CustomStringConvertible {
         public var key: String

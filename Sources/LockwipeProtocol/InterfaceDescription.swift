@@ -29,6 +29,8 @@ public enum InterfaceDescription {
         # An offline lock or wipe due within [notify] warn_before.
         type Warning (action: string, at: string, in_seconds: int)
 
+        type ServerReset (at: string, connection: ?string, delete_result: string, enrol: string)
+
         # An offline lease: the offline policy neither locks nor wipes before until.
         type Lease (
           until: string,
@@ -73,6 +75,10 @@ public enum InterfaceDescription {
           caveats: []WipeCaveat
         )
 
+        # The policy server is reached but rejects the registration (403 without a known
+        # message code, 401 a refresh did not cure); check: what an administrator should check.
+        type Rejection (http_status: int, text: string, since: ?string, check: string)
+
         type Registration (
           user: string,
           uid: int,
@@ -89,11 +95,15 @@ public enum InterfaceDescription {
           policy: ?PolicyInfo,
           policy_source: ?string,
           blocked_code: ?string,
+          rejected: ?Rejection,
           last_attempt: ?string,
           last_error: ?string,
           next_check_in: ?string,
           sap_connection: ?string,
           sap_connection_problem: ?string,
+          sap_reset: ?ServerReset,
+          server_policy_note: ?string,
+          sap_password_policy_lock_timeout: ?int,
           credentials: ?string,
           key_wrapping: ?string,
           passcode_expires: ?string,

@@ -118,6 +118,9 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var policySource: String?
     /// The x-message-code the server blocked this registration with, while blocked.
     public var blockedCode: String?
+    /// While the server rejects the registration (reached, but refusing it): the answer's
+    /// HTTP status and text, since when, and what to check; null when it does not.
+    public var rejected: RejectionInfo?
     /// ISO 8601, UTC: the last check-in attempt and why it was not a contact (null when it was).
     public var lastAttempt: String?
     public var lastError: String?
@@ -125,6 +128,14 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// and why there is none yet (retried at the next check-in).
     public var sapConnection: String?
     public var sapConnectionProblem: String?
+    /// SAP Mobile Services: the full reset after a server or offline wipe, once it was made.
+    public var sapReset: ServerResetInfo?
+    /// SAP Mobile Services: why the server's settings did not set the policy (no
+    /// `blockWipingPolicy`: the policy in force is kept).
+    public var serverPolicyNote: String?
+    /// SAP Mobile Services: the tenant's `passwordPolicyLockTimeout` (seconds), shown, not
+    /// enforced: lock on logout comes from `[passcode] lock_timeout`.
+    public var sapPasswordPolicyLockTimeout: Int?
     /// ISO 8601, UTC: when the next check-in is planned (null without a server).
     public var nextCheckIn: String?
     /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
@@ -199,9 +210,13 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
             try c.encode(lastAttempt, forKey: .lastAttempt)
             try c.encode(lastError, forKey: .lastError)
             try c.encode(nextCheckIn, forKey: .nextCheckIn)
+            try c.encode(rejected, forKey: .rejected)
         }
         try c.encodeIfPresent(sapConnection, forKey: .sapConnection)
         try c.encodeIfPresent(sapConnectionProblem, forKey: .sapConnectionProblem)
+        try c.encodeIfPresent(sapReset, forKey: .sapReset)
+        try c.encodeIfPresent(serverPolicyNote, forKey: .serverPolicyNote)
+        try c.encodeIfPresent(sapPasswordPolicyLockTimeout, forKey: .sapPasswordPolicyLockTimeout)
         try c.encodeIfPresent(credentials, forKey: .credentials)
         try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
         try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)

@@ -105,6 +105,35 @@ import Testing
         Row(
             name: "a failure counts one more in a row", registration: Reg(user: "alice", state: .locked, lockTrigger: .server, failures: 2),
             outcome: .failure("HTTP 500"), effects: ["write attempt 3 HTTP 500", "log checkInFailed", "failed"]),
+        // Rejections: the server is reached but refuses the machine. The first one counts
+        // (SAP's versioning answers every request alike); not a contact; observers told once.
+        Row(
+            name: "a first 403 without a code rejects the registration", registration: Reg(user: "alice", state: .active),
+            outcome: .rejected(status: 403, text: "no message code"),
+            effects: ["write rejected 1 403 no message code", "log registrationRejected", "failed", "announce"]),
+        Row(
+            name: "a rejection again is logged, not announced again", registration: Reg(user: "alice", state: .active, failures: 1, rejectedStatus: 403),
+            outcome: .rejected(status: 403, text: "no message code"),
+            effects: ["write rejected 2 403 no message code", "log registrationRejected", "failed"]),
+        Row(
+            name: "a 401 after a failed check-in rejects it", registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, failures: 3),
+            outcome: .rejected(status: 401, text: "no message code"),
+            effects: ["write rejected 4 401 no message code", "log registrationRejected", "failed", "announce"]),
+        Row(
+            name: "a rejection keeps a block and lifts no lock",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .server, blocked: true, blockedCode: "TRAFFIC_BLOCKED"),
+            outcome: .rejected(status: 403, text: "x-message-code OTHER"),
+            effects: ["write rejected 1 403 x-message-code OTHER", "log registrationRejected", "failed", "announce"]),
+        Row(
+            name: "a timeout while rejected keeps the rejection", registration: Reg(user: "alice", state: .active, failures: 2, rejectedStatus: 403),
+            outcome: .failure("timed out"), effects: ["write attempt 3 timed out", "log checkInFailed", "failed"]),
+        Row(
+            name: "a contact clears the rejection", registration: Reg(user: "alice", state: .active, failures: 2, rejectedStatus: 403),
+            outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
+        Row(
+            name: "a contact clears the rejection and lifts an offline lock",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, rejectedStatus: 401),
+            outcome: .contact(settings()), effects: ["lift", "write contact policy - settings", "log checkInOK"]),
     ]
 
     /// The decision as a list of effects, in the order they are carried out.
@@ -121,6 +150,7 @@ import Testing
             out.append("write contact policy \(p)" + (settings != nil ? " settings" : "") + (error != nil ? " error" : ""))
         case .attempt(let error, let failures): out.append("write attempt \(failures) \(error)")
         case .blocked(let code, let failures): out.append("write blocked \(failures) \(code)")
+        case .rejected(let status, let text, let failures): out.append("write rejected \(failures) \(status) \(text)")
         }
         out += d.events.map { "event \($0.kind.rawValue)" }
         if case .handBack(let e) = d.lockChange { out.append("event \(e.kind.rawValue)") }
@@ -132,6 +162,7 @@ import Testing
         case nil: break
         }
         if d.failed { out.append("failed") }
+        if d.newlyRejected { out.append("announce") }
         return out
     }
 
@@ -174,6 +205,18 @@ import Testing
         #expect(order.order == .wipe(code: "TRAFFIC_REG_WIPED", reason: "the policy server wiped the registration (HTTP 403 TRAFFIC_REG_WIPED)"))
         #expect(order.after.message == "check-in of alice: the server orders a wipe (TRAFFIC_REG_WIPED)")
         #expect(order.after.kind == .serverOrder)
+
+        let rejected403 = CheckInDecision.decide(Reg(user: "alice", state: .active), .rejected(status: 403, text: "no message code"))
+        #expect(
+            rejected403.after.message
+                == "check-in of alice rejected: the server is reached but refuses this machine (HTTP 403: no message code); "
+                + CheckInDecision.rejectionAdvice)
+        #expect(rejected403.after.fields == ["result": "rejected", "http_status": "403", "error": "HTTP 403: no message code", "failures": "1"])
+        #expect(rejected403.detail == "rejected by the server (HTTP 403: no message code); not a contact; " + CheckInDecision.rejectionAdvice)
+        #expect(CheckInDecision.rejectionAdvice.contains("[server] application_version") && CheckInDecision.rejectionAdvice.contains("roles"))
+
+        let cleared = CheckInDecision.decide(Reg(user: "alice", state: .active, rejectedStatus: 403), .contact(Self.settings()))
+        #expect(cleared.notes == ["no longer rejected"])
 
         let failed = CheckInDecision.decide(Reg(user: "alice", state: .active), .failure("timeout"))
         #expect(failed.detail == "failed: timeout")

@@ -7,11 +7,11 @@ struct MetricsExpositionTests {
     static func registration(
         _ user: String, uid: UInt32 = 1000, id: String = "0123456789abcdef0123456789abcdef", state: RegistrationState = .active, protection: Protection = .permissions,
         blocked: Bool = false,
-        offline: Int64 = 0, lastContact: Int64 = 1_800_000_000, next: ScheduledAction? = nil, failures: Int = 0
+        offline: Int64 = 0, lastContact: Int64 = 1_800_000_000, next: ScheduledAction? = nil, failures: Int = 0, rejected: Int? = nil
     ) -> MetricsSnapshot.Registration {
         MetricsSnapshot.Registration(
             user: user, uid: uid, id: id, state: state, protection: protection, blocked: blocked, offlineSeconds: offline, lastContact: lastContact, next: next,
-            failedCheckIns: failures)
+            failedCheckIns: failures, rejectedStatus: rejected)
     }
 
     static func snapshot(_ registrations: [MetricsSnapshot.Registration], degraded: Bool = false) -> MetricsSnapshot {
@@ -24,7 +24,7 @@ struct MetricsExpositionTests {
             Self.snapshot([
                 Self.registration(
                     "alice", uid: 1001, state: .locked, protection: .encrypted, blocked: true, offline: 90_000, lastContact: 1_799_910_123,
-                    next: ScheduledAction(action: .wipe, inSeconds: 3600), failures: 3)
+                    next: ScheduledAction(action: .wipe, inSeconds: 3600), failures: 3, rejected: 403)
             ]))
         #expect(
             text == """
@@ -55,6 +55,9 @@ struct MetricsExpositionTests {
                 # HELP lockwipe_registration_blocked 1 while the policy server blocks the registration.
                 # TYPE lockwipe_registration_blocked gauge
                 lockwipe_registration_blocked{user="alice",uid="1001"} 1
+                # HELP lockwipe_registration_rejected 1 while the policy server is reached but rejects the registration (HTTP 403 without a known message code, or 401); not a contact.
+                # TYPE lockwipe_registration_rejected gauge
+                lockwipe_registration_rejected{user="alice",uid="1001"} 1
                 # HELP lockwipe_registration_offline_seconds Offline time as the policy counts it (seconds since the last contact, suspend included).
                 # TYPE lockwipe_registration_offline_seconds gauge
                 lockwipe_registration_offline_seconds{user="alice",uid="1001"} 90000

@@ -102,9 +102,6 @@ import Testing
 
     @Test(arguments: [
         (500, nil as String?, "application/json" as String?, true),
-        (403, nil, "application/json", true),
-        (403, "SOMETHING_ELSE", "application/json", true),
-        (401, nil, "application/json", true),
         (302, nil, "application/json", true),
         (200, nil, "text/html", true),
         (200, nil, nil, true),
@@ -117,6 +114,27 @@ import Testing
             Issue.record("\(status) \(code ?? "-") \(type ?? "-") gave \(outcome)")
             return
         }
+    }
+
+    /// The server is reached but refuses: a 403 without a known code, a 401 (the client has
+    /// already refreshed an OAuth token and asked again); the text says what it answered.
+    @Test(arguments: [
+        (403, nil as String?, nil as String?, "no message code, empty body"),
+        (403, nil, "{\"error\": \"X-APP-VERSION missing\"}\n", "no message code; \"{\"error\": \"X-APP-VERSION missing\"}\""),
+        (403, "something_else", "", "x-message-code SOMETHING_ELSE"),
+        (403, "  ", "forbidden\r\n\u{1B}[31m  by\tpolicy ", "no message code; \"forbidden [31m by policy\""),
+        (401, nil, "<html>Unauthorized</html>", "no message code; \"<html>Unauthorized</html>\""),
+        (401, "TRAFFIC_REG_LOCKED", nil, "x-message-code TRAFFIC_REG_LOCKED"),  // a code orders only with 403
+    ])
+    func refusalsAreRejections(status: Int, code: String?, body: String?, text: String) {
+        let outcome = CheckInResponse.classify(status: status, messageCode: code, contentType: "text/plain", body: body.map { Data($0.utf8) })
+        #expect(outcome == .rejected(status: status, text: text))
+        #expect(!outcome.isContact)
+    }
+
+    @Test func aRejectionTextIsBounded() {
+        let text = CheckInResponse.rejectionText(code: nil, body: Data(String(repeating: "a", count: 5000).utf8))
+        #expect(text == "no message code; \"" + String(repeating: "a", count: CheckInResponse.rejectionExcerptLength) + "\"")
     }
 
     @Test func jsonContentTypes() {

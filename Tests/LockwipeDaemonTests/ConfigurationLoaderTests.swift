@@ -46,6 +46,10 @@ import Testing
             #expect(sap.sapIdentity == SAPIdentity(applicationID: "com.example.app", deviceID: "00a6c677e7b941f7815d67575a4d941a"))
             try (base + "protocol = \"sap-mobile-services\"\napplication_id = \"a\"\ndevice_id = \"dev-1\"\n").write(toFile: path, atomically: true, encoding: .utf8)
             #expect(try ConfigurationLoader.load(path: path, machineIDPath: "/nonexistent").configuration.server.deviceID == "dev-1")
+            try (base + "protocol = \"sap-mobile-services\"\napplication_id = \"a\"\ndevice_id = \"d\"\napplication_version = \"2.1.0\"\n").write(
+                toFile: path, atomically: true, encoding: .utf8)
+            let versioned = try ConfigurationLoader.load(path: path, machineIDPath: "/nonexistent").configuration.server
+            #expect(versioned.sapIdentity == SAPIdentity(applicationID: "a", deviceID: "d", applicationVersion: "2.1.0"))
         }
         let table: [(String, Int, String, String)] = [
             ("protocol = \"sap\"\n", 3, "server.protocol", "must be \"lockwipe\" or \"sap-mobile-services\", not \"sap\""),
@@ -53,6 +57,9 @@ import Testing
             ("protocol = \"sap-mobile-services\"\napplication_id = \"has space\"\n", 4, "server.application_id", "visible ASCII"),
             ("application_id = \"\"\n", 3, "server.application_id", "must not be empty"),
             ("device_id = 7\n", 3, "server.device_id", "must be a string"),
+            ("application_version = 2\n", 3, "server.application_version", "must be a string"),
+            ("application_version = \"\"\n", 3, "server.application_version", "must not be empty"),
+            ("application_version = \"1.0 beta\"\n", 3, "server.application_version", "visible ASCII"),
         ]
         for (extra, line, key, phrase) in table {
             try withFiles(["lockwiped.toml": base + extra, "machine-id": machineIDFile]) { path in

@@ -42,6 +42,32 @@ import Testing
         }
     }
 
+    /// SAP Mobile Services: `[server] application_version` goes to the token endpoint too
+    /// (from a drop-in as well); with the lockwipe protocol it is not sent anywhere.
+    @Test func theApplicationVersionGoesToTheTokenEndpointWithSAP() throws {
+        let base = """
+            [server]
+            url = "https://tenant.example.com"
+            device_id = "dev"
+            application_id = "app"
+            application_version = "2.1.0"
+
+            [server.oauth]
+            token_url = "https://tenant.example.com/oauth2/api/v1/token"
+            client_id = "c"
+
+            """
+        try withFiles(["lockwiped.toml": base, "lockwiped.toml.d/50-sap.toml": "[server]\nprotocol = \"sap-mobile-services\"\n"]) { path, _ in
+            let oauth = try #require(try ConfigurationLoader.load(path: path).configuration.server.oauth)
+            #expect(oauth.applicationVersion == "2.1.0")
+            #expect(oauth.extraHeaders.map { "\($0.0): \($0.1)" } == ["X-APP-VERSION: 2.1.0"])
+        }
+        try withFiles(["lockwiped.toml": base]) { path, _ in
+            let oauth = try #require(try ConfigurationLoader.load(path: path).configuration.server.oauth)
+            #expect(oauth.applicationVersion == nil && oauth.extraHeaders.isEmpty)
+        }
+    }
+
     @Test func dropInsMaySetTheKeysApart() throws {
         try withFiles([
             "lockwiped.toml": "[server.oauth]\ntoken_url = \"https://idp.example.com/t\"\n",

@@ -77,8 +77,10 @@ import Testing
             #expect(fetcher.connectionRequests == 1)
             #expect(fetcher.connectionsSent.last == "c-1")
             info = try await reg(m)
-            // SAP: no blockWipingPolicy in the answer: offline lock and wipe are off.
-            #expect(info.policySource == "server" && info.policy?.policy == .never)
+            // SAP: no blockWipingPolicy in the answer: the policy in force (the local one,
+            // before any server policy) is kept and said (issue 29: ReadRoles may hide it).
+            #expect(info.policySource == "local" && info.policy?.policy == Policy(offlineDaysBeforeLock: 2, offlineDaysBeforeWipe: 0))
+            #expect(info.serverPolicyNote == ServerPolicyAbsence.note)
             _ = try await m.unregister(user: "root", by: root)
             for _ in 0..<200 where fetcher.deleted.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
             #expect(fetcher.deleted == ["c-1"])

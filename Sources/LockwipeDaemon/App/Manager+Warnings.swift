@@ -31,7 +31,7 @@ extension Manager {
         return opensIn
     }
 
-    private func notificationFinished(_ number: Int) {
+    func notificationFinished(_ number: Int) {
         backgroundNotifications.removeValue(forKey: number)
     }
 

@@ -174,6 +174,7 @@ public actor Manager {
             for pending in try await store.pendingWipes() {
                 await inTurn(named: pending.user, "the resumption of the interrupted wipe") { turn in
                     await self.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
+                    await self.resetServerIdentity(in: turn, trigger: pending.trigger)
                 }
             }
             await checkVaults()

@@ -116,7 +116,10 @@ extension Manager {
         do {
             result = try await registration.withTurn { turn in
                 // A connection recorded is a contact committed: the answer is applied to the record after it.
-                if let connection = exchanged.connection, await self.recordConnection(connection, in: turn) { try await turn.refresh() }
+                if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
+                    try await turn.refresh()
+                }
+                self.notePolicyAbsence(exchanged.outcome, before: turn.record)
                 return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
         } catch ManagerError.noSuchRegistration {

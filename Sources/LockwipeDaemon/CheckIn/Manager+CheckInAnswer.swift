@@ -59,6 +59,7 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
+        if decision.newlyRejected, case .rejected(let status, let text) = outcome { announceRejection(r, status: status, text: text, reading: reading) }
         // Committed: the lock or wipe the server ordered, and the policy said below, start
         // from the record after it.
         do {
@@ -125,7 +126,8 @@ extension Manager {
         }
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
-            lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens)
+            lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens,
+            rejectedStatus: r.server.rejectedStatus)
     }
 
     /// The decision's one write, in one transaction with its events.
@@ -151,6 +153,13 @@ extension Manager {
             } catch {
                 stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
             }
+        case .rejected(let status, let text, let failures):
+            // Not a contact: the server says it again at the next check-in.
+            do {
+                try await store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
+            } catch {
+                stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
+            }
         }
     }
 
@@ -162,6 +171,7 @@ extension Manager {
         case .checkInOK: id = .checkInOK
         case .serverOrder: id = .serverOrder
         case .registrationBlocked: id = .registrationBlocked
+        case .registrationRejected: id = .registrationRejected
         case .checkInFailed: id = .checkInFailed
         case .serverPolicyRejected: id = .serverPolicyRejected
         case .serverPolicyApplied: id = .serverPolicyApplied
@@ -195,6 +205,7 @@ extension Manager {
         case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
         case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
         case .blocked(let code): answer = "HTTP 403 \(code)"
+        case .rejected(let status, let text): answer = "rejected (HTTP \(status): \(text))"
         case .failure(let why): answer = "no answer (\(why))"
         }
         let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"

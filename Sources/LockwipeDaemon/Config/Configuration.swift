@@ -115,6 +115,7 @@ public enum ConfigurationLoader {
         Key(table: "server", name: "protocol", kind: .serverProtocol) { $0.server.serverProtocol = ServerProtocol(rawValue: $1.string!)! },
         Key(table: "server", name: "application_id", kind: .headerValue) { $0.server.applicationID = $1.string! },
         Key(table: "server", name: "device_id", kind: .headerValue) { $0.server.deviceID = $1.string! },
+        Key(table: "server", name: "application_version", kind: .headerValue) { $0.server.applicationVersion = $1.string! },
         Key(table: "passcode", name: "min_length", kind: .nonNegativeInt) { $0.passcode.minLength = $1.int! },
         Key(table: "passcode", name: "requires_digit", kind: .bool) { $0.passcode.requiresDigit = $1.bool! },
         Key(table: "passcode", name: "requires_lower", kind: .bool) { $0.passcode.requiresLower = $1.bool! },
@@ -178,6 +179,7 @@ public enum ConfigurationLoader {
         }
         let (oauthConfiguration, oauthFound) = oauthProblems(oauth, server: configuration.server, lastSetIn: lastSetIn, fallbackFile: files.last ?? path)
         configuration.server.oauth = oauthConfiguration
+        if configuration.server.serverProtocol == .sapMobileServices { configuration.server.oauth?.applicationVersion = configuration.server.applicationVersion }
         problems += oauthFound
         for (key, message) in configuration.policy.problems {
             let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)

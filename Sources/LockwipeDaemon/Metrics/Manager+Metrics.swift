@@ -18,8 +18,11 @@ extension Manager {
                 let o = outlook(r, reading)
                 var m = MetricsSnapshot.Registration(
                     user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
-                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures)
-                if let lease = leaseInfo(r, offline: o.offline), lease.inForce, let stored = r.lease { m.lease = (stored.until, stored.source.rawValue) }
+                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
+                if let lease = leaseInfo(r, offline: o.offline), lease.inForce, let stored = r.lease {
+                    m.leaseEnd = stored.until
+                    m.leaseSource = stored.source.rawValue
+                }
                 return m
             })
     }

@@ -37,6 +37,7 @@ public struct HookRunner: LockAndWipeEventObserving {
     public func didWipe(_ event: LockWipeEvent) async { await run(.didWipe, event) }
     public func warnLock(_ event: LockWipeEvent) async { await run(.warnLock, event) }
     public func warnWipe(_ event: LockWipeEvent) async { await run(.warnWipe, event) }
+    public func warnRejected(_ event: LockWipeEvent) async { await run(.warnRejected, event) }
 
     /// A hook that was not run, and why.
     public struct Refusal: Sendable, Equatable {
@@ -96,7 +97,8 @@ public struct HookRunner: LockAndWipeEventObserving {
         env["LOCKWIPE_DIRECTORY_COUNT"] = String(event.directories.count)
         for (i, directory) in event.directories.enumerated() { env["LOCKWIPE_DIRECTORY_\(i + 1)"] = directory }
         if let due = event.dueAt {
-            // Warnings: when the action is due, as Unix seconds and ISO 8601 (UTC).
+            // Warnings: when the action is due, as Unix seconds and ISO 8601 (UTC); for
+            // warnRejected, when the policy's next action is due if no contact comes first.
             env["LOCKWIPE_DUE"] = String(due)
             env["LOCKWIPE_DUE_ISO"] = Timestamp.iso(due)
         }

@@ -39,17 +39,24 @@ public protocol LockAndWipeEventObserving: Sendable {
     func warnLock(_ event: LockWipeEvent) async
     /// An offline-triggered wipe is due within `[notify] warn_before` (`event.dueAt`).
     func warnWipe(_ event: LockWipeEvent) async
+    /// The policy server is reached but rejects the registration (`CheckInOutcome.rejected`):
+    /// its check-ins are no contact, so the offline clock runs on toward `event.action`
+    /// (due at `event.dueAt`, nil when the policy has nothing due); `event.reason` says
+    /// what the server answered and what to check. Told once, when the rejection starts.
+    func warnRejected(_ event: LockWipeEvent) async
 }
 
 extension LockAndWipeEventObserving {
     /// Observers written before warnings existed ignore them.
     public func warnLock(_ event: LockWipeEvent) async {}
     public func warnWipe(_ event: LockWipeEvent) async {}
+    /// Observers written before rejections existed ignore them.
+    public func warnRejected(_ event: LockWipeEvent) async {}
 }
 
 /// The observer callbacks by name, as hooks receive them in `$1` and `LOCKWIPE_EVENT`.
 public enum ObserverCallback: String, Sendable, CaseIterable {
-    case willLock, didLock, willWipe, didWipe, warnLock, warnWipe
+    case willLock, didLock, willWipe, didWipe, warnLock, warnWipe, warnRejected
 }
 
 /// Fans an event out to every registered observer, in registration order.
@@ -69,6 +76,7 @@ public final class ObserverHub: Sendable {
             case .didWipe: await observer.didWipe(event)
             case .warnLock: await observer.warnLock(event)
             case .warnWipe: await observer.warnWipe(event)
+            case .warnRejected: await observer.warnRejected(event)
             }
         }
     }

@@ -77,14 +77,26 @@ extension Manager {
             info.policySource = source
             info.blockedCode = r.blocked ? r.server.blockedCode : nil
             info.lastAttempt = r.server.lastAttempt.map(Timestamp.iso)
+            if let status = r.server.rejectedStatus {
+                info.rejected = RejectionInfo(
+                    httpStatus: status, text: r.server.rejectedText ?? "", since: r.server.rejectedSince.map(Timestamp.iso),
+                    check: CheckInDecision.rejectionAdvice)
+            }
             info.lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
             info.nextCheckIn = nextCheckInTime(r, wall: reading.wall).map(Timestamp.iso)
             info.credentials = r.server.credentials
             if let c = connections[r.id] {
                 info.sapConnection = c.id
                 info.sapConnectionProblem = c.problem
+                if let at = c.resetAt {
+                    info.sapReset = ServerResetInfo(
+                        at: Timestamp.iso(at), connection: c.resetConnection, deleteResult: c.resetResult ?? "pending",
+                        enrol: ServerReset.enrolCommands(user: r.user, oauth: server.oauth != nil))
+                }
             }
             info.passcodePolicy = r.server.settings?.passcode
+            if ServerPolicyAbsence.isAbsent(protocol: server.serverProtocol, r.server.settings) { info.serverPolicyNote = ServerPolicyAbsence.note }
+            if server.serverProtocol == .sapMobileServices { info.sapPasswordPolicyLockTimeout = r.server.settings?.sapLockTimeout }
             info.sharedDevice = r.server.settings?.sharedDevice
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
@@ -98,7 +110,9 @@ extension Manager {
         }
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
-            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
+            connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload,
+            serverResets: infos.compactMap { info in info.sapReset.map { (info.user, $0) } },
+            policyNotes: infos.compactMap { info in info.serverPolicyNote.map { (info.user, $0) } })
         let leaseRefusals = list.compactMap { r in r.leaseRefused.map { "\(r.user): \($0)" } }
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),

@@ -1,4 +1,5 @@
 import LockwipeCore
+import LockwipeProtocol
 
 /// The warnings `status` shows an operator, decided from what it reports (no I/O), in a
 /// fixed order: the daemon's configuration first, then registration by registration.
@@ -9,7 +10,8 @@ enum StatusWarnings {
     /// `rejectedReload`: the problems of the last reload, when it was rejected.
     static func list(
         _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
-        connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = []
+        connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = [],
+        serverResets: [(user: String, reset: ServerResetInfo)] = [], policyNotes: [(user: String, note: String)] = []
     ) -> [String] {
         var warnings: [String] = []
         for problem in rejectedReload {
@@ -41,14 +43,29 @@ enum StatusWarnings {
         for r in registrations where r.state == .wiped {
             if let step = r.state.nextStep(user: r.user) { warnings.append(step) }
         }
+        for (user, reset) in serverResets {
+            let connection = reset.connection.map { "connection \($0): \(reset.deleteResult)" } ?? reset.deleteResult
+            warnings.append(
+                "\(user) must be enrolled again: SAP full reset after the wipe (token, refresh token and connection id forgotten; \(connection)): \(reset.enrol)"
+            )
+        }
+        for (user, note) in policyNotes {
+            warnings.append("\(user): \(note)")
+        }
         for r in registrations where r.blocked {
             warnings.append("\(r.user) is blocked by the policy server (\(r.server.blockedCode ?? "blocked")); its data is untouched")
+        }
+        for r in registrations where !r.state.isWipeCommitted {
+            guard let status = r.server.rejectedStatus else { continue }
+            warnings.append(
+                "\(r.user) is rejected by the policy server (HTTP \(status): \(r.server.rejectedText ?? "")): it is reached but refuses this machine, "
+                    + "so the offline clock runs on; \(CheckInDecision.rejectionAdvice)")
         }
         for (user, problem) in connectionProblems {
             warnings.append("\(user) has no SAP application connection yet: \(problem)")
         }
         if server.isConfigured {
-            for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted {
+            for r in registrations where r.server.failures > 0 && !r.state.isWipeCommitted && r.server.rejectedStatus == nil {
                 warnings.append("check-in of \(r.user) failed \(r.server.failures) time(s) in a row: \(r.server.lastError ?? "unknown error")")
             }
         }

@@ -7,7 +7,7 @@ extension StateStore {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM sap_connections WHERE registration_id = ?", arguments: [registrationID]).map {
-                    SAPConnectionRecord(id: $0["connection_id"], problem: $0["problem"], updatedAt: $0["updated_at"])
+                    Self.connectionRecord($0)
                 }
             }
         }
@@ -20,11 +20,17 @@ extension StateStore {
             try db.read { db in
                 var out: [String: SAPConnectionRecord] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM sap_connections") {
-                    out[row["registration_id"]] = SAPConnectionRecord(id: row["connection_id"], problem: row["problem"], updatedAt: row["updated_at"])
+                    out[row["registration_id"]] = Self.connectionRecord(row)
                 }
                 return out
             }
         }
+    }
+
+    static func connectionRecord(_ row: Row) -> SAPConnectionRecord {
+        SAPConnectionRecord(
+            id: row["connection_id"], problem: row["problem"], updatedAt: row["updated_at"], resetAt: row["reset_at"],
+            resetConnection: row["reset_connection"], resetResult: row["reset_result"])
     }
 
     /// Records what a successful Connections request of `user`'s registration

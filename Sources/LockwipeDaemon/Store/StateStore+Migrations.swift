@@ -221,13 +221,33 @@ extension StateStore {
                     ALTER TABLE events ADD COLUMN requester_comm TEXT;
                     """)
         }
+        // The server rejects the registration (issue 29): reached, but refusing it. NULL:
+        // not rejected (as every registration was before).
+        m.registerMigration("v13-server-rejection") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE server_state ADD COLUMN rejected_status INTEGER;
+                    ALTER TABLE server_state ADD COLUMN rejected_text TEXT;
+                    ALTER TABLE server_state ADD COLUMN rejected_since INTEGER;
+                    """)
+        }
+        // SAP's full reset after a wipe: when a registration's credentials and connection id
+        // were forgotten, the connection given up, and what its DELETE came to.
+        m.registerMigration("v14-sap-reset") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE sap_connections ADD COLUMN reset_at INTEGER;
+                    ALTER TABLE sap_connections ADD COLUMN reset_connection TEXT;
+                    ALTER TABLE sap_connections ADD COLUMN reset_result TEXT;
+                    """)
+        }
         // Offline leases (issue 30): a registration may stay offline until `lease_until`
         // (wall clock), granted at `lease_granted_at` by `lease_source` ("offline-code" or
         // "server") for `lease_reference` (the challenge it answered, or the server);
         // `lease_ended_at` once its end was recorded. NULL: no lease. The lease the
         // server asks for and that was refused (`lease_refused_until`, and why): recorded
         // once, not at every check-in, and shown in status until the server stops asking.
-        m.registerMigration("v13-offline-lease") { db in
+        m.registerMigration("v15-offline-lease") { db in
             try db.execute(
                 sql: """
                     ALTER TABLE registrations ADD COLUMN lease_until INTEGER;

@@ -49,6 +49,9 @@ extension StateStore {
             server.lastError = s["last_error"]
             server.failures = s["failures"]
             server.blockedCode = s["blocked_code"]
+            server.rejectedStatus = s["rejected_status"]
+            server.rejectedText = s["rejected_text"]
+            server.rejectedSince = s["rejected_since"]
             servers[s["user"]] = server
         }
         var credentials: [String: String] = [:]

@@ -38,6 +38,8 @@ extension Manager {
         logger.notice("wipe of \(user) committed: \(reason)", metadata: journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         try await turn.refresh()
         let summary = await performWipe(in: turn, reason: reason, trigger: trigger, resumed: false, requested: requested)
+        // Committed (done or pending): SAP's full reset, whatever the erase came to.
+        await resetServerIdentity(in: turn, trigger: trigger)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
         return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)

@@ -15,6 +15,12 @@ public struct ServerRecord: Sendable, Equatable {
     public var failures = 0
     /// The x-message-code that blocked the registration, while it is blocked.
     public var blockedCode: String?
+    /// While the server rejects the registration (reached, but refusing it: 403 without a
+    /// known message code, 401 a refresh did not cure): the answer's HTTP status, what it
+    /// said, and when it first did. The next contact clears them.
+    public var rejectedStatus: Int?
+    public var rejectedText: String?
+    public var rejectedSince: Int64?
     /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
     public var credentials = "none"
 

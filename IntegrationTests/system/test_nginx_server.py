@@ -1,0 +1,336 @@
+"""The nginx policy server shipped as an example (packaging/examples/nginx/, docs/nginx-server.md):
+Debian's nginx with the shipped configuration, administered by the shipped lockwipe-server
+script, serving the real daemon over TLS with a CA the test makes.
+
+nginx (unpacked into .build-deps/ by scripts/install-deps, or /usr/sbin/nginx, or
+$LOCKWIPE_NGINX) runs as root in the foreground with everything in its own temp dir
+(prefix, pid, error and access logs, temp paths) on a free loopback port; the shipped
+lockwipe-server.conf is used as it is, only its paths and port replaced. The test stops
+nginx and removes that directory whatever happens.
+"""
+
+import contextlib
+import http.client
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon_harness import config_text, server_config
+from host_helpers import empty_or_absent, fingerprint, wait_until
+from test_server import make_pki
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "packaging" / "examples" / "nginx"
+PATH_PREFIX = "/mobileservices/settingsExchange/v1/registrations/"
+
+
+def nginx_binary():
+    for candidate in (os.environ.get("LOCKWIPE_NGINX"),
+                      REPO / ".build-deps" / "nginx" / "usr" / "sbin" / "nginx", "/usr/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return str(candidate)
+    pytest.fail("no nginx: run scripts/install-deps --for test (it unpacks Debian's nginx into .build-deps/) "
+                "or set LOCKWIPE_NGINX")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    """nginx serving the shipped lockwipe-server.conf from `root`, and the shipped admin
+    script pointed at it."""
+
+    def __init__(self, root: Path, client_certificates=False):
+        self.root = root
+        self.data = root / "data"
+        (root / "pki").mkdir()
+        self.pki = make_pki(root / "pki")
+        self.port = free_port()
+        self.url = f"https://localhost:{self.port}"
+        for d in ("logs", "tmp"):
+            (root / d).mkdir()
+        site = (EXAMPLE / "lockwipe-server.conf").read_text()
+        site = site.replace("/var/lib/lockwipe-server", str(self.data))
+        site = site.replace("/etc/lockwipe-server/tls/server.", f"{self.pki}/server.")
+        if client_certificates:  # the shipped, commented-out lines, switched on
+            site = site.replace("#ssl_client_certificate /etc/lockwipe-server/tls/client-ca.pem;",
+                                f"ssl_client_certificate {self.pki}/ca.pem;")
+            site = site.replace("#ssl_verify_client on;", "ssl_verify_client on;")
+            assert "\n    ssl_verify_client on;" in site, site
+        site = site.replace("/var/log/nginx/", f"{root}/logs/")
+        site = re.sub(r"(?m)^(\s*)listen 8443 ssl;$", rf"\1listen 127.0.0.1:{self.port} ssl;", site)
+        site = re.sub(r"(?m)^\s*listen \[::\]:8443 ssl;\n", "", site)
+        directives = re.sub(r"(?m)^\s*#.*\n", "", site)
+        assert str(self.port) in directives and not re.search(r"/var/|/etc/", directives), directives
+        (root / "lockwipe-server.conf").write_text(site)
+        temps = "".join(f"    {kind}_temp_path {root}/tmp/{kind};\n"
+                        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        (root / "nginx.conf").write_text(
+            f"pid {root}/nginx.pid;\nerror_log {root}/logs/error.log;\nworker_processes 1;\n"
+            f"events {{}}\nhttp {{\n{temps}    access_log {root}/logs/access.log;\n"
+            f"    include {root}/lockwipe-server.conf;\n}}\n")
+        self.argv = [nginx_binary(), "-p", str(root), "-c", str(root / "nginx.conf"), "-e", str(root / "logs" / "error.log")]
+        self.proc = None
+        self.client_certificates = client_certificates
+        self.tls = ssl.create_default_context(cafile=str(self.pki / "ca.pem"))
+
+    def admin(self, *args, ok=True):
+        r = subprocess.run([str(EXAMPLE / "lockwipe-server"), "--dir", str(self.data), "--nginx", shlex.join(self.argv),
+                            *args], capture_output=True, text=True, timeout=30)
+        if ok:
+            assert r.returncode == 0, f"lockwipe-server {' '.join(args)}: {r.returncode}\n{r.stdout}{r.stderr}"
+        return r
+
+    def start(self):
+        # The files nginx includes exist before it starts (a first `policy` writes them).
+        self.admin("--no-reload", "policy", "--clear")
+        self.proc = subprocess.Popen(self.argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until(lambda: self.proc.poll() is not None or self.answer("nobody")[0] == 401, 10,
+                   "nginx does not answer a check-in without a token with 401",
+                   details=lambda: f"{self.answer('nobody')}\n{self.error_log()}")
+        assert self.proc.poll() is None, f"nginx exited: {self.proc.stderr.read().decode()}{self.error_log()}"
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def error_log(self):
+        with contextlib.suppress(OSError):
+            return (self.root / "logs" / "error.log").read_text()[-3000:]
+        return ""
+
+    def answer(self, user, token=None):
+        """(status, x-message-code, body) of one fresh check-in request, as lockwiped makes it."""
+        try:
+            if self.client_certificates:
+                self.tls.load_cert_chain(str(self.pki / "client.pem"), str(self.pki / "client.key"))
+            c = http.client.HTTPSConnection("localhost", self.port, context=self.tls, timeout=3)
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            c.request("GET", PATH_PREFIX + user, headers=headers)
+            r = c.getresponse()
+            result = (r.status, r.getheader("x-message-code"), r.read().decode())
+            c.close()
+            return result
+        except OSError as e:
+            return (None, None, str(e))
+
+    def workers(self):
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    found.append(pid)
+        return found
+
+    def serving(self, user, token, status, code=None, contains=""):
+        """Waits until nginx, reloaded by the admin script, answers `user` so, and its
+        old worker is gone: until then a request on a connection the daemon keeps alive
+        may still be answered by the old worker with the old configuration."""
+        def settled():
+            a = self.answer(user, token)
+            return a[0] == status and a[1] == code and contains in a[2] and len(self.workers()) == 1
+        wait_until(settled, 10, f"nginx does not answer {user} with {status} {code or ''} {contains} from one worker",
+                   details=lambda: f"{self.answer(user, token)}, workers {self.workers()}\n{self.error_log()}")
+
+
+@contextlib.contextmanager
+def running_nginx(**kw):
+    root = Path(tempfile.mkdtemp(prefix="lwt-nginx-"))
+    os.chmod(root, 0o755)  # nginx's workers (nobody) read the settings documents
+    server = None
+    try:
+        server = Nginx(root, **kw)
+        server.start()
+        yield server
+    finally:
+        if server:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def nginx():
+    with running_nginx() as server:
+        yield server
+
+
+def served(make_daemon, server):
+    return make_daemon(config=config_text(extra=server_config(server.url, 3600, 3, ca_file=server.pki / "ca.pem")))
+
+
+def registered(d, server, make_user, token=True, extra=()):
+    user = make_user()
+    user.vault = d.make_vault(user, f"vault-{user.name}", files={"work.txt": b"field data\n"})
+    extra = list(extra)
+    if token:
+        user.token = server.admin("token", user.name).stdout.strip()
+        assert re.fullmatch(r"[0-9a-f]{64}", user.token), user.token
+        server.serving(user.name, user.token, 200)  # nginx reloads in the background
+        path = d.root / f"token-{user.name}"
+        path.write_text(user.token + "\n")
+        os.chmod(path, 0o600)
+        extra += ["--token-file", path]
+    d.ok("register", "--user", user.name, "--dir", user.vault, *extra)
+    wait_until(lambda: d.registration(user).get("last_attempt"), 10,
+               "the check-in a registration makes at once was not answered")
+    return user
+
+
+def test_lock_wipe_block_and_policy_written_by_the_admin_script_reach_the_daemon(nginx, make_daemon, make_user):
+    nginx.admin("policy", "--lock-days", "3", "--wipe-days", "9")
+    d = served(make_daemon, nginx)
+    a = registered(d, nginx, make_user)
+    b = registered(d, nginx, make_user)
+
+    # The settings document, served as a static file: a contact, with the global policy.
+    for user in (a, b):
+        reg = d.registration(user)
+        assert reg["last_error"] is None and reg["credentials"] == "token", reg
+        assert reg["policy"] == {"offline_days_before_lock": 3, "offline_days_before_wipe": 9, "source": "server"}, reg
+
+    # A policy of a's own; b keeps the global one.
+    nginx.admin("policy", "--user", a.name, "--lock-days", "5", "--wipe-days", "20")
+    nginx.serving(a.name, a.token, 200, contains='"blockDisconnectedPeriod": 5')
+    for user in (a, b):
+        assert "contact ok" in d.ok("check-in", "--user", user.name).out
+    assert d.registration(a)["policy"]["offline_days_before_lock"] == 5, d.registration(a)
+    assert d.registration(a)["policy"]["offline_days_before_wipe"] == 20, d.registration(a)
+    assert d.registration(b)["policy"]["offline_days_before_lock"] == 3, d.registration(b)
+
+    # Lock: 403 TRAFFIC_REG_LOCKED from the order map.
+    nginx.admin("lock", a.name)
+    nginx.serving(a.name, a.token, 403, "TRAFFIC_REG_LOCKED", '"TRAFFIC_REG_LOCKED"')
+    d.ctl("check-in", "--user", a.name)
+    reg = d.registration(a)
+    assert reg["state"] == "locked" and reg["lock_trigger"] == "server", reg
+    assert d.state_of(b) == "active"
+
+    # ok: the document again, a contact.
+    nginx.admin("ok", a.name)
+    nginx.serving(a.name, a.token, 200)
+    r = d.ok("check-in", "--user", a.name)
+    assert "contact ok" in r.out and d.registration(a)["last_error"] is None, r.describe()
+
+    # Block: shown, no data touched; unblock lifts it.
+    before_b = fingerprint(b.vault)
+    nginx.admin("block", b.name, "TRAFFIC_REG_BLOCKED")
+    nginx.serving(b.name, b.token, 403, "TRAFFIC_REG_BLOCKED")
+    assert d.ctl("check-in", "--user", b.name).code == 1
+    reg = d.registration(b)
+    assert reg["blocked"] is True and reg["blocked_code"] == "TRAFFIC_REG_BLOCKED" and reg["state"] == "active", reg
+    assert fingerprint(b.vault) == before_b
+    nginx.admin("unblock", b.name)
+    nginx.serving(b.name, b.token, 200)
+    d.ok("check-in", "--user", b.name)
+    assert d.registration(b)["blocked"] is False, d.registration(b)
+
+    # Wipe: a's vault only, nothing outside it (a symlink out of the vault).
+    d.outside.joinpath("canary.txt").write_text("outside\n")
+    (a.vault / "link").symlink_to(d.outside / "canary.txt")
+    outside = fingerprint(d.outside)
+    before_b = fingerprint(b.vault)
+    nginx.admin("wipe", a.name)
+    nginx.serving(a.name, a.token, 403, "TRAFFIC_REG_WIPED")
+    d.ctl("check-in", "--user", a.name)
+    wait_until(lambda: empty_or_absent(a.vault), 5, "the wipe ordered through nginx did not happen", details=d.log_tail)
+    assert d.registration(a)["state"] == "wiped", d.registration(a)
+    wipes = [e for e in d.history(a) if e["kind"] == "wipe"]
+    assert wipes and wipes[-1]["trigger"] == "server", wipes
+    assert fingerprint(d.outside) == outside and fingerprint(b.vault) == before_b
+
+    # The server keeps only hashes of the tokens.
+    for path in nginx.data.rglob("*"):
+        if path.is_file():
+            assert a.token not in path.read_text() and b.token not in path.read_text(), f"a token is stored in {path}"
+
+    # nginx's access log is the check-in log: each of them, with its answer.
+    log = (nginx.root / "logs" / "lockwipe-server.access.log").read_text()
+    assert re.search(rf'"GET {PATH_PREFIX}{a.name} HTTP/1.1" 403 .*"lockwiped/', log), log
+
+
+def test_a_wrong_or_missing_token_is_refused_and_gets_no_order(nginx, make_daemon, make_user):
+    d = served(make_daemon, nginx)
+    a = registered(d, nginx, make_user)
+    other = registered(d, nginx, make_user)
+    nobody = registered(d, nginx, make_user, token=False)
+    nginx.admin("lock", a.name)
+    nginx.admin("lock", nobody.name)
+    nginx.serving(a.name, a.token, 403, "TRAFFIC_REG_LOCKED")
+
+    # No token; another user's token; a token one digit off; a revoked token: 401, no contact, no lock.
+    wrong = a.token[:-1] + ("0" if a.token[-1] != "0" else "1")
+    cases = [(nobody, None), (a, other.token), (a, wrong)]
+    for user, token in cases:
+        assert nginx.answer(user.name, token)[0] == 401, (user.name, token)
+    for token in (other.token, wrong):
+        path = d.root / "bad-token"
+        path.write_text(token + "\n")
+        os.chmod(path, 0o600)
+        d.ok("credentials", "--user", a.name, "--token-file", path)
+        for user in (a, nobody):
+            r = d.ctl("check-in", "--user", user.name)
+            assert r.code == 1 and "401" in r.out, r.describe()
+            reg = d.registration(user)
+            assert "401" in reg["last_error"] and reg["state"] == "active", reg
+            assert os.listdir(user.vault) == ["work.txt"]
+
+    # Revoked: the right token stops working.
+    other_contact = d.registration(other)["last_contact"]
+    nginx.admin("revoke", other.name)
+    nginx.serving(other.name, other.token, 401)
+    r = d.ctl("check-in", "--user", other.name)
+    assert r.code == 1 and "401" in r.out, r.describe()
+    assert d.registration(other)["last_contact"] == other_contact, "a refused check-in counted as a contact"
+
+
+def test_the_admin_script_refuses_what_nginx_or_lockwiped_would_not_take(nginx):
+    r = nginx.admin("policy", "--lock-days", "9", "--wipe-days", "3", ok=False)
+    assert r.returncode == 1 and "the wipe (3 days) must come after the lock (9 days)" in r.stderr, r
+    r = nginx.admin("block", "alice", "NO_SUCH_CODE", ok=False)
+    assert r.returncode == 1 and "'NO_SUCH_CODE' is not a block code" in r.stderr, r
+    r = nginx.admin("lock", "../etc", ok=False)
+    assert r.returncode == 1 and "'../etc' is not a user name" in r.stderr, r
+    # A configuration nginx refuses leaves the old files in place and says why.
+    tokens = (nginx.data / "tokens.map").read_text()
+    (nginx.root / "lockwipe-server.conf").write_text("this is not nginx configuration\n")
+    r = nginx.admin("token", "carol", ok=False)
+    assert r.returncode == 1 and "nginx refused its configuration" in r.stderr, r
+    assert (nginx.data / "tokens.map").read_text() == tokens
+    assert not (nginx.data / "settings" / "carol").exists()
+    assert oct(os.stat(nginx.data / "tokens.map").st_mode & 0o777) == "0o600"
+    shown = nginx.admin("show", ok=False).stdout
+    assert "carol" not in shown
+
+
+def test_client_certificates_of_the_operators_ca_when_switched_on(make_daemon, make_user):
+    with running_nginx(client_certificates=True) as server:
+        d = served(make_daemon, server)
+        with_cert = registered(d, server, make_user,
+                               extra=["--client-cert", server.pki / "client.pem", "--client-key", server.pki / "client.key"])
+        without = registered(d, server, make_user)
+        reg = d.registration(with_cert)
+        assert reg["last_error"] is None and reg["credentials"] == "token+certificate", reg
+        r = d.ctl("check-in", "--user", without.name)
+        reg = d.registration(without)
+        # nginx refuses a TLS connection without a client certificate with a 400: not a contact.
+        assert r.code == 1 and "HTTP 400" in reg["last_error"], (r.describe(), reg)

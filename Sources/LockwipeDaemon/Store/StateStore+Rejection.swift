@@ -1,0 +1,22 @@
+import Foundation
+import GRDB
+import LockwipeCore
+
+extension StateStore {
+    /// Records a check-in the server rejected (`CheckInDecision.Write.rejected`): a failed
+    /// attempt, and the rejection (status, text; since when, kept from the first one in a
+    /// row) until the next contact clears it. Not a contact: the offline clock runs on.
+    public nonisolated(nonsending) func recordRejected(_ user: String, at time: Int64, status: Int, text: String, failures: Int) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try Self.ensureServerRow(user, db)
+                try db.execute(
+                    sql: """
+                        UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?,
+                            rejected_status = ?, rejected_text = ?, rejected_since = coalesce(rejected_since, ?) WHERE user = ?
+                        """,
+                    arguments: [time, "rejected by the server (HTTP \(status): \(text))", failures, status, text, time, user])
+            }
+        }
+    }
+}
