@@ -65,13 +65,18 @@ struct PamAccount: ParsableCommand {
             Self.failOpen(user: name, "\(error)")
             return
         }
+        let mine = report.registrations.filter { $0.uid == uid || $0.user == canonical }
         let decision = LoginGate.decide(
-            among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
+            among: mine.map {
                 LoginGate.Registration(
                     user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked,
                     warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) })
             })
         if let message = decision.message { print(message) }
+        // A warning planned from an offline lease's end says whose lease it is.
+        for r in mine where r.warning != nil {
+            if let lease = r.lease, lease.inForce { print("lockwipe: \(Status.leaseLine(lease)) holds the offline policy off until then.") }
+        }
         if !decision.allowed {
             Self.syslog(LOG_NOTICE, "login of \(name) refused: \(decision.message ?? "")")
             throw CommandFailure(code: ExitStatus.failed, message: "login of \(name) refused")

@@ -89,4 +89,13 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// SAP Mobile Services: a registration's settings came without `blockWipingPolicy`
     /// (`ServerPolicyAbsence`); the policy in force is kept. Once, when it goes missing.
     case serverPolicyAbsent = "2d55fe1def674811b638159018d31fe5"
+
+    /// An offline lease was granted to a registration (by an offline code or the policy
+    /// server): the offline policy neither locks nor wipes it before the lease ends.
+    case leaseGranted = "226413ba10b84a32aa252e01a478b240"
+    /// An offline lease ended: the offline policy applies again from the lease's end.
+    case leaseEnded = "d33b28c5d9384feca899185e88826f9f"
+    /// An offline lease was refused (past `[offline_codes] max_lease_days`, or already
+    /// over): the policy in force is unchanged.
+    case leaseRefused = "6090f04e397c47c8a78e5dc4cc4c09df"
 }

@@ -20,6 +20,10 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var next: ScheduledAction?
         /// Check-ins that failed in a row (0 after a contact).
         public var failedCheckIns: Int
+        /// The offline lease in force: when it ends (Unix seconds) and who granted it
+        /// (`OfflineLease.Source`); nil without one.
+        public var leaseEnd: Int64? = nil
+        public var leaseSource: String? = nil
 
         public init(
             user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
@@ -132,6 +136,10 @@ public enum MetricsExposition {
         family(
             "lockwipe_registration_check_in_failures", "gauge", "Check-ins that failed in a row (0 after a successful contact).",
             each { [([], "\($0.failedCheckIns)")] })
+        family(
+            "lockwipe_registration_offline_lease_end_timestamp_seconds", "gauge",
+            "When the offline lease in force ends (Unix seconds): until then the offline policy neither locks nor wipes; `source` is offline-code or server; absent without a lease in force.",
+            each { r in r.leaseEnd.map { [([("source", r.leaseSource ?? "")], "\($0)")] } ?? [] })
         return out
     }
 

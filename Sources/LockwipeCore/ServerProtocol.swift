@@ -22,6 +22,7 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
     /// out of the passcode policy into `sapLockTimeout` (shown, never enforced) and only
     /// `[passcode] lock_timeout` applies. An answer without `blockWipingPolicy` keeps the
     /// policy in force, as with `lockwipe` (`ServerPolicyAbsence` says why).
+    /// `offlineLease` is lockwipe's own and is dropped from an SAP answer.
     /// `lockwipe`: the answer as it is.
     public func interpret(_ settings: ServerSettings) -> ServerSettings {
         switch self {
@@ -31,6 +32,9 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
             var s = settings
             s.sapLockTimeout = s.passcode?.lockTimeout
             s.passcode?.lockTimeout = nil
+            // `offlineLease` is lockwipe's own field, not SAP's: never read from an SAP answer.
+            s.offlineLeaseUntil = nil
+            s.problems.removeAll { $0.key.hasPrefix("offlineLease") }
             return s
         }
     }

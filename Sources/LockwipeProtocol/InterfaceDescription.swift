@@ -31,6 +31,17 @@ public enum InterfaceDescription {
 
         type ServerReset (at: string, connection: ?string, delete_result: string, enrol: string)
 
+        # An offline lease: the offline policy neither locks nor wipes before until.
+        type Lease (
+          until: string,
+          granted_at: string,
+          source: string,
+          reference: string,
+          in_force: bool,
+          remaining_seconds: int,
+          ended_at: ?string
+        )
+
         type Skipped (path: string, reason: string)
 
         # A block device under a vault's file system; absent facts were not readable.
@@ -100,7 +111,8 @@ public enum InterfaceDescription {
           retry_limit: ?int,
           vault_error: ?string,
           warning: ?Warning,
-          registration_id: ?string
+          registration_id: ?string,
+          lease: ?Lease
         )
 
         # A process a lock would end (Lock with preview).
@@ -124,7 +136,17 @@ public enum InterfaceDescription {
 
         type CertificateSubject (user: string, uid: int, directories: []string, protection: string)
 
-        type CertificateRequest (trigger: string, reason: string, requested_at: string, requester: WipeRequester, attempt: int)
+        # An offline lease granted before the wipe was requested; in_force: still in force then.
+        type CertificateLease (until: string, granted_at: string, source: string, reference: string, in_force: bool)
+
+        type CertificateRequest (
+          trigger: string,
+          reason: string,
+          requested_at: string,
+          requester: WipeRequester,
+          attempt: int,
+          lease: ?CertificateLease
+        )
 
         # type: NIST SP 800-88's method type where it applies ("Purge"), else the file-level method.
         type CertificateMethod (

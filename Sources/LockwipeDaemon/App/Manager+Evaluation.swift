@@ -84,8 +84,8 @@ extension Manager {
         guard !r.state.isWipeCommitted else { return nil }
         let offline = offlineNow(r, clock.now())
         let (p, source) = policy(for: r)
-        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
-        return (action, reason(action, offline: offline, policy: p, source: source))
+        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).due else { return nil }
+        return (action, reason(action, offline: offline, policy: p, source: source) + leaseNote(r, action, policy: p))
     }
 
     func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
@@ -122,11 +122,20 @@ extension Manager {
                 }
             }
             let (p, source) = policy(for: r)
-            let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
+            let evaluation = PolicyEvaluator.evaluate(
+                policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds, leaseEndsAt: leaseEndsAt(r))
             if let action = evaluation.due {
-                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
+                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + leaseNote(r, action, policy: p)))
             }
         }
+        // A lease whose end the clock has passed is recorded as ended before what its end
+        // makes due is carried out.
+        await recordEndedLeases(
+            checkpoints.map { r, advance in
+                var advanced = r
+                advanced.clock = advance.clock
+                return advanced
+            }, at: reading.wall)
         return due
     }
 
@@ -164,8 +173,11 @@ extension Manager {
         // A lock that failed is retried at least every minute (until it holds). A
         // registration entering its warning window (`[notify] warn_before`) is warned then.
         let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
+        // A lease's end is recorded when it comes, also when it moves no threshold.
+        let leaseEnds = outlooks.compactMap { o in o.record.lease.flatMap { $0.endedAt == nil ? $0.remaining(o.record.clock, offline: o.offline) : nil } }
         do {
-            try alarm.arm(in: (entries.compactMap({ $0.next?.inSeconds }) + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
+            try alarm.arm(
+                in: (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

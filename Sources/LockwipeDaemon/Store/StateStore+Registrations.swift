@@ -87,6 +87,8 @@ extension StateStore {
             record.identities = identities[name] ?? []
             record.vaultError = row["vault_error"]
             record.warnedThreshold = row["warned_threshold"]
+            record.lease = Self.lease(from: row)
+            record.leaseRefused = row["lease_refused"]
             return record
         }
     }
