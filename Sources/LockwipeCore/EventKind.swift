@@ -10,6 +10,12 @@ public enum EventKind: String, Sendable, CaseIterable {
     case credentials
     case keyDestroyed = "key-destroyed"
     case keyRewrapped = "key-rewrapped"
+    /// An offline lease ended: the offline policy applies again (`OfflineLease`).
+    case leaseEnded = "lease-ended"
+    /// An offline lease was granted (by an offline code or the policy server).
+    case leaseGranted = "lease-granted"
+    /// An offline lease was asked for and refused (past `[offline_codes] max_lease_days`).
+    case leaseRefused = "lease-refused"
     case lock
     case lockFailed = "lock-failed"
     case lockLifted = "lock-lifted"

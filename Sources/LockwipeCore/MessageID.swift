@@ -74,6 +74,15 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// lockwiped carries on: the entry names what was not read or recorded and what follows.
     case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
 
+    /// An offline lease was granted to a registration (by an offline code or the policy
+    /// server): the offline policy neither locks nor wipes it before the lease ends.
+    case leaseGranted = "226413ba10b84a32aa252e01a478b240"
+    /// An offline lease ended: the offline policy applies again from the lease's end.
+    case leaseEnded = "d33b28c5d9384feca899185e88826f9f"
+    /// An offline lease was refused (past `[offline_codes] max_lease_days`, or already
+    /// over): the policy in force is unchanged.
+    case leaseRefused = "6090f04e397c47c8a78e5dc4cc4c09df"
+
     /// An offline-code challenge was issued for a registration (docs/offline-codes.md).
     case offlineCodeChallenge = "9d044ce2e23a4d8e955fd6e380ece4d8"
 

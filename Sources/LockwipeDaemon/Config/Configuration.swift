@@ -38,6 +38,9 @@ public struct Configuration: Sendable, Equatable {
     public var metricsTextfile: String?
     /// Who may read the metrics file (`[metrics] mode`, `group`, `user_labels`).
     public var metrics = MetricsFileOptions()
+    /// Offline leases (`[offline_codes]`): how long the lease that comes with a lock an
+    /// offline code lifted lasts, and the longest lease an offline code or the server may grant.
+    public var offlineCodes = OfflineCodesConfiguration()
 
     public init() {}
 }
@@ -130,6 +133,8 @@ public enum ConfigurationLoader {
         Key(table: "metrics", name: "mode", kind: .fileMode) { $0.metrics.mode = MetricsFileOptions.parseMode($1.string!)! },
         Key(table: "metrics", name: "group", kind: .groupName) { $0.metrics.group = $1.string! },
         Key(table: "metrics", name: "user_labels", kind: .bool) { $0.metrics.userLabels = $1.bool! },
+        Key(table: "offline_codes", name: "unlock_lease_days", kind: .nonNegativeInt) { $0.offlineCodes.unlockLeaseDays = $1.int! },
+        Key(table: "offline_codes", name: "max_lease_days", kind: .positiveInt) { $0.offlineCodes.maxLeaseDays = $1.int! },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -177,6 +182,10 @@ public enum ConfigurationLoader {
         for (key, message) in configuration.policy.problems {
             let place = lastSetIn["policy." + key] ?? (files.last ?? path, nil)
             problems.append(ConfigurationProblem(file: place.file, line: place.line, key: "policy." + key, message: message))
+        }
+        for (key, message) in configuration.offlineCodes.problems {
+            let place = lastSetIn["offline_codes." + key] ?? lastSetIn["offline_codes.max_lease_days"] ?? (files.last ?? path, nil)
+            problems.append(ConfigurationProblem(file: place.file, line: place.line, key: "offline_codes." + key, message: message))
         }
         if let url = configuration.server.url, ServerURL.isPlainHTTP(url), !configuration.server.allowInsecureHTTP {
             let place = lastSetIn["server.url"] ?? (files.last ?? path, nil)

@@ -221,9 +221,23 @@ extension StateStore {
                     ALTER TABLE events ADD COLUMN requester_comm TEXT;
                     """)
         }
+        // Offline leases (issue 30): a registration may stay offline until `lease_until`
+        // (wall clock), granted at `lease_granted_at` by `lease_source` ("offline-code" or
+        // "server") for `lease_reference` (the challenge it answered, or the server);
+        // `lease_ended_at` once its end was recorded. NULL: no lease.
+        m.registerMigration("v13-offline-lease") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE registrations ADD COLUMN lease_until INTEGER;
+                    ALTER TABLE registrations ADD COLUMN lease_granted_at INTEGER;
+                    ALTER TABLE registrations ADD COLUMN lease_source TEXT;
+                    ALTER TABLE registrations ADD COLUMN lease_reference TEXT;
+                    ALTER TABLE registrations ADD COLUMN lease_ended_at INTEGER;
+                    """)
+        }
         // Offline codes (issue 30): the machine's challenge counter, and per registration
         // its outstanding challenge and wrong responses in a row (StateStore+OfflineCodes).
-        m.registerMigration("v13-offline-codes") { db in
+        m.registerMigration("v14-offline-codes") { db in
             try db.execute(
                 sql: """
                     CREATE TABLE offline_code_counter (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER NOT NULL);

@@ -38,6 +38,8 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var vaultError: String?
     /// The threshold last warned about (`OfflineWarning.threshold`), nil before any warning.
     public var warnedThreshold: String?
+    /// The offline lease granted last (`v13-offline-lease`), in force or ended; nil: none.
+    public var lease: OfflineLease?
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {
