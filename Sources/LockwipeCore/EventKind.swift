@@ -26,8 +26,6 @@ public enum EventKind: String, Sendable, CaseIterable {
     case offlineCodeAccepted = "offline-code-accepted"
     /// A response was refused (wrong, for no outstanding challenge, or inside the back-off).
     case offlineCodeRefused = "offline-code-refused"
-    /// This machine's offline-code key was stored (`lockwipectl offline-code provision`).
-    case offlineCodesProvisioned = "offline-codes-provisioned"
     case passcodeChanged = "passcode-changed"
     case passcodeSet = "passcode-set"
     case register

@@ -26,7 +26,7 @@ extension StateStore {
     /// (replacing any earlier one, keeping the wrong responses in a row of the same
     /// registration), recording `event`, in one transaction. Returns the counter.
     public nonisolated(nonsending) func issueOfflineChallenge(
-        _ user: String, registrationID: String, days: Int, at time: Int64, event: (UInt32) -> StoredEvent
+        _ user: String, registrationID: String, days: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
     ) async throws -> UInt32 {
         let mask = Int64(1 << OfflineCode.counterBits) - 1
         return try await perform { [self] in
@@ -52,7 +52,7 @@ extension StateStore {
     }
 
     /// Counts a wrong response of `user` (durably, with its event); returns the count in a row.
-    public nonisolated(nonsending) func recordOfflineCodeFailure(_ user: String, registrationID: String, at time: Int64, event: (Int) -> StoredEvent) async throws -> Int {
+    public nonisolated(nonsending) func recordOfflineCodeFailure(_ user: String, registrationID: String, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent) async throws -> Int {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -76,6 +76,19 @@ extension StateStore {
                 guard db.changesCount == 1 else { return false }
                 try Self.append(event, db)
                 return true
+            }
+        }
+    }
+
+    /// Hands a policy lock of `user` back to the passcode (the vault stays locked, its lock
+    /// trigger becomes `user`), with `event`, as a server contact does (`ContactCommit.Lock.handedBack`).
+    public nonisolated(nonsending) func handBackLock(_ user: String, event: StoredEvent) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
+                    arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+                try Self.append(event, db)
             }
         }
     }
