@@ -99,6 +99,9 @@ struct Status: ParsableCommand {
                             + Terminal.yellow(
                                 "warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server"))
                 }
+                if let lease = r.lease, lease.inForce {
+                    print("\(r.user): \(Self.leaseLine(lease)): the offline policy neither locks nor wipes before it ends (\(relative(lease.until)))")
+                }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
                 if let e = r.vaultError {
@@ -127,6 +130,12 @@ struct Status: ParsableCommand {
             }
         }
         for w in report.warnings { print(Terminal.yellow("warning: \(w)")) }
+    }
+
+    /// `offline lease until DATE (source: reference)`.
+    static func leaseLine(_ lease: LeaseInfo) -> String {
+        let by = lease.source == "server" ? "granted by the policy server, \(lease.reference)" : "granted by an offline code, challenge \(lease.reference)"
+        return "offline lease until \(lease.until) (\(by))"
     }
 }
 

@@ -17,6 +17,15 @@ public struct MetricsSnapshot: Sendable, Equatable {
         public var next: ScheduledAction?
         /// Check-ins that failed in a row (0 after a contact).
         public var failedCheckIns: Int
+        /// The offline lease in force: when it ends (Unix seconds) and who granted it
+        /// (`OfflineLease.Source`); nil without one.
+        public var lease: (end: Int64, source: String)? = nil
+
+        public static func == (a: Registration, b: Registration) -> Bool {
+            a.user == b.user && a.uid == b.uid && a.id == b.id && a.state == b.state && a.protection == b.protection && a.blocked == b.blocked
+                && a.offlineSeconds == b.offlineSeconds && a.lastContact == b.lastContact && a.next == b.next && a.failedCheckIns == b.failedCheckIns
+                && a.lease?.end == b.lease?.end && a.lease?.source == b.lease?.source
+        }
 
         public init(
             user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
@@ -124,6 +133,10 @@ public enum MetricsExposition {
         family(
             "lockwipe_registration_check_in_failures", "gauge", "Check-ins that failed in a row (0 after a successful contact).",
             each { [([], "\($0.failedCheckIns)")] })
+        family(
+            "lockwipe_registration_offline_lease_end_timestamp_seconds", "gauge",
+            "When the offline lease in force ends (Unix seconds): until then the offline policy neither locks nor wipes; `source` is offline-code or server; absent without a lease in force.",
+            each { r in r.lease.map { [([("source", $0.source)], "\($0.end)")] } ?? [] })
         return out
     }
 

@@ -22,6 +22,7 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
     /// ("never"), as when `blockWipeEnabled` is false; and `passwordPolicyLockTimeout` (SAP:
     /// ask for the passcode again after N seconds in the background) is not lockwipe's
     /// lock-on-logout, so it is dropped and only `[passcode] lock_timeout` applies.
+    /// `offlineLease` is lockwipe's own and is dropped from an SAP answer.
     /// `lockwipe`: the answer as it is (no `blockWipingPolicy`: the policy in force is kept).
     public func interpret(_ settings: ServerSettings) -> ServerSettings {
         switch self {
@@ -34,6 +35,9 @@ public enum ServerProtocol: String, Sendable, CaseIterable, Codable {
                 s.lockWipe = LockWipeSettings(enabled: false, blockDisconnectedPeriod: 0, wipeDisconnectedPeriod: 0)
             }
             s.passcode?.lockTimeout = nil
+            // `offlineLease` is lockwipe's own field, not SAP's: never read from an SAP answer.
+            s.offlineLeaseUntil = nil
+            s.problems.removeAll { $0.key.hasPrefix("offlineLease") }
             return s
         }
     }

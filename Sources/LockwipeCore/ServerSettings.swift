@@ -22,6 +22,11 @@ public struct ServerSettings: Sendable, Equatable, Codable {
     public var sharedDevice: SharedDeviceSettings?
     /// `registration.locked`: the server's view of this registration's lock, when it says.
     public var registrationLocked: Bool?
+    /// `offlineLease.until` (lockwipe's own protocol only, not SAP's: see
+    /// docs/server-protocol.md): the server grants an offline lease until this wall-clock
+    /// time (seconds since the epoch), capped by `[offline_codes] max_lease_days`. Nil when
+    /// it sent none (the lease in force, if any, is kept).
+    public var offlineLeaseUntil: Int64?
     /// Things in the document that could not be used, as (key path, message).
     public var problems: [Problem]
 
@@ -139,6 +144,9 @@ public struct ServerSettings: Sendable, Equatable, Codable {
         if let section = reader.section(doc, "registration") {
             settings.registrationLocked = reader.bool(section, "registration", "locked")
         }
+        if let section = reader.section(doc, "offlineLease") {
+            settings.offlineLeaseUntil = reader.time(section, "offlineLease", "until")
+        }
         settings.problems = reader.problems
         return settings
     }
@@ -177,6 +185,20 @@ public struct ServerSettings: Sendable, Equatable, Codable {
             default: break
             }
             problems.append(Problem(key: "\(section).\(key)", message: "must be true or false (or \"true\"/\"false\"), not \(o[key]!.shown)"))
+            return nil
+        }
+
+        /// An ISO 8601 date and time with a time zone (`2026-12-16T08:00:00Z`), as seconds
+        /// since the epoch.
+        mutating func time(_ o: [String: JSONValue], _ section: String, _ key: String) -> Int64? {
+            switch o[key] {
+            case nil, .null?: return nil
+            case .string(let s)?:
+                if let date = try? Date(s.trimmingBlanks(), strategy: .iso8601) { return Int64(date.timeIntervalSince1970.rounded(.down)) }
+            default: break
+            }
+            problems.append(
+                Problem(key: "\(section).\(key)", message: "must be an ISO 8601 date and time with its time zone (\"2026-12-16T08:00:00Z\"), not \(o[key]!.shown)"))
             return nil
         }
 

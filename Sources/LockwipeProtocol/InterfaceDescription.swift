@@ -29,6 +29,17 @@ public enum InterfaceDescription {
         # An offline lock or wipe due within [notify] warn_before.
         type Warning (action: string, at: string, in_seconds: int)
 
+        # An offline lease: the offline policy neither locks nor wipes before until.
+        type Lease (
+          until: string,
+          granted_at: string,
+          source: string,
+          reference: string,
+          in_force: bool,
+          remaining_seconds: int,
+          ended_at: ?string
+        )
+
         type Skipped (path: string, reason: string)
 
         # A block device under a vault's file system; absent facts were not readable.
@@ -90,7 +101,8 @@ public enum InterfaceDescription {
           retry_limit: ?int,
           vault_error: ?string,
           warning: ?Warning,
-          registration_id: ?string
+          registration_id: ?string,
+          lease: ?Lease
         )
 
         # A process a lock would end (Lock with preview).

@@ -157,6 +157,8 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     /// Which registration this is (a random id, new at every registration): the label of
     /// its metrics series without user labels, and what its history events belong to.
     public var registrationId: String?
+    /// The offline lease granted last (in force or ended); null when none was. Always present.
+    public var lease: LeaseInfo?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -214,6 +216,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
             try c.encodeIfPresent(retryLimit, forKey: .retryLimit)
         }
         try c.encodeIfPresent(registrationId, forKey: .registrationId)
+        try c.encode(lease, forKey: .lease)  // explicit null when no lease was granted
     }
 }
 

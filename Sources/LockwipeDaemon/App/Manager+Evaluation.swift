@@ -84,8 +84,8 @@ extension Manager {
         guard !r.state.isWipeCommitted else { return nil }
         let offline = offlineNow(r, clock.now())
         let (p, source) = policy(for: r)
-        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline).due else { return nil }
-        return (action, reason(action, offline: offline, policy: p, source: source))
+        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).due else { return nil }
+        return (action, reason(action, offline: offline, policy: p, source: source) + leaseNote(r, action, policy: p))
     }
 
     func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
@@ -122,11 +122,20 @@ extension Manager {
                 }
             }
             let (p, source) = policy(for: r)
-            let evaluation = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds)
+            let evaluation = PolicyEvaluator.evaluate(
+                policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds, leaseEndsAt: leaseEndsAt(r))
             if let action = evaluation.due {
-                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source)))
+                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + leaseNote(r, action, policy: p)))
             }
         }
+        // A lease whose end the clock has passed is recorded as ended before what its end
+        // makes due is carried out.
+        await recordEndedLeases(
+            checkpoints.map { r, advance in
+                var advanced = r
+                advanced.clock = advance.clock
+                return advanced
+            }, at: reading.wall)
         return due
     }
 

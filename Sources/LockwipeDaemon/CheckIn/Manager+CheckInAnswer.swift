@@ -72,6 +72,8 @@ extension Manager {
                 failed: true)
         }
 
+        if case .contact(let settings) = outcome, let note = await applyServerLease(settings.offlineLeaseUntil, in: turn) { notes.append(note) }
+
         switch decision.order {
         case .lock(let code, let reason):
             return await carryOut(r, "lock", code: code) { try await self.lock(in: turn, trigger: .server, reason: reason) }

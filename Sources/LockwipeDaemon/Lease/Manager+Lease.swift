@@ -1,5 +1,6 @@
 import LockwipeBase
 import LockwipeCore
+import LockwipeProtocol
 import Logging
 
 /// Offline leases (`OfflineLease`): granted by a helpdesk's offline code or by the policy
@@ -71,8 +72,14 @@ extension Manager {
     ) async {
         let by = source == .server ? "the policy server (\(reference))" : "an offline code (challenge \(reference))"
         let text = "offline lease from \(by), asked by \(requester), refused: \(refusal)"
+        let e = event(r.user, .leaseRefused, Self.leaseTrigger(source), text, at: now)
         do {
-            try await store.append(event(r.user, .leaseRefused, Self.leaseTrigger(source), text, at: now))
+            if source == .server {
+                // The server asks again at every check-in: recorded (and logged) once.
+                guard try await store.refuseServerLease(registration: r.id, until: until, reason: text, event: e) else { return }
+            } else {
+                try await store.append(e)
+            }
         } catch {
             stateNotice("the refused offline lease is not in the history of \(r.user)", user: r.user, error)
         }
@@ -102,6 +109,29 @@ extension Manager {
         }
     }
 
+    /// The `offlineLease` of a settings answer (lockwipe protocol), applied in the turn of
+    /// the registration whose contact it came with: granted unless it is the lease in force
+    /// already, refused past `max_lease_days` (once, however often the server asks); an
+    /// answer without one keeps the lease in force and ends a refusal shown in status.
+    /// Returns what happened, for the check-in's result; nil when nothing changed.
+    func applyServerLease(_ until: Int64?, in turn: borrowing RegistrationTurn) async -> String? {
+        let r = turn.record
+        guard let until else {
+            if r.leaseRefused != nil {
+                do { try await store.clearLeaseRefusal(registration: r.id) } catch { stateNotice("the end of a refused lease of \(r.user) is not recorded", user: r.user, error) }
+            }
+            return nil
+        }
+        if let lease = r.lease, lease.source == .server, lease.until == until { return nil }
+        let server = configuration.server.url ?? "the policy server"
+        do {
+            let lease = try await grantLease(until: until, source: .server, reference: server, requester: "the policy server", in: turn)
+            return "offline lease until \(Timestamp.iso(lease.until)) granted"
+        } catch {
+            return "the offline lease the server asked for was refused: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
+        }
+    }
+
     static func leaseTrigger(_ source: OfflineLease.Source) -> Trigger? {
         source == .server ? .server : nil
     }
@@ -115,5 +145,32 @@ extension Manager {
         ]
         if let requester { meta["lease_requester"] = .string(requester) }
         return meta
+    }
+
+    /// The offline time at which the lease of `r` ends, for `PolicyEvaluator.evaluate(leaseEndsAt:)`.
+    func leaseEndsAt(_ r: RegistrationRecord) -> Int64? {
+        r.lease?.endsAtOffline(r.clock)
+    }
+
+    /// What a lease did to an action now due, for its reason: nothing when the lease ended
+    /// before the policy's threshold (or there is none).
+    func leaseNote(_ r: RegistrationRecord, _ action: Action, policy p: Policy) -> String {
+        guard let lease = r.lease else { return "" }
+        let policyAt = action == .lock ? p.lockAfterSeconds : p.wipeAfterSeconds
+        let moved = PolicyEvaluator.thresholds(policy: p, leaseEndsAt: leaseEndsAt(r))
+        guard let policyAt, (action == .lock ? moved.lock : moved.wipe) != policyAt else { return "" }
+        let untilText = Timestamp.iso(lease.until)
+        return action == .lock
+            ? "; held off until the end of the \(lease.describe(untilText: untilText))"
+            : "; held off by the \(lease.describe(untilText: untilText)) until the policy's lock-to-wipe gap after its end"
+    }
+
+    /// The lease of `r` for `status`, as of offline time `offline`.
+    func leaseInfo(_ r: RegistrationRecord, offline: Int64) -> LeaseInfo? {
+        guard let lease = r.lease else { return nil }
+        let left = max(0, lease.endsAtOffline(r.clock) - offline)
+        return LeaseInfo(
+            until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
+            inForce: left > 0, remainingSeconds: left, endedAt: lease.endedAt.map(Timestamp.iso))
     }
 }

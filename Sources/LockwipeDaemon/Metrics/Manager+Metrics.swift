@@ -16,9 +16,11 @@ extension Manager {
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
             registrations: list.map { r in
                 let o = outlook(r, reading)
-                return MetricsSnapshot.Registration(
+                var m = MetricsSnapshot.Registration(
                     user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures)
+                if let lease = leaseInfo(r, offline: o.offline), lease.inForce, let stored = r.lease { m.lease = (stored.until, stored.source.rawValue) }
+                return m
             })
     }
 

@@ -19,7 +19,7 @@ extension Manager {
 
     func outlook(_ r: RegistrationRecord, _ reading: ClockReading, policy p: Policy? = nil) -> Outlook {
         let offline = offlineNow(r, reading)
-        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline).next
+        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).next
         return Outlook(record: r, offline: offline, next: next)
     }
 
@@ -89,6 +89,7 @@ extension Manager {
             info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
             info.vaultError = r.vaultError
             info.registrationId = r.id
+            info.lease = leaseInfo(r, offline: offline)
             if case .warn(let w) = warningDecision(evaluated) {
                 info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
             }
@@ -98,9 +99,10 @@ extension Manager {
         let warnings = StatusWarnings.list(
             list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
             connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload)
+        let leaseRefusals = list.compactMap { r in r.leaseRefused.map { "\(r.user): \($0)" } }
         return StatusReport(
             version: LockwipeVersion.current, server: ServerInfo(configured: server.isConfigured, url: server.url, insecureHttp: server.usesInsecureHTTP),
-            policy: policyInfo(everyone), registrations: infos, warnings: warnings)
+            policy: policyInfo(everyone), registrations: infos, warnings: warnings + leaseRefusals)
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it

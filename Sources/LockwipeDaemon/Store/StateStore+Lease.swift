@@ -20,7 +20,8 @@ extension StateStore {
             try db.write { db in
                 try db.execute(
                     sql: """
-                        UPDATE registrations SET lease_until = ?, lease_granted_at = ?, lease_source = ?, lease_reference = ?, lease_ended_at = NULL
+                        UPDATE registrations SET lease_until = ?, lease_granted_at = ?, lease_source = ?, lease_reference = ?, lease_ended_at = NULL,
+                            lease_refused_until = NULL, lease_refused = NULL
                         WHERE id = ?
                         """,
                     arguments: [lease.until, lease.grantedAt, lease.source.rawValue, lease.reference, id])
@@ -42,6 +43,33 @@ extension StateStore {
                 guard db.changesCount == 1 else { return false }
                 try Self.append(event, db)
                 return true
+            }
+        }
+    }
+
+    /// Records that the server's lease until `until` was refused for registration `id`,
+    /// with its event, unless that refusal is recorded already: returns false then, so
+    /// a server that keeps asking is refused in the history and the journal once.
+    public nonisolated(nonsending) func refuseServerLease(registration id: String, until: Int64, reason: String, event: StoredEvent) async throws -> Bool {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET lease_refused_until = ?, lease_refused = ? WHERE id = ? AND lease_refused_until IS NOT ?",
+                    arguments: [until, reason, id, until])
+                guard db.changesCount == 1 else { return false }
+                try Self.append(event, db)
+                return true
+            }
+        }
+    }
+
+    /// The server no longer asks for the lease it was refused: status stops saying so.
+    public nonisolated(nonsending) func clearLeaseRefusal(registration id: String) async throws {
+        try await perform { [self] in
+            try db.write { db in
+                try db.execute(
+                    sql: "UPDATE registrations SET lease_refused_until = NULL, lease_refused = NULL WHERE id = ? AND lease_refused_until IS NOT NULL",
+                    arguments: [id])
             }
         }
     }

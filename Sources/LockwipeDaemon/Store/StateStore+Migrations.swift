@@ -224,7 +224,9 @@ extension StateStore {
         // Offline leases (issue 30): a registration may stay offline until `lease_until`
         // (wall clock), granted at `lease_granted_at` by `lease_source` ("offline-code" or
         // "server") for `lease_reference` (the challenge it answered, or the server);
-        // `lease_ended_at` once its end was recorded. NULL: no lease.
+        // `lease_ended_at` once its end was recorded. NULL: no lease. The lease the
+        // server asks for and that was refused (`lease_refused_until`, and why): recorded
+        // once, not at every check-in, and shown in status until the server stops asking.
         m.registerMigration("v13-offline-lease") { db in
             try db.execute(
                 sql: """
@@ -233,6 +235,8 @@ extension StateStore {
                     ALTER TABLE registrations ADD COLUMN lease_source TEXT;
                     ALTER TABLE registrations ADD COLUMN lease_reference TEXT;
                     ALTER TABLE registrations ADD COLUMN lease_ended_at INTEGER;
+                    ALTER TABLE registrations ADD COLUMN lease_refused_until INTEGER;
+                    ALTER TABLE registrations ADD COLUMN lease_refused TEXT;
                     """)
         }
         // Offline codes (issue 30): the machine's challenge counter, and per registration

@@ -85,6 +85,7 @@ extension StateStore {
             record.vaultError = row["vault_error"]
             record.warnedThreshold = row["warned_threshold"]
             record.lease = Self.lease(from: row)
+            record.leaseRefused = row["lease_refused"]
             return record
         }
     }

@@ -40,6 +40,9 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var warnedThreshold: String?
     /// The offline lease granted last (`v13-offline-lease`), in force or ended; nil: none.
     public var lease: OfflineLease?
+    /// Why the lease the policy server asks for was refused (past `max_lease_days`), while
+    /// it keeps asking for it; nil otherwise.
+    public var leaseRefused: String?
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {
