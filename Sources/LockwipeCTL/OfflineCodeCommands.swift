@@ -78,7 +78,9 @@ struct OfflineCodeCommand: ParsableCommand {
             }
             let secret = try readFleetSecret(fleetKeyFile)
             let key = OfflineCode.machineKey(fleetSecret: secret, machine: challenge.machine)
-            print("machine \(OfflineCode.hex(machine: challenge.machine)), registration \(String(challenge.registration, radix: 16)), counter \(challenge.counter): \(challenge.request)")
+            print(
+                "machine \(OfflineCode.hex(machine: challenge.machine)), registration \(String(challenge.registration, radix: 16)), counter \(challenge.counter): \(challenge.request)"
+            )
             print(OfflineCode.response(to: challenge, machineKey: key))
         }
     }
@@ -152,7 +154,8 @@ private func readFleetSecret(_ path: String) throws -> [UInt8] {
     guard secret.count >= OfflineCode.minimumSecretLength else {
         throw CommandFailure(
             code: ExitStatus.usage,
-            message: "the fleet key file \(path) holds \(secret.count) bytes; a fleet secret has at least \(OfflineCode.minimumSecretLength) (for example: openssl rand -base64 32)")
+            message: "the fleet key file \(path) holds \(secret.count) bytes; a fleet secret has at least \(OfflineCode.minimumSecretLength) (for example: openssl rand -base64 32)"
+        )
     }
     return secret
 }

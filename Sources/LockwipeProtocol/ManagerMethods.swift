@@ -8,12 +8,13 @@ public enum ManagerMethods {
     public static let getStatus = VarlinkMethod<StatusRequest, StatusReport>(
         interface, "GetStatus",
         """
+        # Whether this machine answers offline codes (docs/offline-codes.md), and the machine
+        # id they carry (or why the stored key is not usable).
+        type OfflineCodes (provisioned: bool, machine: ?string)
+
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
         # gate (login_gate: true), which gets StartingUp until the pass has ended.
-        # offline_codes: whether this machine answers offline codes (docs/offline-codes.md).
-        type OfflineCodes (provisioned: bool, machine: ?string)
-
         method GetStatus(user: ?string, login_gate: ?bool) -> (
           version: string,
           server: Server,

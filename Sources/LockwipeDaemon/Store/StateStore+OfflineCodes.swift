@@ -52,7 +52,9 @@ extension StateStore {
     }
 
     /// Counts a wrong response of `user` (durably, with its event); returns the count in a row.
-    public nonisolated(nonsending) func recordOfflineCodeFailure(_ user: String, registrationID: String, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent) async throws -> Int {
+    public nonisolated(nonsending) func recordOfflineCodeFailure(
+        _ user: String, registrationID: String, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent
+    ) async throws -> Int {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

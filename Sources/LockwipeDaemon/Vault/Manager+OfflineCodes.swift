@@ -23,7 +23,9 @@ extension Manager {
             guard stored == machine else {
                 return OfflineCodesInfo(
                     provisioned: false,
-                    machine: "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(machine.map(OfflineCode.hex(machine:)) ?? "unknown")): provision again")
+                    machine:
+                        "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(machine.map(OfflineCode.hex(machine:)) ?? "unknown")): provision again"
+                )
             }
             return OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: stored))
         } catch {
