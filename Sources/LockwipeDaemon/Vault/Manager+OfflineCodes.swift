@@ -141,7 +141,9 @@ extension Manager {
         let now = clock.now().wall
         let trigger = Self.trigger(caller)
         guard let row = try await readOrFail(user, { try await self.store.offlineChallenge(user, registrationID: r.id) }), let counter = row.counter else {
-            try await refuse(r, caller, "no challenge is outstanding for \(user) (it was used, or none was asked): ask for one with lockwipectl offline-code challenge")
+            try await refuse(
+                r, caller, "no challenge is outstanding for \(user) (it was used, or none was asked): ask for one with lockwipectl offline-code challenge",
+                as: ManagerError.actionFailed)
         }
         if let at = PasscodeBackoff.standard.retryAt(failures: row.failures, lastFailure: row.failedAt, now: now) {
             try await refuse(
@@ -154,7 +156,9 @@ extension Manager {
             canonical = try OfflineCode.readResponse(code)
         } catch {
             // A code that does not read cannot be right: it is not tried and not counted.
-            try await refuse(r, caller, "the code does not read: \(error.description)", failures: row.failures)
+            try await refuse(r, caller, "the code does not read: \(error.description)", failures: row.failures) {
+                ManagerError.invalidParameter("code", reason: $0)
+            }
         }
         let stored: OfflineCodeKeyFile.Contents?
         let this: UInt64
@@ -196,7 +200,7 @@ extension Manager {
         } catch {
             throw stateFailure(user, "the offline code", error)
         }
-        guard used else { try await refuse(r, caller, "the challenge \(challenge.text) was used meanwhile") }
+        guard used else { try await refuse(r, caller, "the challenge \(challenge.text) was used meanwhile", as: ManagerError.actionFailed) }
         var meta = journalFields(r, action: "offline-code", trigger: trigger, reason: accepted, id: .offlineCodeAccepted)
         meta["request"] = .string(request.description)
         meta["challenge"] = .string(challenge.text)
@@ -297,14 +301,16 @@ extension Manager {
     }
 
     /// Records a refused code (history and journal) and throws the refusal; nothing is counted.
-    private func refuse(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil) async throws -> Never {
+    private func refuse(
+        _ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil, as error: (String) -> ManagerError = ManagerError.notPermitted
+    ) async throws -> Never {
         do {
             try await store.append(event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
         } catch {
             throw stateFailure(r.user, "the offline code", error)
         }
         logRefusal(r, caller, why, failures: failures, challenge: nil)
-        throw ManagerError.notPermitted(why)
+        throw error(why)
     }
 
     private func logRefusal(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int?, challenge: String?) {
