@@ -211,3 +211,43 @@ def test_codes_for_another_machine_registration_action_or_secret_are_refused_and
     assert len(refused) >= 6, refused
     assert len(d.log_lines(f"MESSAGE_ID={ID_REFUSED}", f"LOCKWIPE_USER={user.name}")) >= 6, d.log_tail()
     assert owner_of(vault)[0] == user.uid
+
+
+def test_encrypted_vaults_open_with_the_default_passcode_and_hand_back_to_a_user_passcode(make_daemon, make_user):
+    """An offline lock of two encrypted vaults: the code opens the one whose key the
+    machine key wraps; the one whose key a passcode wraps has its policy lock lifted and
+    still asks for the passcode."""
+    from test_vault import PASS, encrypted_fs, put_files, register_encrypted, set_passcode
+
+    d = make_daemon(config=config_text(lock=2, wipe=20), faketime="+0")
+    secret = d.root / "fleet.key"
+    secret.write_text("the fleet secret of this test, 32+ bytes long\n")
+    d.ok("offline-code", "provision", "--fleet-key-file", secret)
+    machine, own = make_user(), make_user()
+    with encrypted_fs(d) as fs:
+        register_encrypted(d, machine, fs / "m")
+        register_encrypted(d, own, fs / "p")
+        set_passcode(d, own)
+        files = {u.name: put_files(u, fs / v) for u, v in ((machine, "m"), (own, "p"))}
+
+        d.restart(faketime="+3d")
+        for u in (machine, own):
+            reg = d.registration(u)
+            assert reg["state"] == "locked" and reg["lock_trigger"] == "offline", reg
+
+        for u in (machine, own):
+            r = d.ctl("offline-code", "challenge", user=u)
+            assert r.code == 0, r.describe()
+            r = d.ctl("offline-code", "enter", respond(d, secret, last_line(r)), user=u)
+            assert r.code == 0, r.describe() + d.log_tail()
+
+        assert d.state_of(machine) == "active"
+        for rel, content in files[machine.name].items():
+            assert (fs / "m" / rel).read_bytes() == content
+        reg = d.registration(own)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "user", reg
+        assert "lock-lifted" in kinds(d, own)
+        d.ok("unlock", "--user", own.name, "--passcode-stdin", input=PASS + "\n", user=own)
+        assert d.state_of(own) == "active"
+        for rel, content in files[own.name].items():
+            assert (fs / "p" / rel).read_bytes() == content

@@ -93,7 +93,9 @@ struct OfflineCodeCommand: ParsableCommand {
                 match is refused here, before lockwiped sees it. The result is the last line.
                 """)
         @OptionGroup var global: GlobalOptions
-        @Argument(help: ArgumentHelp("[user] code: the user (default: your own registration) and the response as read out.", valueName: "user-and-code"))
+        @Argument(
+            help: ArgumentHelp("[user] code: the user (default: your own registration) and the response as read out.", valueName: "user-and-code"),
+            completion: .custom(completeUsers))
         var words: [String]
 
         func validate() throws {
