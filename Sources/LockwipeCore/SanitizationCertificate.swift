@@ -70,6 +70,31 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         /// The attempt this certificate is about: 1 for the first, more after a resume
         /// or a retry of an incomplete wipe.
         public var attempt: Int
+        /// The registration's offline lease granted before the wipe was requested, if any
+        /// (README, "Leases"): whether it was still in force then, or had ended.
+        public var lease: Lease? = nil
+    }
+
+    /// An offline lease as a certificate names it.
+    public struct Lease: Codable, Sendable, Equatable {
+        /// ISO 8601, UTC.
+        public var until: String
+        public var grantedAt: String
+        /// "offline-code" or "server".
+        public var source: String
+        /// The challenge an offline code answered, or the policy server's URL.
+        public var reference: String
+        /// Still in force when the wipe was requested (a wipe the server or an administrator
+        /// ordered); false: it had ended before (an offline wipe comes only after its end).
+        public var inForce: Bool
+
+        public init(until: String, grantedAt: String, source: String, reference: String, inForce: Bool) {
+            self.until = until
+            self.grantedAt = grantedAt
+            self.source = source
+            self.reference = reference
+            self.inForce = inForce
+        }
     }
 
     public struct Method: Codable, Sendable, Equatable {
@@ -139,11 +164,12 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
     /// (times as ISO 8601, UTC).
     public static func make(
         id: String, host: Host, subject: Subject, trigger: Trigger, reason: String, requestedAt: String, requester: WipeRequester,
-        attempt: Int, summary: WipeSummary, started: String, finished: String, verification: [Verification], toolVersion: String
+        attempt: Int, summary: WipeSummary, started: String, finished: String, verification: [Verification], toolVersion: String,
+        lease: Lease? = nil
     ) -> SanitizationCertificate {
         SanitizationCertificate(
             id: id, standard: standardText, host: host, subject: subject,
-            request: Request(trigger: trigger, reason: reason, requestedAt: requestedAt, requester: requester, attempt: attempt),
+            request: Request(trigger: trigger, reason: reason, requestedAt: requestedAt, requester: requester, attempt: attempt, lease: lease),
             method: method(summary), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
             started: started, finished: finished, result: summary.complete ? "complete" : "incomplete",
             exceptions: summary.skipped, entriesRemoved: summary.entriesRemoved, filesOverwritten: summary.filesOverwritten,
@@ -195,6 +221,12 @@ extension SanitizationCertificate {
         if let policy = request.requester.policy { by.append("policy: \(policy)") }
         if let limit = request.requester.retryLimit { by.append("retry limit \(limit)") }
         if !by.isEmpty { lines.append("  requester:    " + by.joined(separator: "; ")) }
+        if let lease = request.lease {
+            let from = lease.source == "server" ? "granted by the policy server \(lease.reference)" : "granted by an offline code, challenge \(lease.reference)"
+            lines.append(
+                "  lease:        offline lease until \(lease.until) (\(from), at \(lease.grantedAt)), "
+                    + (lease.inForce ? "in force when the wipe was requested" : "ended before the wipe was requested"))
+        }
         lines.append("  attempt:      \(request.attempt), \(started) to \(finished)")
         lines.append("  method type:  \(method.type)")
         lines.append("  method:       \(method.description)")

@@ -181,3 +181,32 @@ import Testing
         #expect(tiny.delay(afterFailures: 3, random: 0) == 1)  // never less than a second
     }
 }
+
+/// `offlineLease` (lockwipe's own field, not SAP's).
+@Suite struct ServerSettingsOfflineLeaseTests {
+    @Test(arguments: [
+        (#"{"offlineLease": {"until": "2026-12-16T08:00:00Z"}}"#, Int64(1_797_408_000) as Int64?, [String]()),
+        (#"{"offlineLease": {"until": "2026-12-16T09:00:00+01:00"}}"#, 1_797_408_000, []),
+        (#"{"mobileservices": {"settingsExchange": {"offlineLease": {"until": "2026-12-16T08:00:00Z"}}}}"#, 1_797_408_000, []),
+        (#"{"offlineLease": {"until": "next tuesday"}}"#, nil, ["offlineLease.until"]),
+        (#"{"offlineLease": {"until": 1797408000}}"#, nil, ["offlineLease.until"]),
+        (#"{"offlineLease": {"until": "2026-12-16"}}"#, nil, ["offlineLease.until"]),
+        (#"{"offlineLease": "soon"}"#, nil, ["offlineLease"]),
+        (#"{"offlineLease": {}}"#, nil, []),
+        (#"{}"#, nil, []),
+    ])
+    func decoded(_ json: String, until: Int64?, problems: [String]) throws {
+        let s = try ServerSettings.decode(Data(json.utf8))
+        #expect(s.offlineLeaseUntil == until)
+        #expect(s.problems.map(\.key) == problems)
+        #expect(s.policyProblems.isEmpty, "a bad lease never makes the policy unusable")
+    }
+
+    @Test func anSAPAnswerNeverGrantsALease() throws {
+        let s = try ServerSettings.decode(Data(#"{"offlineLease": {"until": "nonsense"}}"#.utf8))
+        let sap = ServerProtocol.sapMobileServices.interpret(try ServerSettings.decode(Data(#"{"offlineLease": {"until": "2026-12-16T08:00:00Z"}}"#.utf8)))
+        #expect(sap.offlineLeaseUntil == nil)
+        #expect(ServerProtocol.sapMobileServices.interpret(s).problems.isEmpty)
+        #expect(ServerProtocol.lockwipe.interpret(s).problems.map(\.key) == ["offlineLease.until"])
+    }
+}

@@ -136,7 +136,17 @@ import Testing
 
         type CertificateSubject (user: string, uid: int, directories: []string, protection: string)
 
-        type CertificateRequest (trigger: string, reason: string, requested_at: string, requester: WipeRequester, attempt: int)
+        # An offline lease granted before the wipe was requested; in_force: still in force then.
+        type CertificateLease (until: string, granted_at: string, source: string, reference: string, in_force: bool)
+
+        type CertificateRequest (
+          trigger: string,
+          reason: string,
+          requested_at: string,
+          requester: WipeRequester,
+          attempt: int,
+          lease: ?CertificateLease
+        )
 
         # type: NIST SP 800-88's method type where it applies ("Purge"), else the file-level method.
         type CertificateMethod (

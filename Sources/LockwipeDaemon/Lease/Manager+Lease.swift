@@ -173,4 +173,14 @@ extension Manager {
             until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
             inForce: left > 0, remainingSeconds: left, endedAt: lease.endedAt.map(Timestamp.iso))
     }
+
+    /// The lease a wipe's certificate names: the one granted before the wipe was requested
+    /// (at wall time `requestedAt`), in force then or ended; nil when none was.
+    func certificateLease(_ r: RegistrationRecord, requestedAt: Int64) -> SanitizationCertificate.Lease? {
+        guard let lease = r.lease, lease.grantedAt <= requestedAt else { return nil }
+        let ended = lease.endedAt.map { $0 <= requestedAt } ?? false
+        return SanitizationCertificate.Lease(
+            until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
+            inForce: !ended && lease.until > requestedAt)
+    }
 }

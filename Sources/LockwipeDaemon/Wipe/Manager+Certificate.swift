@@ -60,7 +60,7 @@ extension Manager {
             trigger: attempt.trigger, reason: attempt.reason, requestedAt: Timestamp.iso(attempt.pending?.startedAt ?? attempt.started),
             requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
             started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,
-            toolVersion: LockwipeVersion.current)
+            toolVersion: LockwipeVersion.current, lease: certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started))
     }
 
     nonisolated static func hostname() -> String {
