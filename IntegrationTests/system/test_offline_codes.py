@@ -212,6 +212,12 @@ def test_codes_for_another_machine_registration_action_or_secret_are_refused_and
     assert len(d.log_lines(f"MESSAGE_ID={ID_REFUSED}", f"LOCKWIPE_USER={user.name}")) >= 6, d.log_tail()
     assert owner_of(vault)[0] == user.uid
 
+    # The counter is the store's: a restart does not hand out one already used.
+    d.restart(faketime="+0")
+    r = d.ctl("offline-code", "challenge", "--extend", "1", user=user)
+    assert r.code == 0, r.describe()
+    assert decode(last_line(r))["counter"] > f["counter"], (last_line(r), challenge)
+
 
 def test_encrypted_vaults_open_with_the_default_passcode_and_hand_back_to_a_user_passcode(make_daemon, make_user):
     """An offline lock of two encrypted vaults: the code opens the one whose key the
