@@ -193,13 +193,24 @@ def test_codes_for_another_machine_registration_action_or_secret_are_refused_and
     right = respond(d, secret, challenge)
     r = d.ctl("offline-code", "enter", right, user=user)
     assert r.code == 77 and "wrong offline codes in a row: try again in" in r.err, r.describe()
+    # After the wait a fifth wrong one is tried (and waits 2 s), and asking for a new
+    # challenge does not reset the back-off.
+    time.sleep(2.2)
+    r = d.ctl("offline-code", "enter", codes["another fleet secret"], user=user)
+    assert r.code == 77 and "wrong offline code" in r.err and "(5 in a row" in r.err, r.describe()
+    r = d.ctl("offline-code", "challenge", "--extend", "2", user=user)
+    assert r.code == 0, r.describe()
+    challenge = last_line(r)
+    right = respond(d, secret, challenge)
+    r = d.ctl("offline-code", "enter", right, user=user)
+    assert r.code == 77 and "5 wrong offline codes in a row: try again in" in r.err, r.describe()
     # Never a wipe, whatever retry_limit says: the data and everything outside are there.
     assert d.state_of(user) == "active"
     assert (vault / "link-out").is_symlink() and fingerprint(d.outside) == canaries
     assert "wipe" not in kinds(d, user) and "wipe-started" not in kinds(d, user)
 
     # After the back-off the right response still answers its challenge, once.
-    time.sleep(2.2)
+    time.sleep(3.2)
     r = d.ctl("offline-code", "enter", right, user=user)
     assert r.code == 0 and "offline lease extended" in last_line(r), r.describe() + d.log_tail()
     reg = d.registration(user)
