@@ -36,8 +36,9 @@ let package = Package(
         ),
         // Filesystem calls Swift cannot make directly (statx mount ids, inode-flag ioctls, syncfs).
         .systemLibrary(name: "CLockwipeFS"),
-        // The pure policy core: no I/O, no clock reads, no globals.
-        .target(name: "LockwipeCore"),
+        // The pure policy core: no I/O, no clock reads, no globals. swift-crypto's Crypto for
+        // the offline codes' HKDF and HMAC (pure computation).
+        .target(name: "LockwipeCore", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // systemd integration: journal log handler, sd_notify, socket activation, peer credentials.
         .target(
             name: "LockwipeSystemd",

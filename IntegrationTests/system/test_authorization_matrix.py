@@ -73,6 +73,16 @@ MATRIX = [
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Wipe", {"all": True},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    # Offline codes (not provisioned here: an allowed challenge fails with ActionFailed;
+    # an allowed code finds no outstanding challenge, ActionFailed too).
+    ("io.lockwipe.Manager.OfflineCodeChallenge", {"user": "{user}"},
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
+    ("io.lockwipe.Manager.OfflineCodeEnter", {"user": "{user}", "code": "22222-22222"},
+     dict(root=OK, admin=OK, self=OK, other=DENIED, ghost=DENIED)),
+    # Allowed for administrators, who are then told the key is not for this machine.
+    ("io.lockwipe.Manager.ProvisionOfflineCodes", {"machine": "0000000000", "machine_key": "00" * 32},
+     dict(root="error org.varlink.service.InvalidParameter", admin="error org.varlink.service.InvalidParameter",
+          self=DENIED, other=DENIED, ghost=DENIED)),
 ]
 
 CLIENT = textwrap.dedent("""

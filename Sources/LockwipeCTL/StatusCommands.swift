@@ -56,6 +56,10 @@ struct Status: ParsableCommand {
         print(
             "Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
                 + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
+        if let codes = report.offlineCodes {
+            let machine = codes.machine.map { $0.contains(" ") ? " (\($0))" : " (machine \($0))" } ?? ""
+            print("Offline codes: \(codes.provisioned ? "provisioned" : "not provisioned")\(machine)")
+        }
         if report.registrations.isEmpty {
             print("No registrations.")
         } else {

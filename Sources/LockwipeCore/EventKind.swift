@@ -20,6 +20,12 @@ public enum EventKind: String, Sendable, CaseIterable {
     case lockFailed = "lock-failed"
     case lockLifted = "lock-lifted"
     case lockRecorded = "lock-recorded"
+    /// An offline-code challenge was issued (docs/offline-codes.md).
+    case offlineCodeChallenge = "offline-code-challenge"
+    /// A helpdesk's response was accepted: what its challenge asked was done.
+    case offlineCodeAccepted = "offline-code-accepted"
+    /// A response was refused (wrong, for no outstanding challenge, or inside the back-off).
+    case offlineCodeRefused = "offline-code-refused"
     case passcodeChanged = "passcode-changed"
     case passcodeSet = "passcode-set"
     case register

@@ -98,4 +98,17 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// An offline lease was refused (past `[offline_codes] max_lease_days`, or already
     /// over): the policy in force is unchanged.
     case leaseRefused = "6090f04e397c47c8a78e5dc4cc4c09df"
+
+    /// An offline-code challenge was issued for a registration (docs/offline-codes.md).
+    case offlineCodeChallenge = "9d044ce2e23a4d8e955fd6e380ece4d8"
+
+    /// A helpdesk's response to an offline-code challenge was accepted and done.
+    case offlineCodeAccepted = "e18b5ef7bf8b4b9b8e8bc58bf58636bd"
+
+    /// An offline-code response was refused: wrong, without an outstanding challenge, or
+    /// inside the back-off after wrong ones. It never counts toward retry_limit.
+    case offlineCodeRefused = "3cc3f7123d074828a313f128b6417438"
+
+    /// This machine's offline-code key was stored (provisioned) or replaced.
+    case offlineCodesProvisioned = "51a9f4f7c87f4366bc4766a301aad30f"
 }

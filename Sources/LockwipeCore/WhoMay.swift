@@ -8,7 +8,9 @@
 /// - unlock, set a passcode: administrators; a user her own registration (unlock: never a
 ///   vault with a permission lock). What an unlock then needs depends on how the vault was
 ///   locked, which only the registration's turn can read race-free: `UnlockRule`.
-/// - register, set credentials, unregister: administrators only.
+/// - ask for an offline-code challenge, enter its response (`offlineCode`): administrators;
+///   a user her own registration (naming none: her single one, as a lock).
+/// - register, set credentials, unregister, provision offline codes: administrators only.
 /// - read the history or a certificate: administrators everything; a user what was
 ///   recorded for her own registrations (`Ownership.mayReadHistory`, `ownsRecord`).
 ///
@@ -17,6 +19,7 @@
 public enum WhoMay {
     public enum Verb: String, CaseIterable, Sendable {
         case lock, previewWipe, wipe, unlock, setPasscode, checkIn, register, setCredentials, unregister, readHistory, readCertificate
+        case offlineCode, provisionOfflineCodes
     }
 
     /// The caller, as the kernel says (SO_PEERCRED) and NSS names it.
@@ -121,6 +124,8 @@ public enum WhoMay {
         case .unregister: return administrators(r, "unregister users")
         case .readHistory: return readHistory(r)
         case .readCertificate: return readCertificate(r)
+        case .offlineCode: return oneOwnOrAdmin(r, verb: "ask for offline codes for")
+        case .provisionOfflineCodes: return administrators(r, "provision offline codes")
         }
     }
 
@@ -172,6 +177,16 @@ public enum WhoMay {
         guard r.own.count == 1 else {
             return .refused(
                 Refusal(.invalidParameter("user"), "you have \(r.own.count) registrations (\(r.own.joined(separator: ", "))): name the one to lock"))
+        }
+        return .allowed(.user(first))
+    }
+
+    /// A user naming nobody means her one registration; an administrator must name one.
+    static func oneOwnOrAdmin(_ r: Request, verb: String) -> Decision {
+        guard r.user == nil, !r.caller.isAdmin else { return ownOrAdmin(r, verb: verb) }
+        guard let first = r.own.first else { return notHers(r, verb: verb) }
+        guard r.own.count == 1 else {
+            return .refused(Refusal(.invalidParameter("user"), "you have \(r.own.count) registrations (\(r.own.joined(separator: ", "))): name one"))
         }
         return .allowed(.user(first))
     }

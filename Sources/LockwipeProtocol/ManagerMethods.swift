@@ -8,6 +8,10 @@ public enum ManagerMethods {
     public static let getStatus = VarlinkMethod<StatusRequest, StatusReport>(
         interface, "GetStatus",
         """
+        # Whether this machine answers offline codes (docs/offline-codes.md), and the machine
+        # id they carry (or why the stored key is not usable).
+        type OfflineCodes (provisioned: bool, machine: ?string)
+
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
         # gate (login_gate: true), which gets StartingUp until the pass has ended.
@@ -17,7 +21,8 @@ public enum ManagerMethods {
           policy: PolicyInfo,
           registrations: []Registration,
           warnings: []string,
-          starting_up: ?bool
+          starting_up: ?bool,
+          offline_codes: ?OfflineCodes
         )
         """)
     public static let getPolicy = VarlinkMethod<NoParameters, PolicyInfo>(
@@ -129,9 +134,37 @@ public enum ManagerMethods {
         # Without user: every registration (administrators), or the caller's own.
         method CheckIn(user: ?string) -> (results: []ActionResult)
         """)
+    public static let offlineCodeChallenge = VarlinkMethod<OfflineCodeChallengeRequest, OfflineCodeChallengeReply>(
+        interface, "OfflineCodeChallenge",
+        """
+        # A new single-use challenge for the helpdesk (docs/offline-codes.md): to lift the
+        # registration's lock, or with extend_days to extend its offline lease. It replaces
+        # the registration's previous one. Without user: the caller's own registration.
+        method OfflineCodeChallenge(user: ?string, extend_days: ?int) -> (
+          user: string,
+          challenge: string,
+          machine: string,
+          request: string
+        )
+        """)
+    public static let offlineCodeEnter = VarlinkMethod<OfflineCodeEnterRequest, ActionReply>(
+        interface, "OfflineCodeEnter",
+        """
+        # The helpdesk's response to the registration's outstanding challenge: does what it
+        # asked, once. Wrong responses back off as wrong passcodes do and never wipe.
+        method OfflineCodeEnter(user: ?string, code: string) -> (results: []ActionResult)
+        """)
+    public static let provisionOfflineCodes = VarlinkMethod<ProvisionOfflineCodesRequest, ProvisionOfflineCodesReply>(
+        interface, "ProvisionOfflineCodes",
+        """
+        # Stores this machine's offline-code key (hex), derived from the fleet secret for
+        # machine (its id in the challenges); root-only, never shown or logged.
+        method ProvisionOfflineCodes(machine: string, machine_key: string) -> (machine: string, detail: string)
+        """)
     /// Every method of the interface, in the order of its description.
     public static let all: [any VarlinkMethodDeclaration] = [
         getStatus, getPolicy, getHistory, getCertificate, lock, unlock, setPasscode, wipe, previewWipe, register, setCredentials, unregister, checkIn,
+        offlineCodeChallenge, offlineCodeEnter, provisionOfflineCodes,
     ]
 }
 
@@ -174,4 +207,9 @@ extension VarlinkMethod {
     public static var setCredentials: VarlinkMethod<CredentialsRequest, ActionReply> { ManagerMethods.setCredentials }
     public static var unregister: VarlinkMethod<UserParameter, ActionReply> { ManagerMethods.unregister }
     public static var checkIn: VarlinkMethod<UserFilter, ActionReply> { ManagerMethods.checkIn }
+    public static var offlineCodeChallenge: VarlinkMethod<OfflineCodeChallengeRequest, OfflineCodeChallengeReply> { ManagerMethods.offlineCodeChallenge }
+    public static var offlineCodeEnter: VarlinkMethod<OfflineCodeEnterRequest, ActionReply> { ManagerMethods.offlineCodeEnter }
+    public static var provisionOfflineCodes: VarlinkMethod<ProvisionOfflineCodesRequest, ProvisionOfflineCodesReply> {
+        ManagerMethods.provisionOfflineCodes
+    }
 }

@@ -12,9 +12,12 @@ public struct StatusReport: Codable, Sendable, Equatable {
     /// show what it has done so far, and other requests are refused (`StartingUp`).
     /// Absent once it has ended.
     public var startingUp: Bool?
+    /// Whether offline codes are provisioned (administrators only; absent for others).
+    public var offlineCodes: OfflineCodesInfo?
 
     public init(
-        version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String], startingUp: Bool? = nil
+        version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String], startingUp: Bool? = nil,
+        offlineCodes: OfflineCodesInfo? = nil
     ) {
         self.version = version
         self.server = server
@@ -22,6 +25,7 @@ public struct StatusReport: Codable, Sendable, Equatable {
         self.registrations = registrations
         self.warnings = warnings
         self.startingUp = startingUp
+        self.offlineCodes = offlineCodes
     }
 }
 

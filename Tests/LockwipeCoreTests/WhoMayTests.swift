@@ -84,6 +84,23 @@ struct WhoMayTests {
             .setPasscode, .init(caller: alice, user: "bob", named: bobsRegistration, own: ["alice"]), refused("you may only set the passcode of your own registration"),
             "another's"),
         Row(.setPasscode, .init(caller: alice, user: "nobody", own: ["alice"]), refused("you may only set the passcode of your own registration"), "an unregistered name"),
+        // Offline codes: a user her own registration, permission lock included (the
+        // helpdesk's response stands for an administrator); provisioning: administrators.
+        Row(.offlineCode, .init(caller: alice, user: "alice", named: alicePermissions, own: ["alice"]), .allowed(.user("alice")), "her own permission lock"),
+        Row(.offlineCode, .init(caller: alice, own: ["alice"]), .allowed(.user("alice")), "naming none: her single own registration"),
+        Row(
+            .offlineCode, .init(caller: alice, own: ["alice", "alice-work"]), invalid("you have 2 registrations (alice, alice-work): name one"),
+            "naming none with two of her own"),
+        Row(.offlineCode, .init(caller: carol), noRegistration("ask for offline codes for"), "naming none without a registration"),
+        Row(
+            .offlineCode, .init(caller: alice, user: "bob", named: bobsRegistration, own: ["alice"]),
+            refused("you may only ask for offline codes for your own registration"), "another's"),
+        Row(.offlineCode, .init(caller: root, user: "bob"), .allowed(.user("bob")), "an administrator"),
+        Row(.offlineCode, .init(caller: root), invalid("give a user"), "an administrator naming none"),
+        Row(.provisionOfflineCodes, .init(caller: root), .allowed(.user("")), "an administrator"),
+        Row(
+            .provisionOfflineCodes, .init(caller: alice, own: ["alice"]), refused("only root and members of the admin group may provision offline codes"),
+            "a user"),
         // Check in.
         Row(.checkIn, .init(caller: root), .allowed(.all), "an administrator naming none: all"),
         Row(.checkIn, .init(caller: root, user: "bob"), .allowed(.user("bob")), "an administrator"),

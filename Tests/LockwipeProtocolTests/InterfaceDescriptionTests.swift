@@ -216,6 +216,10 @@ import Testing
         # comm: the client's /proc/PID/comm when it connected (any process may choose it).
         type EventRequester (uid: int, pid: int, comm: ?string)
 
+        # Whether this machine answers offline codes (docs/offline-codes.md), and the machine
+        # id they carry (or why the stored key is not usable).
+        type OfflineCodes (provisioned: bool, machine: ?string)
+
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
         # gate (login_gate: true), which gets StartingUp until the pass has ended.
@@ -225,7 +229,8 @@ import Testing
           policy: PolicyInfo,
           registrations: []Registration,
           warnings: []string,
-          starting_up: ?bool
+          starting_up: ?bool,
+          offline_codes: ?OfflineCodes
         )
 
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
@@ -300,6 +305,24 @@ import Testing
 
         # Without user: every registration (administrators), or the caller's own.
         method CheckIn(user: ?string) -> (results: []ActionResult)
+
+        # A new single-use challenge for the helpdesk (docs/offline-codes.md): to lift the
+        # registration's lock, or with extend_days to extend its offline lease. It replaces
+        # the registration's previous one. Without user: the caller's own registration.
+        method OfflineCodeChallenge(user: ?string, extend_days: ?int) -> (
+          user: string,
+          challenge: string,
+          machine: string,
+          request: string
+        )
+
+        # The helpdesk's response to the registration's outstanding challenge: does what it
+        # asked, once. Wrong responses back off as wrong passcodes do and never wipe.
+        method OfflineCodeEnter(user: ?string, code: string) -> (results: []ActionResult)
+
+        # Stores this machine's offline-code key (hex), derived from the fleet secret for
+        # machine (its id in the challenges); root-only, never shown or logged.
+        method ProvisionOfflineCodes(machine: string, machine_key: string) -> (machine: string, detail: string)
 
         error NotPermitted (reason: string)
 

@@ -1,7 +1,7 @@
 import GRDB
 import LockwipeCore
 
-/// Offline leases (`OfflineLease`, `v13-offline-lease`): one per registration, the last
+/// Offline leases (`OfflineLease`, `v15-offline-lease`): one per registration, the last
 /// one granted, kept after it ended (status shows when it did).
 extension StateStore {
     /// The lease stored in a `registrations` row, if any. A source this lockwiped does not

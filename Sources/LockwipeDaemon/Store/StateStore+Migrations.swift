@@ -259,6 +259,23 @@ extension StateStore {
                     ALTER TABLE registrations ADD COLUMN lease_refused TEXT;
                     """)
         }
+        // Offline codes (issue 30): the machine's challenge counter, and per registration
+        // its outstanding challenge and wrong responses in a row (StateStore+OfflineCodes).
+        m.registerMigration("v16-offline-codes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE offline_code_counter (id INTEGER PRIMARY KEY CHECK (id = 1), next INTEGER NOT NULL);
+                    CREATE TABLE offline_codes (
+                        user TEXT PRIMARY KEY,
+                        registration_id TEXT NOT NULL,
+                        counter INTEGER,
+                        days INTEGER NOT NULL DEFAULT 0,
+                        issued_at INTEGER,
+                        failures INTEGER NOT NULL DEFAULT 0,
+                        failed_at INTEGER
+                    );
+                    """)
+        }
         return m
     }
 

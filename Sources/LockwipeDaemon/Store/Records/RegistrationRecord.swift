@@ -38,7 +38,7 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var vaultError: String?
     /// The threshold last warned about (`OfflineWarning.threshold`), nil before any warning.
     public var warnedThreshold: String?
-    /// The offline lease granted last (`v13-offline-lease`), in force or ended; nil: none.
+    /// The offline lease granted last (`v15-offline-lease`), in force or ended; nil: none.
     public var lease: OfflineLease?
     /// Why the lease the policy server asks for was refused (past `max_lease_days`), while
     /// it keeps asking for it; nil otherwise.

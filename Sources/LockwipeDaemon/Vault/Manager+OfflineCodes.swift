@@ -1,0 +1,337 @@
+import Foundation
+import LockwipeBase
+import LockwipeCore
+import LockwipeProtocol
+import Logging
+
+/// Offline codes (docs/offline-codes.md): a challenge for the helpdesk, its response
+/// entered once, and the machine's key. The encoding and the key derivation are
+/// `OfflineCode`'s (LockwipeCore); what a response may lift is `PolicyLockLift`'s, with
+/// proof `.offlineCode`; the lift itself is the server contact's (`unlockAfterContact`),
+/// and the lease that comes with it `grantLease`'s. Wrong responses back off as wrong
+/// passcodes do (`PasscodeBackoff`) and never count toward `retry_limit`.
+extension Manager {
+    var offlineCodeKeyFile: OfflineCodeKeyFile { OfflineCodeKeyFile(stateDirectory: paths.stateDirectory) }
+
+    /// Whether offline codes are provisioned, for `status` (a key that cannot be read, or was
+    /// derived for another machine id, is said so in `machine`'s place).
+    public func offlineCodesInfo() async -> OfflineCodesInfo {
+        let file = offlineCodeKeyFile
+        do {
+            let (stored, machine) = try await BlockingPool.run { (try file.load()?.machine, try? OfflineCodeKeyFile.thisMachine()) }
+            guard let stored else { return OfflineCodesInfo(provisioned: false, machine: machine.map(OfflineCode.hex(machine:))) }
+            guard stored == machine else {
+                return OfflineCodesInfo(
+                    provisioned: false,
+                    machine:
+                        "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(machine.map(OfflineCode.hex(machine:)) ?? "unknown")): provision again"
+                )
+            }
+            return OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: stored))
+        } catch {
+            return OfflineCodesInfo(provisioned: false, machine: "cannot read \(file.path): \(ErrorWords.of(error))")
+        }
+    }
+
+    // MARK: Provision
+
+    /// Stores this machine's key (derived by the caller from the fleet secret for `machine`).
+    public func provisionOfflineCodes(machine: String, machineKey: String, by caller: Caller) async throws -> ProvisionOfflineCodesReply {
+        guard let key = Self.bytes(hex: machineKey), key.count == 32 else {
+            throw ManagerError.invalidParameter("machine_key", reason: "the machine key must be 32 bytes in hex (64 hex digits)")
+        }
+        let this: UInt64
+        do {
+            this = try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine() }
+        } catch {
+            throw ManagerError.actionFailed("offline codes cannot be provisioned: \(ErrorWords.of(error))")
+        }
+        guard machine.lowercased() == OfflineCode.hex(machine: this) else {
+            throw ManagerError.invalidParameter(
+                "machine", reason: "the key was derived for machine \(machine), but this machine is \(OfflineCode.hex(machine: this)) (from /etc/machine-id)")
+        }
+        let file = offlineCodeKeyFile
+        let replaced: Bool
+        do {
+            replaced = try await BlockingPool.run {
+                let had = (try? file.load()) != nil
+                try file.store(.init(machine: this, key: key))
+                return had
+            }
+        } catch {
+            throw ManagerError.actionFailed("cannot store the offline-code key in \(file.path): \(ErrorWords.of(error))")
+        }
+        let detail = (replaced ? "offline-code key replaced" : "offline codes provisioned") + " for machine \(OfflineCode.hex(machine: this)); the fleet secret was not stored"
+        logger.notice(
+            "\(detail)",
+            metadata: [
+                "message_id": MessageID.offlineCodesProvisioned.metadata, "machine": .string(OfflineCode.hex(machine: this)),
+                "peer_uid": "\(caller.credentials.uid)",
+            ])
+        return ProvisionOfflineCodesReply(machine: OfflineCode.hex(machine: this), detail: detail)
+    }
+
+    // MARK: Challenge
+
+    /// A new challenge for `user` (replacing her outstanding one): to lift her lock
+    /// (`extendDays` nil), or to extend her offline lease by `extendDays`.
+    public func offlineCodeChallenge(user: String, extendDays: Int?, by caller: Caller) async throws -> OfflineCodeChallengeReply {
+        let maxDays = min(configuration.offlineCodes.maxLeaseDays, OfflineCode.maxDays)
+        if let days = extendDays, days < 1 || days > maxDays {
+            throw ManagerError.invalidParameter(
+                "extend_days", reason: "an extension of \(days) day\(days == 1 ? "" : "s") is refused: it must be 1 to \(maxDays) days ([offline_codes] max_lease_days)")
+        }
+        let provisioned = await offlineCodesInfo()
+        guard provisioned.provisioned, let machineHex = provisioned.machine, let machine = UInt64(machineHex, radix: 16) else {
+            throw ManagerError.actionFailed(
+                "offline codes are not provisioned on this machine"
+                    + (provisioned.machine.map { $0.contains(" ") ? " (\($0))" : "" } ?? "")
+                    + ": an administrator runs lockwipectl offline-code provision --fleet-key-file FILE")
+        }
+        let request: OfflineCode.Request = extendDays.map { .extend(days: $0) } ?? .lift
+        return try await registration(named: user).withTurn { turn in
+            let r = turn.record
+            guard !r.state.isWipeCommitted else {
+                throw ManagerError.wrongState(user: user, current: r.state, reason: "\(user) is \(r.state.rawValue): an offline code cannot undo a wipe")
+            }
+            if request == .lift, let why = Self.nothingToLift(r) { throw ManagerError.actionFailed(why) }
+            let now = clock.now().wall
+            let registrationBits = OfflineCode.registrationBits(ofID: r.id)
+            let detailWithout = "challenge to \(request) by \(Self.who(caller))"
+            var challenge = OfflineCode.Challenge(machine: machine, registration: registrationBits, request: request, counter: 0)
+            let template = event(user, .offlineCodeChallenge, Self.trigger(caller), detailWithout, at: now)
+            let counter: UInt32
+            do {
+                counter = try await store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, at: now) { [challenge] counter in
+                    var c = challenge
+                    c.counter = counter
+                    var e = template
+                    e.detail = "\(detailWithout): \(c.text) (counter \(counter))"
+                    return e
+                }
+            } catch {
+                throw stateFailure(user, "the offline-code challenge", error)
+            }
+            challenge.counter = counter
+            var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: detailWithout, id: .offlineCodeChallenge)
+            meta["request"] = .string(request.description)
+            meta["challenge"] = .string(challenge.text)
+            meta["counter"] = "\(counter)"
+            meta["machine"] = .string(machineHex)
+            meta["peer_uid"] = "\(caller.credentials.uid)"
+            logger.notice("offline-code challenge for \(user): \(request)", metadata: meta)
+            return OfflineCodeChallengeReply(user: user, challenge: challenge.text, machine: machineHex, request: request.description)
+        }
+    }
+
+    // MARK: Enter
+
+    /// The helpdesk's response to `user`'s outstanding challenge: does what it asked, once.
+    public func offlineCodeEnter(user: String, code: String, by caller: Caller) async throws -> ActionResult {
+        let result = try await registration(named: user).withTurn { turn in
+            try await offlineCodeEnter(in: turn, code: code, by: caller)
+        }
+        await reschedule()
+        return result
+    }
+
+    private func offlineCodeEnter(in turn: borrowing RegistrationTurn, code: String, by caller: Caller) async throws -> ActionResult {
+        let r = turn.record
+        let user = r.user
+        let now = clock.now().wall
+        let trigger = Self.trigger(caller)
+        guard let row = try await readOrFail(user, { try await self.store.offlineChallenge(user, registrationID: r.id) }), let counter = row.counter else {
+            try await refuse(
+                r, caller, "no challenge is outstanding for \(user) (it was used, or none was asked): ask for one with lockwipectl offline-code challenge",
+                as: ManagerError.actionFailed)
+        }
+        if let at = PasscodeBackoff.standard.retryAt(failures: row.failures, lastFailure: row.failedAt, now: now) {
+            try await refuse(
+                r, caller,
+                "\(row.failures) wrong offline codes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); this code was not tried and does not count",
+                failures: row.failures)
+        }
+        let canonical: String
+        do {
+            canonical = try OfflineCode.readResponse(code)
+        } catch {
+            // A code that does not read cannot be right: it is not tried and not counted.
+            try await refuse(r, caller, "the code does not read: \(error.description)", failures: row.failures) {
+                ManagerError.invalidParameter("code", reason: $0)
+            }
+        }
+        let stored: OfflineCodeKeyFile.Contents?
+        let this: UInt64
+        do {
+            let file = offlineCodeKeyFile
+            (stored, this) = try await BlockingPool.run { (try file.load(), try OfflineCodeKeyFile.thisMachine()) }
+        } catch {
+            throw ManagerError.actionFailed("offline codes cannot be checked: \(ErrorWords.of(error))")
+        }
+        guard let stored, stored.machine == this else {
+            throw ManagerError.actionFailed("offline codes are not provisioned on this machine: an administrator runs lockwipectl offline-code provision --fleet-key-file FILE")
+        }
+        let request: OfflineCode.Request = row.days == 0 ? .lift : .extend(days: row.days)
+        let challenge = OfflineCode.Challenge(machine: this, registration: OfflineCode.registrationBits(ofID: r.id), request: request, counter: counter)
+        guard OfflineCode.accepts(canonical, challenge: challenge, machineKey: stored.key) else {
+            let count: Int
+            do {
+                let template = event(user, .offlineCodeRefused, trigger, "", at: now)
+                let wrong = "wrong offline code from \(Self.who(caller)) for \(challenge.text)"
+                count = try await store.recordOfflineCodeFailure(user, registrationID: r.id, at: now) { count in
+                    var e = template
+                    e.detail = "\(wrong) (\(count) in a row)"
+                    return e
+                }
+            } catch {
+                throw stateFailure(user, "the offline code (a wrong code was given and could not be counted)", error)
+            }
+            let wait = PasscodeBackoff.standard.delay(afterFailures: count)
+            logRefusal(r, caller, "wrong offline code", failures: count, challenge: challenge.text)
+            throw ManagerError.notPermitted(
+                "wrong offline code for \(challenge.text) (\(count) in a row"
+                    + (wait > 0 ? "; the next attempt is allowed in \(wait) s" : "") + "); wrong codes never wipe: check what was read out, or ask for a new challenge")
+        }
+        // Right: the challenge is used up first, so that no failure below leaves it usable twice.
+        let accepted = "offline code for \(challenge.text) (\(request)) accepted from \(Self.who(caller))"
+        let used: Bool
+        do {
+            used = try await store.useOfflineChallenge(user, registrationID: r.id, counter: counter, event: event(user, .offlineCodeAccepted, trigger, accepted, at: now))
+        } catch {
+            throw stateFailure(user, "the offline code", error)
+        }
+        guard used else { try await refuse(r, caller, "the challenge \(challenge.text) was used meanwhile", as: ManagerError.actionFailed) }
+        var meta = journalFields(r, action: "offline-code", trigger: trigger, reason: accepted, id: .offlineCodeAccepted)
+        meta["request"] = .string(request.description)
+        meta["challenge"] = .string(challenge.text)
+        meta["counter"] = "\(counter)"
+        meta["peer_uid"] = "\(caller.credentials.uid)"
+        logger.notice("\(accepted)", metadata: meta)
+        let requester = "the helpdesk's code entered by \(Self.who(caller))"
+        switch request {
+        case .extend(let days):
+            let lease = try await grantLease(
+                until: now + Int64(days) * OfflineLease.day, source: .offlineCode, reference: challenge.text, requester: requester, in: turn)
+            return ActionResult(
+                user: user, action: "offline-code", state: turn.record.state, detail: "offline lease extended: offline until \(Timestamp.iso(lease.until))")
+        case .lift:
+            return try await liftWithOfflineCode(in: turn, challenge: challenge.text, requester: requester, caller: caller)
+        }
+    }
+
+    /// Lifts `turn`'s policy lock (`PolicyLockLift`, proof `.offlineCode`), as a server
+    /// contact does, and grants the lease of `unlock_lease_days` that comes with it.
+    private func liftWithOfflineCode(in turn: borrowing RegistrationTurn, challenge: String, requester: String, caller: Caller) async throws -> ActionResult {
+        let r = turn.record
+        let user = r.user
+        var opens = r.protection != .encrypted
+        if !opens, let key = try await readOrFail(user, { try await self.store.vaultKey(user) }) { opens = key.wrapped.wrapping == .machine }
+        // The setting and `liftable` do not change what an offline code does.
+        let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)
+        let now = clock.now().wall
+        let reason = "lifted with the helpdesk's offline code for \(challenge), entered by \(Self.who(caller))"
+        var detail: String
+        var state = r.state
+        switch PolicyLockLift.decide(lock, proof: .offlineCode, setting: .atLogin, opens: opens) {
+        case .notAPolicyLock, .stays, .becomesLiftable:
+            throw ManagerError.actionFailed("the code was right but there is nothing to lift: \(Self.nothingToLift(r) ?? "\(user) is \(r.state.rawValue)")")
+        case .lift:
+            do {
+                guard try await unlockAfterContact(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
+            } catch {
+                throw failure(user, "unlock", error)
+            }
+            do {
+                try await store.commitUnlock(user, clock: nil, event: event(user, .unlock, Self.trigger(caller), reason, at: now))
+            } catch {
+                throw stateFailure(user, "unlock", error)
+            }
+            var meta = journalFields(r, action: "unlock", trigger: Self.trigger(caller), reason: reason, id: .unlocked)
+            meta["peer_uid"] = "\(caller.credentials.uid)"
+            logger.notice("unlocked \(user): \(reason)", metadata: meta)
+            detail = "unlocked with the offline code"
+            state = .active
+        case .handBack:
+            let handed = reason + "; the vault stays locked until its passcode is given (lockwipectl unlock)"
+            do {
+                try await store.handBackLock(user, event: event(user, .lockLifted, Self.trigger(caller), handed, at: now))
+            } catch {
+                throw stateFailure(user, "unlock", error)
+            }
+            logger.notice("\(user): \(handed)", metadata: journalFields(r, action: "unlock", trigger: Self.trigger(caller), reason: handed, id: .unlocked))
+            detail = "the policy lock was lifted with the offline code; unlock the vault with its passcode (lockwipectl unlock)"
+        }
+        try await turn.refresh()
+        let days = configuration.offlineCodes.unlockLeaseDays
+        if days > 0 {
+            do {
+                let lease = try await grantLease(
+                    until: now + Int64(days) * OfflineLease.day, source: .offlineCode, reference: challenge, requester: requester, in: turn)
+                detail += "; offline until \(Timestamp.iso(lease.until))"
+            } catch {
+                detail += "; the offline lease that comes with it FAILED: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
+            }
+        }
+        return ActionResult(user: user, action: "offline-code", state: state, detail: detail)
+    }
+
+    // MARK: Helpers
+
+    /// Why there is no lock for an offline code to lift in `r`, or nil when there is one.
+    static func nothingToLift(_ r: RegistrationRecord) -> String? {
+        let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)
+        if lock.isPolicyLock { return nil }
+        guard r.state.isLockCommitted else { return "\(r.user) is \(r.state.rawValue), not locked: an offline code lifts a lock (ask with --extend DAYS for a lease)" }
+        return "the lock of \(r.user) was set by \(r.lockTrigger?.rawValue ?? "an unknown trigger"), not by the policy server or the offline policy: "
+            + "an offline code lifts only those (the passcode or an administrator lifts this one)"
+    }
+
+    static func trigger(_ caller: Caller) -> Trigger { caller.isAdmin ? .admin : .user }
+
+    static func who(_ caller: Caller) -> String {
+        "\(caller.userName ?? "uid \(caller.credentials.uid)") (uid \(caller.credentials.uid))"
+    }
+
+    private func readOrFail<T>(_ user: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            throw stateFailure(user, "the offline code", error)
+        }
+    }
+
+    /// Records a refused code (history and journal) and throws the refusal; nothing is counted.
+    private func refuse(
+        _ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil, as error: (String) -> ManagerError = ManagerError.notPermitted
+    ) async throws -> Never {
+        do {
+            try await store.append(event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
+        } catch {
+            throw stateFailure(r.user, "the offline code", error)
+        }
+        logRefusal(r, caller, why, failures: failures, challenge: nil)
+        throw error(why)
+    }
+
+    private func logRefusal(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int?, challenge: String?) {
+        var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: why, id: .offlineCodeRefused)
+        meta["peer_uid"] = "\(caller.credentials.uid)"
+        if let failures { meta["failed_attempts"] = "\(failures)" }
+        if let challenge { meta["challenge"] = .string(challenge) }
+        logger.warning("offline code for \(r.user) refused: \(why)", metadata: meta)
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let chars = Array(hex.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let b = UInt8(String(decoding: chars[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(b)
+            i += 2
+        }
+        return out
+    }
+}
