@@ -69,7 +69,7 @@ struct PamAccount: ParsableCommand {
             among: report.registrations.filter { $0.uid == uid || $0.user == canonical }.map {
                 LoginGate.Registration(
                     user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked,
-                    warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) })
+                    warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) }, liftable: $0.lockLiftable == true)
             })
         if let message = decision.message { print(message) }
         if !decision.allowed {

@@ -95,6 +95,9 @@ struct Status: ParsableCommand {
                             + Terminal.yellow(
                                 "warning: \(w.action == .lock ? "LOCKS" : "WIPES") \(relative(w.at)) (\(w.at)) unless this machine checks in with the policy server"))
                 }
+                if let waits = r.lockWaitsFor {
+                    print("\(r.user): " + (r.lockLiftable == true ? "lock liftable: " : "lock waits for: ") + waits)
+                }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
                 if let e = r.vaultError {

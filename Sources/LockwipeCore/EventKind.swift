@@ -13,6 +13,9 @@ public enum EventKind: String, Sendable, CaseIterable {
     case lock
     case lockFailed = "lock-failed"
     case lockLifted = "lock-lifted"
+    /// A contact with the policy server made its or the offline lock liftable
+    /// (`[lock] lift_after_contact = "at-login"`): the user's login or passcode lifts it.
+    case lockLiftable = "lock-liftable"
     case lockRecorded = "lock-recorded"
     case passcodeChanged = "passcode-changed"
     case passcodeSet = "passcode-set"

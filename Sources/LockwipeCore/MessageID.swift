@@ -73,4 +73,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// One read or write of the state database failed (a full disk, an I/O error) where
     /// lockwiped carries on: the entry names what was not read or recorded and what follows.
     case stateUnavailable = "bff7f4931dfc4028b2fbfb40b853a776"
+
+    /// A contact with the policy server made a server or offline lock liftable
+    /// (`[lock] lift_after_contact = "at-login"`): it waits for its user's login.
+    case lockLiftable = "2f5afe7a15e544cbb068d5de8094d6c6"
+
+    /// A liftable lock was lifted at its user's login (the PAM auth stack handed the
+    /// password on: `lockwipectl pam-auth`).
+    case liftedAtLogin = "d197bcd72b20435092c745e4ee7c5ffd"
 }

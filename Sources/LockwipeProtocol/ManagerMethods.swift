@@ -129,9 +129,19 @@ public enum ManagerMethods {
         # Without user: every registration (administrators), or the caller's own.
         method CheckIn(user: ?string) -> (results: []ActionResult)
         """)
+    public static let liftAtLogin = VarlinkMethod<LoginLiftRequest, ActionReply>(
+        interface, "LiftAtLogin",
+        """
+        # The PAM auth stack (lockwipectl pam-auth) hands on the password the user with this
+        # uid just logged in with: a server or offline lock a contact made liftable is lifted,
+        # an encrypted vault whose passcode is that password opened. Root only; a wrong
+        # password never counts toward retry_limit. One result per registration of the uid.
+        method LiftAtLogin(uid: int, password: string) -> (results: []ActionResult)
+        """)
     /// Every method of the interface, in the order of its description.
     public static let all: [any VarlinkMethodDeclaration] = [
         getStatus, getPolicy, getHistory, getCertificate, lock, unlock, setPasscode, wipe, previewWipe, register, setCredentials, unregister, checkIn,
+        liftAtLogin,
     ]
 }
 
@@ -174,4 +184,5 @@ extension VarlinkMethod {
     public static var setCredentials: VarlinkMethod<CredentialsRequest, ActionReply> { ManagerMethods.setCredentials }
     public static var unregister: VarlinkMethod<UserParameter, ActionReply> { ManagerMethods.unregister }
     public static var checkIn: VarlinkMethod<UserFilter, ActionReply> { ManagerMethods.checkIn }
+    public static var liftAtLogin: VarlinkMethod<LoginLiftRequest, ActionReply> { ManagerMethods.liftAtLogin }
 }

@@ -29,6 +29,7 @@ extension ControlServer {
         .manager(ManagerMethods.setCredentials) { try await $0.setCredentials($1, caller: $2) },
         .manager(ManagerMethods.unregister) { try await $0.unregister($1, caller: $2) },
         .manager(ManagerMethods.checkIn) { try await $0.checkIn($1, caller: $2) },
+        .manager(ManagerMethods.liftAtLogin) { try await $0.liftAtLogin($1, caller: $2) },
     ])
 
     /// Answers one call: a lookup of its method in `bindings`.
@@ -54,7 +55,7 @@ extension ControlServer {
     ) async throws -> WhoMay.Targets {
         var request = WhoMay.Request(
             caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
-        if !caller.isAdmin, ![.register, .setCredentials, .unregister].contains(verb) {
+        if !caller.isAdmin, ![.register, .setCredentials, .unregister, .liftAtLogin].contains(verb) {
             if let name = namedRegistration ?? user, let r = try await manager.registration(name) {
                 request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)
             }

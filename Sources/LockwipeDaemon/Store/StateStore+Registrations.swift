@@ -84,6 +84,7 @@ extension StateStore {
             record.identities = identities[name] ?? []
             record.vaultError = row["vault_error"]
             record.warnedThreshold = row["warned_threshold"]
+            record.lockLiftable = row["lock_liftable"]
             return record
         }
     }

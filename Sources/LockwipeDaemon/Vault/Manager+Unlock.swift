@@ -15,7 +15,7 @@ extension Manager {
     func unlockRequest(_ r: RegistrationRecord, _ caller: Caller) -> UnlockRule.Request {
         UnlockRule.Request(
             user: r.user, byAdmin: caller.isAdmin, protection: r.protection, state: r.state, lockTrigger: r.lockTrigger,
-            serverConfigured: configuration.server.isConfigured)
+            serverConfigured: configuration.server.isConfigured, liftable: r.lockLiftable)
     }
 
     /// A user unlocking their own vault after a server or offline lock: one check-in
@@ -113,7 +113,7 @@ extension Manager {
     /// Lifts the lock of `r` from its vaults (a vault call, after taking back what was
     /// mounted over them in the daemon's view); a vault that cannot be reached as
     /// registered is reported (`vaultFailure`), and nothing is touched.
-    private func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
+    func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
         let vaults = r.vaults
         do {
             let takebacks = try await vaultCalls.run(user: r.user, "the unlock") {

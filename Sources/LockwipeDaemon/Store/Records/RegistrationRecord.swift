@@ -38,6 +38,10 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var vaultError: String?
     /// The threshold last warned about (`OfflineWarning.threshold`), nil before any warning.
     public var warnedThreshold: String?
+    /// A contact made the server or offline lock liftable (`PolicyLockLift`): the user's
+    /// login or passcode lifts it. Cleared by the store whenever the state or lock trigger
+    /// is written again (`v13-lock-liftable`).
+    public var lockLiftable = false
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {
