@@ -268,6 +268,7 @@ def test_a_login_password_that_is_not_the_passcode_never_counts_toward_retry_lim
 
 
 def test_the_users_passcode_lifts_a_liftable_lock(make_daemon, make_server, make_user):
+    """The user's unlock asks for a check-in only while the lock is not liftable."""
     srv = make_server()
     srv.set("*", mode="ok")
     d = served(make_daemon, srv)
@@ -278,7 +279,11 @@ def test_the_users_passcode_lifts_a_liftable_lock(make_daemon, make_server, make
         set_passcode(d, user, "Vault-Passcode-7")
         server_locked(d, srv, user, vault=vault)
         srv.set(user, mode="ok")
-        # Her unlock makes the check-in (the lock becomes liftable), then her passcode lifts it.
+        # The contact leaves the server's lock in place, liftable.
+        d.ok("check-in", "--user", user.name)
+        reg = d.registration(user)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "server" and reg["lock_liftable"] is True, reg
+        # Her passcode lifts it.
         r = d.ctl("unlock", "--user", user.name, "--passcode-stdin", input="Vault-Passcode-7\n", user=user)
         assert r.code == 0, r.describe()
         assert d.state_of(user) == "active", d.registration(user)

@@ -102,7 +102,8 @@ public enum LoginGate {
             return Decision(
                 allowed: true,
                 message: """
-                    lockwipe: your data on this machine is locked; the policy server allows it to be unlocked:                     log in with your password, or run `lockwipectl unlock --user \(r.user)` (with your passcode).
+                    lockwipe: your data on this machine is locked; the policy server allows it to be unlocked: \
+                    log in with your password, or run `lockwipectl unlock --user \(r.user)` (with your passcode).
                     """)
         case .locked where r.lockTrigger == .server, .lockFailed where r.lockTrigger == .server:
             return Decision(

@@ -83,6 +83,8 @@ import Testing
           offline_seconds: int,
           next_action: ?NextAction,
           lock_trigger: ?string,
+          lock_liftable: ?bool,
+          lock_waits_for: ?string,
           logout_lock_at: ?string,
           wipe: ?WipeSummary,
           policy: ?PolicyInfo,
@@ -268,6 +270,12 @@ import Testing
 
         # Without user: every registration (administrators), or the caller's own.
         method CheckIn(user: ?string) -> (results: []ActionResult)
+
+        # The PAM auth stack (lockwipectl pam-auth) hands on the password the user with this
+        # uid just logged in with: a server or offline lock a contact made liftable is lifted,
+        # an encrypted vault whose passcode is that password opened. Root only; a wrong
+        # password never counts toward retry_limit. One result per registration of the uid.
+        method LiftAtLogin(uid: int, password: string) -> (results: []ActionResult)
 
         error NotPermitted (reason: string)
 
