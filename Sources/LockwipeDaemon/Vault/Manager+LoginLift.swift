@@ -87,7 +87,9 @@ extension Manager {
             let by = lock.trigger == .server ? "server" : "offline"
             let reason = "the \(by) lock was lifted at the login of \(user); the encrypted vault stays locked: \(notOpened)"
             try await store.commitHandBack(user, event: event(user, .lockLifted, .user, reason, at: reading.wall))
-            logger.notice("lifted the \(by) lock of \(user) at login; the vault stays locked", metadata: journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))
+            logger.notice(
+                "lifted the \(by) lock of \(user) at login; the vault stays locked",
+                metadata: journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))
             return ActionResult(user: user, action: "login", state: r.state, detail: "lock lifted; the vault stays locked: \(notOpened)")
         case .notAPolicyLock, .stays, .becomesLiftable:
             return ActionResult(user: user, action: "login", state: r.state, detail: "nothing lifted")
