@@ -110,13 +110,15 @@ public enum LoginGate {
                 allowed: false,
                 message: """
                     lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
-                    Ask your administrator: the lock is lifted at the next check-in the server allows.
+                    Ask your administrator: the lock can be lifted once a check-in with the policy server allows it.
                     """)
         case .locked, .lockFailed:
             let how: String
             switch r.lockTrigger {
             case .offline:
-                how = "This machine was offline for too long: it unlocks after the next successful check-in with the policy server, or ask your administrator."
+                how =
+                    "This machine was offline for too long: the lock can be lifted once it checks in with the policy server "
+                    + "(then log in with your password), or ask your administrator."
             case .logout:
                 how =
                     r.protection == .encrypted

@@ -108,7 +108,7 @@ public enum UnlockRule {
             return .checkInFirst(
                 otherwise: Refusal(
                     .notPermitted,
-                    "\(r.user) was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+                    "\(r.user) was locked by \(by), and the check-in just tried did not let it be lifted (see lockwipectl status); try again once the server can be reached, or ask an administrator"
                 ))
         default:
             return .refused(Refusal(.notPermitted, "\(r.user) was locked by an administrator: an administrator must unlock it"))

@@ -50,7 +50,7 @@ import Testing
     }
 
     @Test func theNoticeSaysHowToUnlock() {
-        #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("next successful check-in") == true)
+        #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("once it checks in with the policy server (then log in with your password)") == true)
         #expect(LoginGate.decide(reg(.locked, .logout, .encrypted)).message?.contains("lockwipectl unlock --user alice") == true)
         #expect(LoginGate.decide(reg(.locked, .logout, .permissions)).message?.contains("ask your administrator") == true)
     }

@@ -35,7 +35,7 @@ import Testing
         .checkInFirst(
             otherwise: .init(
                 .notPermitted,
-                "alice was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+                "alice was locked by \(by), and the check-in just tried did not let it be lifted (see lockwipectl status); try again once the server can be reached, or ask an administrator"
             ))
     }
 

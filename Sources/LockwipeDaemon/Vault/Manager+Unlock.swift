@@ -18,9 +18,10 @@ extension Manager {
             serverConfigured: configuration.server.isConfigured, liftable: r.lockLiftable)
     }
 
-    /// A user unlocking their own vault after a server or offline lock: one check-in
-    /// attempt first (outside the registration's turn, as every check-in), so that a server that
-    /// lifts the lock hands the vault back to its passcode.
+    /// A user unlocking their own vault after a server or offline lock that is not liftable
+    /// yet: one check-in attempt first (outside the registration's turn, as every check-in),
+    /// so that a contact makes the lock liftable (her passcode then lifts it, `UnlockRule`),
+    /// or, with `lift_after_contact = "immediately"`, lifts it or hands it back to the passcode.
     /// Returns true when that contact already opened the vault (its key is wrapped by the
     /// machine key): then there is nothing left for the unlock to do.
     func checkInBeforeUserUnlock(user: String, caller: Caller) async throws -> Bool {
