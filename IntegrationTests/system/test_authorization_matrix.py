@@ -73,6 +73,10 @@ MATRIX = [
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
     ("io.lockwipe.Manager.Wipe", {"all": True},
      dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    # The PAM auth stack's password (issue 29): root only, not the admin group, since the
+    # password is tried as a passcode without counting (here a uid with no registration).
+    ("io.lockwipe.Manager.LiftAtLogin", {"uid": 65534, "password": "not-checked"},
+     dict(root=OK, admin=DENIED, self=DENIED, other=DENIED, ghost=DENIED)),
 ]
 
 CLIENT = textwrap.dedent("""
