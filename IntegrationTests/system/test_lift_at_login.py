@@ -287,3 +287,22 @@ def test_the_users_passcode_lifts_a_liftable_lock(make_daemon, make_server, make
         r = d.ctl("unlock", "--user", user.name, "--passcode-stdin", input="Vault-Passcode-7\n", user=user)
         assert r.code == 0, r.describe()
         assert d.state_of(user) == "active", d.registration(user)
+
+
+def test_a_server_that_says_locked_again_takes_the_liftable_back(make_daemon, make_server, make_user, tmp_path):
+    srv = make_server()
+    srv.set("*", mode="ok")
+    d = served(make_daemon, srv)
+    confdir = pam_service(d, tmp_path)
+    user = with_password(make_user)
+    server_locked(d, srv, user)
+    srv.set(user, mode="ok")
+    d.ok("check-in", "--user", user.name)
+    assert d.registration(user)["lock_liftable"] is True
+    # The settings now say the registration stays locked: the login lifts nothing.
+    srv.set(user, mode="ok", settings={"registration": {"locked": True}})
+    d.ok("check-in", "--user", user.name)
+    assert d.registration(user)["lock_liftable"] is False, d.registration(user)
+    auth, _ = pam_login(confdir, user, LOGIN_PASSWORD)
+    assert auth == PAM_SUCCESS
+    assert d.state_of(user) == "locked", d.registration(user)

@@ -93,6 +93,9 @@ public struct CheckInDecision: Sendable, Equatable {
         /// The lock stays, and is recorded as liftable (`lift_after_contact = "at-login"`):
         /// its user's next login, her passcode or an administrator lifts it (with this event).
         case becomesLiftable(Event)
+        /// The settings say the registration stays locked (`registration.locked`): what an
+        /// earlier contact allowed is taken back (nothing changes on the filesystem).
+        case noLongerLiftable
     }
 
     public enum Order: Sendable, Equatable {
@@ -192,6 +195,9 @@ public struct CheckInDecision: Sendable, Equatable {
         if r.blocked {
             d.events.append(Event(.unblocked, "the policy server no longer blocks the registration"))
             d.notes.append("no longer blocked")
+        }
+        if settings.registrationLocked == true, r.liftable, r.state.isLockCommitted {
+            d.lockChange = .noLongerLiftable
         }
         // A contact makes the server's own and the offline lock liftable, or lifts it
         // (`PolicyLockLift`); never one an administrator or the user set.

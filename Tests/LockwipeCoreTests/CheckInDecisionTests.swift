@@ -69,6 +69,10 @@ import Testing
             registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftable: true),
             outcome: .contact(settings()),
             effects: ["write contact policy - settings", "log checkInOK"]),
+        Row(
+            name: "registration.locked takes back what an earlier contact allowed",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftable: true),
+            outcome: .contact(settings(locked: true)), effects: ["no longer liftable", "write contact policy - settings", "log checkInOK"]),
         // lift_after_contact = "immediately": the contact lifts it (the behaviour before issue 29).
         Row(
             name: "immediately: a server lock is lifted", registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftAfterContact: .immediately),
@@ -140,6 +144,7 @@ import Testing
         case .lift: out.append("lift")
         case .handBack: out.append("hand back")
         case .becomesLiftable: out.append("liftable")
+        case .noLongerLiftable: out.append("no longer liftable")
         }
         switch d.write {
         case .contact(let policy, let settings, let error):

@@ -36,6 +36,8 @@ extension Manager {
         case .becomesLiftable(let liftable):
             lock = .liftable
             events.append(event(user, liftable, at: reading.wall))
+        case .noLongerLiftable:
+            lock = .notLiftable
         case .lift(let unlocked):
             // The filesystem first, then the record (as unlock does).
             do {

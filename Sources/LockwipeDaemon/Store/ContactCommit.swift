@@ -14,6 +14,8 @@ public struct ContactCommit: Sendable {
         case handedBack
         /// The lock stays and is recorded as liftable (`lift_after_contact = "at-login"`).
         case liftable
+        /// The lock stays and is no longer liftable (the server says it stays locked).
+        case notLiftable
     }
 
     public var clock: OfflineClock

@@ -40,6 +40,8 @@ extension StateStore {
             try db.execute(
                 sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
                 arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+        case .notLiftable:
+            try db.execute(sql: "UPDATE registrations SET lock_liftable = 0 WHERE user = ?", arguments: [user])
         case .liftable:
             try db.execute(
                 sql: "UPDATE registrations SET lock_liftable = 1 WHERE user = ? AND state IN (?, ?) AND lock_trigger IN (?, ?)",
