@@ -44,11 +44,14 @@ timeout_seconds = 5
 """
 
 
-def config_text(lock=0, wipe=0, grace=1, hook_timeout=5, admin_group=None, extra=""):
+def config_text(lock=0, wipe=0, grace=1, hook_timeout=5, admin_group=None, extra="", lift_after_contact=None):
+    """`lift_after_contact`: "immediately" for a test of something else that expects a
+    contact to lift a server or offline lock (the default, "at-login", waits for a login)."""
     text = (
         f"[policy]\noffline_days_before_lock = {lock}\noffline_days_before_wipe = {wipe}\n"
         f"\n[lock]\nterminate_processes = true\nterminate_grace_seconds = {grace}\n"
-        f"\n[hooks]\ntimeout_seconds = {hook_timeout}\n"
+        + (f'lift_after_contact = "{lift_after_contact}"\n' if lift_after_contact else "")
+        + f"\n[hooks]\ntimeout_seconds = {hook_timeout}\n"
     )
     if admin_group is not None:
         text += f'\n[control]\nadmin_group = "{admin_group}"\n'

@@ -83,6 +83,10 @@ MATRIX = [
     ("io.lockwipe.Manager.ProvisionOfflineCodes", {"machine": "0000000000", "machine_key": "00" * 32},
      dict(root="error org.varlink.service.InvalidParameter", admin="error org.varlink.service.InvalidParameter",
           self=DENIED, other=DENIED, ghost=DENIED)),
+    # The PAM auth stack's password (issue 29): root only, not the admin group, since the
+    # password is tried as a passcode without counting (here a uid with no registration).
+    ("io.lockwipe.Manager.LiftAtLogin", {"uid": 65534, "password": "not-checked"},
+     dict(root=OK, admin=DENIED, self=DENIED, other=DENIED, ghost=DENIED)),
 ]
 
 CLIENT = textwrap.dedent("""

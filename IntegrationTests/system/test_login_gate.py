@@ -61,11 +61,12 @@ def test_a_server_lock_refuses_the_login_with_the_reason(make_daemon, make_serve
     assert r.out.startswith(f"lockwipe: login refused: the policy server locked the data of {alice.name}"), r.describe()
     assert gate(d, bob.name).code == 0
 
-    # The server lifts its lock at the next contact: the gate opens again.
+    # The next contact makes the lock liftable (issue 29: lift_after_contact = "at-login"):
+    # the gate lets her in, since her login is how she lifts it.
     srv.set(alice, mode="ok")
     d.ok("check-in", "--user", alice.name)
     r = gate(d, alice.name)
-    assert r.code == 0 and r.out == "", r.describe()
+    assert r.code == 0 and "the policy server allows it to be unlocked: log in with your password" in r.out, r.describe()
 
 
 def test_a_wiped_user_is_refused_also_when_they_ask_themselves(daemon, make_user):

@@ -202,7 +202,7 @@ def test_ancestor_swap_cannot_make_an_admin_unlock_give_her_another_vault(daemon
 
 def test_ancestor_swap_cannot_redirect_the_unlock_after_a_server_contact(make_daemon, make_server, make_user):
     srv = make_server()
-    d = make_daemon(config=config_text(extra=server_config(srv.url)))
+    d = make_daemon(config=config_text(extra=server_config(srv.url), lift_after_contact="immediately"))
     s = Swap(d, make_user)
     srv.set(s.alice, mode="lock")
     d.ok("check-in", "--user", s.alice.name)
@@ -229,7 +229,7 @@ def test_a_magic_link_into_her_own_mount_namespace_cannot_hand_her_the_hooks_dir
     lock: she could drop a hook that runs as root. The walk follows no symlink, magic
     links included: the unlock fails, and the hooks directory keeps its owner and mode."""
     srv = make_server()
-    d = make_daemon(config=config_text(extra=server_config(srv.url)))
+    d = make_daemon(config=config_text(extra=server_config(srv.url), lift_after_contact="immediately"))
     s = Swap(d, make_user, bob_files=False)
     srv.set(s.alice, mode="lock")
     d.ok("check-in", "--user", s.alice.name)

@@ -70,7 +70,7 @@ struct PamAccount: ParsableCommand {
             among: mine.map {
                 LoginGate.Registration(
                     user: $0.user, state: $0.state, lockTrigger: $0.lockTrigger, protection: $0.protection, blocked: $0.blocked,
-                    warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) })
+                    warning: $0.warning.map { (action: $0.action, at: $0.at, inSeconds: $0.inSeconds) }, liftable: $0.lockLiftable == true)
             })
         if let message = decision.message { print(message) }
         // A warning planned from an offline lease's end says whose lease it is.

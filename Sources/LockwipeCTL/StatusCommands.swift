@@ -103,6 +103,9 @@ struct Status: ParsableCommand {
                 if let lease = r.lease, lease.inForce {
                     print("\(r.user): \(Self.leaseLine(lease)): the offline policy neither locks nor wipes before it ends (\(relative(lease.until)))")
                 }
+                if let waits = r.lockWaitsFor {
+                    print("\(r.user): " + (r.lockLiftable == true ? "lock liftable: " : "lock waits for: ") + waits)
+                }
                 if let at = r.logoutLockAt { print("\(r.user): no login session: locks (lock_timeout) \(relative(at))") }
                 if r.blocked { print("\(r.user): " + Terminal.red("BLOCKED by the policy server (\(r.blockedCode ?? "blocked")); data untouched")) }
                 if let j = r.rejected {

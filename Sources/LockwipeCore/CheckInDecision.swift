@@ -2,8 +2,8 @@
 /// daemon carries out the effects in this order, in that user's turn:
 ///
 /// 1. `before`: journal lines (a server policy adopted or rejected);
-/// 2. `lockChange`: a server or offline lock is lifted (the filesystem first) or handed
-///    back to the user's passcode;
+/// 2. `lockChange`: a server or offline lock becomes liftable (`PolicyLockLift`), or is
+///    lifted (the filesystem first) or handed back to the user's passcode;
 /// 3. `write` with `events` (and the lock change's event): one transaction;
 /// 4. `after`: the journal line that says what the answer was;
 /// 5. `order`: a lock or wipe the server ordered (each records its own event).
@@ -29,13 +29,19 @@ public struct CheckInDecision: Sendable, Equatable {
         /// A lock can be lifted without the user: a permission lock, or an encrypted vault
         /// whose key the machine key wraps (the default passcode).
         public var opensWithoutPasscode: Bool
+        /// An earlier contact already made the policy lock liftable (recorded).
+        public var liftable: Bool
+        /// `[lock] lift_after_contact`.
+        public var liftAfterContact: PolicyLockLift.Setting
 
         public init(
             user: String, state: RegistrationState, lockTrigger: Trigger? = nil, blocked: Bool = false, blockedCode: String? = nil,
             lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true,
-            rejectedStatus: Int? = nil
+            rejectedStatus: Int? = nil, liftable: Bool = false, liftAfterContact: PolicyLockLift.Setting = .atLogin
         ) {
             self.rejectedStatus = rejectedStatus
+            self.liftable = liftable
+            self.liftAfterContact = liftAfterContact
             self.user = user
             self.state = state
             self.lockTrigger = lockTrigger
@@ -92,6 +98,12 @@ public struct CheckInDecision: Sendable, Equatable {
         /// The server's or the offline lock is lifted, but only the user's passcode opens the
         /// vault: it stays locked, its lock trigger becomes `user` (with this event).
         case handBack(Event)
+        /// The lock stays, and is recorded as liftable (`lift_after_contact = "at-login"`):
+        /// its user's next login, her passcode or an administrator lifts it (with this event).
+        case becomesLiftable(Event)
+        /// The settings say the registration stays locked (`registration.locked`): what an
+        /// earlier contact allowed is taken back (nothing changes on the filesystem).
+        case noLongerLiftable
     }
 
     public enum Order: Sendable, Equatable {
@@ -213,12 +225,28 @@ public struct CheckInDecision: Sendable, Equatable {
             d.events.append(Event(.unblocked, "the policy server no longer blocks the registration"))
             d.notes.append("no longer blocked")
         }
-        // Re-authentication by the server lifts its own and the offline lock, never one an
-        // administrator or the user set.
-        if r.state.isLockCommitted, let trigger = r.lockTrigger, trigger == .server || trigger == .offline, settings.registrationLocked != true {
-            if r.opensWithoutPasscode {
+        if settings.registrationLocked == true, r.liftable, r.state.isLockCommitted {
+            d.lockChange = .noLongerLiftable
+        }
+        // A contact makes the server's own and the offline lock liftable, or lifts it
+        // (`PolicyLockLift`); never one an administrator or the user set.
+        if settings.registrationLocked != true, let trigger = r.lockTrigger {
+            let lock = PolicyLockLift.Lock(state: r.state, trigger: trigger, liftable: r.liftable)
+            switch PolicyLockLift.decide(lock, proof: .serverContact, setting: r.liftAfterContact, opens: r.opensWithoutPasscode) {
+            case .notAPolicyLock, .stays:
+                break
+            case .becomesLiftable:
+                if !r.liftable {
+                    d.lockChange = .becomesLiftable(
+                        Event(
+                            .lockLiftable,
+                            "the policy server allows the \(trigger.rawValue) lock to be lifted: it is lifted at \(r.user)'s next login, with the passcode, or by an administrator"
+                        ))
+                    d.notes.append("lock liftable: lifted at \(r.user)'s next login")
+                }
+            case .lift:
                 d.lockChange = .lift(Event(.unlock, "unlocked by a successful contact with the policy server (lock trigger: \(trigger.rawValue))"))
-            } else {
+            case .handBack:
                 d.lockChange = .handBack(
                     Event(.lockLifted, "the policy server lifted the \(trigger.rawValue) lock; the encrypted vault stays locked until its user unlocks it with the passcode"))
                 d.notes.append("lock lifted; unlock with the passcode")

@@ -19,6 +19,9 @@ public enum EventKind: String, Sendable, CaseIterable {
     case lock
     case lockFailed = "lock-failed"
     case lockLifted = "lock-lifted"
+    /// A contact with the policy server made its or the offline lock liftable
+    /// (`[lock] lift_after_contact = "at-login"`): the user's login or passcode lifts it.
+    case lockLiftable = "lock-liftable"
     case lockRecorded = "lock-recorded"
     /// An offline-code challenge was issued (docs/offline-codes.md).
     case offlineCodeChallenge = "offline-code-challenge"

@@ -2,7 +2,8 @@
 /// `account` stack): whether a user may log in, given what lockwiped says about their
 /// registration. Pure: the caller asks the daemon and prints the message.
 ///
-/// Refused: a registration locked by the policy server, and one whose data is wiped or
+/// Refused: a registration locked by the policy server (unless a contact made the lock
+/// liftable: then the login is how its user lifts it), and one whose data is wiped or
 /// being wiped — logging in cannot help the user there, and the server or the wipe means
 /// "this person should not work on this machine any more".
 /// Allowed, with a notice: every other lock (offline too long, on logout, by an
@@ -29,14 +30,17 @@ public enum LoginGate {
         public var lockTrigger: Trigger?
         public var protection: Protection
         public var blocked: Bool
+        /// A contact made the server or offline lock liftable: a login lifts it (`PolicyLockLift`).
+        public var liftable: Bool
         /// The offline lock or wipe due within `[notify] warn_before`: the action, when
         /// (as shown), and in how many seconds. Never a reason to refuse.
         public var warning: (action: Action, at: String, inSeconds: Int64)?
 
         public init(
             user: String, state: RegistrationState, lockTrigger: Trigger?, protection: Protection, blocked: Bool,
-            warning: (action: Action, at: String, inSeconds: Int64)? = nil
+            warning: (action: Action, at: String, inSeconds: Int64)? = nil, liftable: Bool = false
         ) {
+            self.liftable = liftable
             self.user = user
             self.state = state
             self.lockTrigger = lockTrigger
@@ -47,7 +51,7 @@ public enum LoginGate {
 
         public static func == (a: Registration, b: Registration) -> Bool {
             a.user == b.user && a.state == b.state && a.lockTrigger == b.lockTrigger && a.protection == b.protection
-                && a.blocked == b.blocked && a.warning?.action == b.warning?.action && a.warning?.at == b.warning?.at
+                && a.blocked == b.blocked && a.liftable == b.liftable && a.warning?.action == b.warning?.action && a.warning?.at == b.warning?.at
                 && a.warning?.inSeconds == b.warning?.inSeconds
         }
     }
@@ -91,18 +95,30 @@ public enum LoginGate {
                     lockwipe: login refused: the data of \(r.user) on this machine is being wiped. \
                     Ask your administrator.
                     """)
+        case .locked where (r.lockTrigger == .server || r.lockTrigger == .offline) && r.liftable,
+            .lockFailed where (r.lockTrigger == .server || r.lockTrigger == .offline) && r.liftable:
+            // The server allowed it: this login is how its user lifts it (the auth stack did,
+            // when the lockwipe PAM profile hands the password on).
+            return Decision(
+                allowed: true,
+                message: """
+                    lockwipe: your data on this machine is locked; the policy server allows it to be unlocked: \
+                    log in with your password, or run `lockwipectl unlock --user \(r.user)` (with your passcode).
+                    """)
         case .locked where r.lockTrigger == .server, .lockFailed where r.lockTrigger == .server:
             return Decision(
                 allowed: false,
                 message: """
                     lockwipe: login refused: the policy server locked the data of \(r.user) on this machine. \
-                    Ask your administrator: the lock is lifted at the next check-in the server allows.
+                    Ask your administrator: the lock can be lifted once a check-in with the policy server allows it.
                     """)
         case .locked, .lockFailed:
             let how: String
             switch r.lockTrigger {
             case .offline:
-                how = "This machine was offline for too long: it unlocks after the next successful check-in with the policy server, or ask your administrator."
+                how =
+                    "This machine was offline for too long: the lock can be lifted once it checks in with the policy server "
+                    + "(then log in with your password), or ask your administrator."
             case .logout:
                 how =
                     r.protection == .encrypted

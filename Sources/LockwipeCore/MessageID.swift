@@ -111,4 +111,12 @@ public enum MessageID: String, CaseIterable, Sendable {
 
     /// This machine's offline-code key was stored (provisioned) or replaced.
     case offlineCodesProvisioned = "51a9f4f7c87f4366bc4766a301aad30f"
+
+    /// A contact with the policy server made a server or offline lock liftable
+    /// (`[lock] lift_after_contact = "at-login"`): it waits for its user's login.
+    case lockLiftable = "2f5afe7a15e544cbb068d5de8094d6c6"
+
+    /// A liftable lock was lifted at its user's login (the PAM auth stack handed the
+    /// password on: `lockwipectl pam-auth`).
+    case liftedAtLogin = "d197bcd72b20435092c745e4ee7c5ffd"
 }

@@ -7,8 +7,9 @@
 /// - an encrypted vault: an administrator always; the user themselves when it was locked
 ///   by `user` or `logout`, or found without its key at start-up (`resume`). A lock by the
 ///   policy server or the offline policy needs a successful check-in first: the unlock
-///   request makes one attempt (`checkInFirst`), and a contact that lifts the lock hands
-///   the vault back to its passcode. Without a server, or after a lock by an
+///   request makes one attempt (`checkInFirst`); a contact that makes the lock liftable
+///   (`PolicyLockLift`, proof `.passcode`) lets her passcode lift it, one that lifts it
+///   (`lift_after_contact = "immediately"`) hands the vault back to its passcode. Without a server, or after a lock by an
 ///   administrator, only an administrator unlocks.
 ///
 /// Step 2, for an encrypted vault: what opens its key (`opening`: the machine key, or the
@@ -49,8 +50,14 @@ public enum UnlockRule {
         public var lockTrigger: Trigger?
         /// A policy server is configured.
         public var serverConfigured: Bool
+        /// A contact made the server or offline lock liftable (`PolicyLockLift`).
+        public var liftable: Bool
 
-        public init(user: String, byAdmin: Bool, protection: Protection, state: RegistrationState, lockTrigger: Trigger?, serverConfigured: Bool) {
+        public init(
+            user: String, byAdmin: Bool, protection: Protection, state: RegistrationState, lockTrigger: Trigger?, serverConfigured: Bool,
+            liftable: Bool = false
+        ) {
+            self.liftable = liftable
             self.user = user
             self.byAdmin = byAdmin
             self.protection = protection
@@ -87,6 +94,13 @@ public enum UnlockRule {
         case .user?, .logout?, .resume?:
             return .allowed
         case .server?, .offline?:
+            // Her passcode (or, for a key the machine key wraps, her own session) is the
+            // proof `PolicyLockLift` asks once a contact made the lock liftable.
+            let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.liftable)
+            switch PolicyLockLift.decide(lock, proof: .passcode, setting: .atLogin, opens: true) {
+            case .lift, .handBack: return .allowed
+            case .notAPolicyLock, .stays, .becomesLiftable: break
+            }
             let by = r.lockTrigger == .server ? "the policy server" : "the offline policy"
             guard r.serverConfigured else {
                 return .refused(Refusal(.notPermitted, "\(r.user) was locked by \(by) and no policy server is configured: an administrator must unlock it"))
@@ -94,7 +108,7 @@ public enum UnlockRule {
             return .checkInFirst(
                 otherwise: Refusal(
                     .notPermitted,
-                    "\(r.user) was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+                    "\(r.user) was locked by \(by), and the check-in just tried did not let it be lifted (see lockwipectl status); try again once the server can be reached, or ask an administrator"
                 ))
         default:
             return .refused(Refusal(.notPermitted, "\(r.user) was locked by an administrator: an administrator must unlock it"))

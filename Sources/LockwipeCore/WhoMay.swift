@@ -11,6 +11,7 @@
 /// - ask for an offline-code challenge, enter its response (`offlineCode`): administrators;
 ///   a user her own registration (naming none: her single one, as a lock).
 /// - register, set credentials, unregister, provision offline codes: administrators only.
+/// - lift a lock at login (`LiftAtLogin`, a password the PAM auth stack checked): root only.
 /// - read the history or a certificate: administrators everything; a user what was
 ///   recorded for her own registrations (`Ownership.mayReadHistory`, `ownsRecord`).
 ///
@@ -18,7 +19,7 @@
 /// "not permitted: ").
 public enum WhoMay {
     public enum Verb: String, CaseIterable, Sendable {
-        case lock, previewWipe, wipe, unlock, setPasscode, checkIn, register, setCredentials, unregister, readHistory, readCertificate
+        case lock, previewWipe, wipe, unlock, setPasscode, checkIn, register, setCredentials, unregister, readHistory, readCertificate, liftAtLogin
         case offlineCode, provisionOfflineCodes
     }
 
@@ -126,6 +127,7 @@ public enum WhoMay {
         case .readCertificate: return readCertificate(r)
         case .offlineCode: return oneOwnOrAdmin(r, verb: "ask for offline codes for")
         case .provisionOfflineCodes: return administrators(r, "provision offline codes")
+        case .liftAtLogin: return liftAtLogin(r)
         }
     }
 
@@ -208,6 +210,21 @@ public enum WhoMay {
             return .refused(Refusal(.notPermitted, "only administrators may read the history of other users"))
         }
         return .allowed(.records(user: name, owner: r.caller.uid))
+    }
+
+    /// Root only, not the admin group: the password is tried as a vault passcode without
+    /// counting toward `retry_limit` (a login that failed never gets here), so only the PAM
+    /// auth stack, which has checked it and runs as root for login, gdm, su and sshd, may
+    /// give one. Anyone else could guess passcodes without limit.
+    static func liftAtLogin(_ r: Request) -> Decision {
+        guard r.caller.uid == 0 else {
+            return .refused(
+                Refusal(
+                    .notPermitted,
+                    "only root may hand a login password to lockwiped (the PAM auth stack does, through lockwipectl pam-auth); "
+                        + "to unlock your own vault use lockwipectl unlock and your passcode"))
+        }
+        return .allowed(.nothing)
     }
 
     static func readCertificate(_ r: Request) -> Decision {

@@ -90,6 +90,8 @@ public enum InterfaceDescription {
           offline_seconds: int,
           next_action: ?NextAction,
           lock_trigger: ?string,
+          lock_liftable: ?bool,
+          lock_waits_for: ?string,
           logout_lock_at: ?string,
           wipe: ?WipeSummary,
           policy: ?PolicyInfo,

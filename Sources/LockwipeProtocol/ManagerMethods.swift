@@ -161,10 +161,19 @@ public enum ManagerMethods {
         # machine (its id in the challenges); root-only, never shown or logged.
         method ProvisionOfflineCodes(machine: string, machine_key: string) -> (machine: string, detail: string)
         """)
+    public static let liftAtLogin = VarlinkMethod<LoginLiftRequest, ActionReply>(
+        interface, "LiftAtLogin",
+        """
+        # The PAM auth stack (lockwipectl pam-auth) hands on the password the user with this
+        # uid just logged in with: a server or offline lock a contact made liftable is lifted,
+        # an encrypted vault whose passcode is that password opened. Root only; a wrong
+        # password never counts toward retry_limit. One result per registration of the uid.
+        method LiftAtLogin(uid: int, password: string) -> (results: []ActionResult)
+        """)
     /// Every method of the interface, in the order of its description.
     public static let all: [any VarlinkMethodDeclaration] = [
         getStatus, getPolicy, getHistory, getCertificate, lock, unlock, setPasscode, wipe, previewWipe, register, setCredentials, unregister, checkIn,
-        offlineCodeChallenge, offlineCodeEnter, provisionOfflineCodes,
+        offlineCodeChallenge, offlineCodeEnter, provisionOfflineCodes, liftAtLogin,
     ]
 }
 
@@ -212,4 +221,5 @@ extension VarlinkMethod {
     public static var provisionOfflineCodes: VarlinkMethod<ProvisionOfflineCodesRequest, ProvisionOfflineCodesReply> {
         ManagerMethods.provisionOfflineCodes
     }
+    public static var liftAtLogin: VarlinkMethod<LoginLiftRequest, ActionReply> { ManagerMethods.liftAtLogin }
 }

@@ -112,6 +112,11 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var nextAction: NextAction?
     /// Why and when the vault was locked, when it is.
     public var lockTrigger: Trigger?
+    /// A lock by the policy server or the offline policy: whether a contact made it
+    /// liftable (`[lock] lift_after_contact = "at-login"`), and what it waits for, in words.
+    /// Absent for any other state or lock.
+    public var lockLiftable: Bool?
+    public var lockWaitsFor: String?
     /// The last wipe's report, once a wipe ran.
     public var wipe: WipeSummary?
     /// How far the wipe that is running now has come (state `wiping`).
@@ -204,6 +209,8 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encode(vaultError, forKey: .vaultError)  // explicit null when the vault is reachable
         try c.encode(warning, forKey: .warning)  // explicit null outside the warning window
         try c.encodeIfPresent(lockTrigger, forKey: .lockTrigger)
+        try c.encodeIfPresent(lockLiftable, forKey: .lockLiftable)
+        try c.encodeIfPresent(lockWaitsFor, forKey: .lockWaitsFor)
         try c.encodeIfPresent(wipe, forKey: .wipe)
         try c.encodeIfPresent(wipeProgress, forKey: .wipeProgress)
         try c.encodeIfPresent(policy, forKey: .policy)

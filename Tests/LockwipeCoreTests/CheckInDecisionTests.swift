@@ -50,19 +50,48 @@ import Testing
             name: "a contact lifts the block", registration: Reg(user: "alice", state: .active, blocked: true, blockedCode: "REG_BLOCKED"),
             outcome: .contact(settings()),
             effects: ["write contact policy - settings", "event unblocked", "log checkInOK"]),
+        // lift_after_contact = "at-login" (the default): the lock becomes liftable.
         Row(
-            name: "a server lock is lifted", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
+            name: "a server lock becomes liftable", registration: Reg(user: "alice", state: .locked, lockTrigger: .server),
             outcome: .contact(settings()),
-            effects: ["lift", "write contact policy - settings", "log checkInOK"]),
+            effects: ["liftable", "write contact policy - settings", "event lock-liftable", "log checkInOK"]),
         Row(
-            name: "an offline lock that failed is lifted", registration: Reg(user: "alice", state: .lockFailed, lockTrigger: .offline),
+            name: "an offline lock that failed becomes liftable", registration: Reg(user: "alice", state: .lockFailed, lockTrigger: .offline),
             outcome: .contact(settings()),
-            effects: ["lift", "write contact policy - settings", "log checkInOK"]),
+            effects: ["liftable", "write contact policy - settings", "event lock-liftable", "log checkInOK"]),
         Row(
-            name: "a vault only the passcode opens is handed back to it",
+            name: "a vault only the passcode opens becomes liftable too",
             registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, opensWithoutPasscode: false),
             outcome: .contact(settings()),
+            effects: ["liftable", "write contact policy - settings", "event lock-liftable", "log checkInOK"]),
+        Row(
+            name: "a lock already liftable is not recorded again",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftable: true),
+            outcome: .contact(settings()),
+            effects: ["write contact policy - settings", "log checkInOK"]),
+        Row(
+            name: "registration.locked takes back what an earlier contact allowed",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftable: true),
+            outcome: .contact(settings(locked: true)), effects: ["no longer liftable", "write contact policy - settings", "log checkInOK"]),
+        // lift_after_contact = "immediately": the contact lifts it (the behaviour before issue 29).
+        Row(
+            name: "immediately: a server lock is lifted", registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftAfterContact: .immediately),
+            outcome: .contact(settings()),
+            effects: ["lift", "write contact policy - settings", "log checkInOK"]),
+        Row(
+            name: "immediately: an offline lock that failed is lifted",
+            registration: Reg(user: "alice", state: .lockFailed, lockTrigger: .offline, liftAfterContact: .immediately),
+            outcome: .contact(settings()),
+            effects: ["lift", "write contact policy - settings", "log checkInOK"]),
+        Row(
+            name: "immediately: a vault only the passcode opens is handed back to it",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, opensWithoutPasscode: false, liftAfterContact: .immediately),
+            outcome: .contact(settings()),
             effects: ["hand back", "write contact policy - settings", "event lock-lifted", "log checkInOK"]),
+        Row(
+            name: "a server lock stays (not liftable) while the settings say registration.locked",
+            registration: Reg(user: "alice", state: .locked, lockTrigger: .server, liftAfterContact: .atLogin),
+            outcome: .contact(settings(locked: true)), effects: ["write contact policy - settings", "log checkInOK"]),
         Row(
             name: "an administrator's lock stays", registration: Reg(user: "alice", state: .locked, lockTrigger: .admin),
             outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
@@ -131,9 +160,9 @@ import Testing
             name: "a contact clears the rejection", registration: Reg(user: "alice", state: .active, failures: 2, rejectedStatus: 403),
             outcome: .contact(settings()), effects: ["write contact policy - settings", "log checkInOK"]),
         Row(
-            name: "a contact clears the rejection and lifts an offline lock",
+            name: "a contact clears the rejection and makes an offline lock liftable",
             registration: Reg(user: "alice", state: .locked, lockTrigger: .offline, rejectedStatus: 401),
-            outcome: .contact(settings()), effects: ["lift", "write contact policy - settings", "log checkInOK"]),
+            outcome: .contact(settings()), effects: ["liftable", "write contact policy - settings", "event lock-liftable", "log checkInOK"]),
     ]
 
     /// The decision as a list of effects, in the order they are carried out.
@@ -143,6 +172,8 @@ import Testing
         case .none: break
         case .lift: out.append("lift")
         case .handBack: out.append("hand back")
+        case .becomesLiftable: out.append("liftable")
+        case .noLongerLiftable: out.append("no longer liftable")
         }
         switch d.write {
         case .contact(let policy, let settings, let error):
@@ -154,6 +185,7 @@ import Testing
         }
         out += d.events.map { "event \($0.kind.rawValue)" }
         if case .handBack(let e) = d.lockChange { out.append("event \(e.kind.rawValue)") }
+        if case .becomesLiftable(let e) = d.lockChange { out.append("event \(e.kind.rawValue)") }
         out.append("log \(d.after.kind)")
         switch d.order {
         case .lock(let code, _)?: out.append("order lock \(code)")
@@ -181,14 +213,25 @@ import Testing
     }
 
     @Test func theWordsOfTheHistoryAndTheJournal() {
-        let applied = CheckInDecision.decide(Reg(user: "alice", state: .locked, lockTrigger: .offline), .contact(Self.settings(lock: 3, wipe: 0)))
+        let applied = CheckInDecision.decide(
+            Reg(user: "alice", state: .locked, lockTrigger: .offline, liftAfterContact: .immediately), .contact(Self.settings(lock: 3, wipe: 0)))
         #expect(applied.events.map(\.detail) == ["policy from the server: lock after 3d, never wipe"])
         #expect(applied.lockChange == .lift(.init(.unlock, "unlocked by a successful contact with the policy server (lock trigger: offline)")))
         #expect(applied.notes == ["server policy: lock after 3d, never wipe"])
         #expect(applied.before.first?.fields == ["offline_days_before_lock": "3", "offline_days_before_wipe": "0"])
         #expect(applied.after.message == "check-in of alice ok")
 
-        let handedBack = CheckInDecision.decide(Reg(user: "alice", state: .locked, lockTrigger: .server, opensWithoutPasscode: false), .contact(Self.settings()))
+        let liftable = CheckInDecision.decide(Reg(user: "alice", state: .locked, lockTrigger: .server), .contact(Self.settings()))
+        #expect(
+            liftable.lockChange
+                == .becomesLiftable(
+                    .init(
+                        .lockLiftable,
+                        "the policy server allows the server lock to be lifted: it is lifted at alice's next login, with the passcode, or by an administrator")))
+        #expect(liftable.notes == ["lock liftable: lifted at alice's next login"])
+
+        let handedBack = CheckInDecision.decide(
+            Reg(user: "alice", state: .locked, lockTrigger: .server, opensWithoutPasscode: false, liftAfterContact: .immediately), .contact(Self.settings()))
         #expect(
             handedBack.lockChange
                 == .handBack(

@@ -17,6 +17,15 @@ import Testing
         #expect(d.message?.contains("login refused: the policy server locked the data of alice") == true)
     }
 
+    /// A contact made it liftable: this login is how she lifts it (`PolicyLockLift`).
+    @Test(arguments: [(RegistrationState.locked, Trigger.server), (.lockFailed, .server), (.locked, .offline)])
+    func aLiftableLockPassesWithANotice(_ state: RegistrationState, _ trigger: Trigger) {
+        let d = LoginGate.decide(
+            LoginGate.Registration(user: "alice", state: state, lockTrigger: trigger, protection: .permissions, blocked: false, liftable: true))
+        #expect(d.allowed)
+        #expect(d.message?.contains("the policy server allows it to be unlocked: log in with your password") == true)
+    }
+
     @Test(arguments: [RegistrationState.wiped, .wipePending, .wiping])
     func wipedOrBeingWipedIsRefused(_ state: RegistrationState) {
         let d = LoginGate.decide(reg(state, .server))
@@ -41,7 +50,7 @@ import Testing
     }
 
     @Test func theNoticeSaysHowToUnlock() {
-        #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("next successful check-in") == true)
+        #expect(LoginGate.decide(reg(.locked, .offline)).message?.contains("once it checks in with the policy server (then log in with your password)") == true)
         #expect(LoginGate.decide(reg(.locked, .logout, .encrypted)).message?.contains("lockwipectl unlock --user alice") == true)
         #expect(LoginGate.decide(reg(.locked, .logout, .permissions)).message?.contains("ask your administrator") == true)
     }

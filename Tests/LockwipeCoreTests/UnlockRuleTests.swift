@@ -15,10 +15,11 @@ import Testing
         var state: RegistrationState
         var trigger: Trigger?
         var server: Bool
+        var liftable = false
         var expected: UnlockRule.Access
 
         var testDescription: String {
-            "\(who.rawValue) \(protection.rawValue) \(state.rawValue) by \(trigger?.rawValue ?? "-") server:\(server)"
+            "\(who.rawValue) \(protection.rawValue) \(state.rawValue) by \(trigger?.rawValue ?? "-") server:\(server)" + (liftable ? " liftable" : "")
         }
     }
 
@@ -34,7 +35,7 @@ import Testing
         .checkInFirst(
             otherwise: .init(
                 .notPermitted,
-                "alice was locked by \(by), and the check-in just tried did not lift the lock (see lockwipectl status); try again once the server can be reached, or ask an administrator"
+                "alice was locked by \(by), and the check-in just tried did not let it be lifted (see lockwipectl status); try again once the server can be reached, or ask an administrator"
             ))
     }
 
@@ -70,6 +71,13 @@ import Testing
         .init(who: .user, protection: .encrypted, state: .locked, trigger: .offline, server: true, expected: checkInFirst("the offline policy")),
         .init(who: .user, protection: .encrypted, state: .locked, trigger: .server, server: false, expected: noServer("the policy server")),
         .init(who: .user, protection: .encrypted, state: .lockFailed, trigger: .offline, server: false, expected: noServer("the offline policy")),
+        // A contact made it liftable (PolicyLockLift, proof .passcode): her unlock goes ahead.
+        .init(who: .user, protection: .encrypted, state: .locked, trigger: .server, server: true, liftable: true, expected: .allowed),
+        .init(who: .user, protection: .encrypted, state: .lockFailed, trigger: .offline, server: true, liftable: true, expected: .allowed),
+        // Still never a permission lock, nor an administrator's.
+        .init(
+            who: .user, protection: .permissions, state: .locked, trigger: .server, server: true, liftable: true,
+            expected: .refused(.init(.notPermitted, permissionsAdminsOnly))),
         // An administrator's lock (and any other): administrators only.
         .init(who: .user, protection: .encrypted, state: .locked, trigger: .admin, server: true, expected: .refused(.init(.notPermitted, byAnAdministrator))),
         .init(who: .user, protection: .encrypted, state: .locked, trigger: .retryLimit, server: false, expected: .refused(.init(.notPermitted, byAnAdministrator))),
@@ -80,7 +88,7 @@ import Testing
     func whoMayUnlock(_ row: AccessRow) {
         let request = UnlockRule.Request(
             user: "alice", byAdmin: row.who == .admin, protection: row.protection, state: row.state,
-            lockTrigger: row.trigger, serverConfigured: row.server)
+            lockTrigger: row.trigger, serverConfigured: row.server, liftable: row.liftable)
         #expect(UnlockRule.access(request) == row.expected)
     }
 

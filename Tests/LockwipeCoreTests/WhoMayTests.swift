@@ -126,6 +126,18 @@ struct WhoMayTests {
             .readHistory, .init(caller: alice, named: WhoMay.Registration(user: "alice", uid: 1001, protection: .encrypted)), .allowed(.nothing),
             "naming none, her name registered to another uid: nothing"),
         Row(.readHistory, .init(caller: nameless), .allowed(.nothing), "naming none, without a name: nothing"),
+        // A lift at login: root (the PAM auth stack) only, not the admin group.
+        Row(.liftAtLogin, .init(caller: root), .allowed(.nothing), "root: the PAM auth stack"),
+        Row(
+            .liftAtLogin, .init(caller: WhoMay.Caller(uid: 1005, name: "ops", isAdmin: true)),
+            refused(
+                "only root may hand a login password to lockwiped (the PAM auth stack does, through lockwipectl pam-auth); to unlock your own vault use lockwipectl unlock and your passcode"
+            ), "an admin group member is not root"),
+        Row(
+            .liftAtLogin, .init(caller: alice),
+            refused(
+                "only root may hand a login password to lockwiped (the PAM auth stack does, through lockwipectl pam-auth); to unlock your own vault use lockwipectl unlock and your passcode"
+            ), "the user herself"),
         // Certificates.
         Row(.readCertificate, .init(caller: root, user: "bob"), .allowed(.records(user: "bob", owner: nil)), "an administrator"),
         Row(.readCertificate, .init(caller: alice, user: "alice", named: aliceEncrypted), .allowed(.records(user: "alice", owner: 1000)), "her own"),

@@ -78,6 +78,24 @@ import Testing
         }
     }
 
+    @Test func liftAfterContactIsAtLoginUnlessSaidAndNamesItsLine() throws {
+        try withFiles(["lockwiped.toml": "[lock]\nterminate_processes = true\n"]) { path in
+            let configuration = try ConfigurationLoader.load(path: path).configuration
+            #expect(configuration.liftAfterContact == .atLogin)
+        }
+        try withFiles(["lockwiped.toml": "[lock]\nlift_after_contact = \"immediately\"\n"]) { path in
+            let configuration = try ConfigurationLoader.load(path: path).configuration
+            #expect(configuration.liftAfterContact == .immediately)
+        }
+        for (value, phrase) in [("\"never\"", "must be \"at-login\" or \"immediately\", not \"never\""), ("true", "must be \"at-login\" or \"immediately\", not a")] {
+            try withFiles(["lockwiped.toml": "[lock]\nterminate_processes = true\nlift_after_contact = \(value)\n"]) { path in
+                let found = problems(path)
+                #expect(
+                    found.count == 1 && found[0].line == 3 && found[0].key == "lock.lift_after_contact" && found[0].message.contains(phrase), "\(found)")
+            }
+        }
+    }
+
     @Test func missingFileMeansDefaultsWithANotice() throws {
         let loaded = try ConfigurationLoader.load(path: "/nonexistent/lockwiped.toml")
         #expect(loaded.configuration == Configuration())

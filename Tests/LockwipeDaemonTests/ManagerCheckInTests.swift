@@ -18,8 +18,11 @@ import Testing
         ServerSettings(lockWipe: LockWipeSettings(enabled: true, blockDisconnectedPeriod: lock, wipeDisconnectedPeriod: wipe), registrationLocked: locked)
     }
 
-    func withManager(lockDays: Int = 2, _ body: (Manager, ManualClock, ScriptedFetcher, String) async throws -> Void) async throws {
+    func withManager(
+        lockDays: Int = 2, liftAfterContact: PolicyLockLift.Setting = .atLogin, _ body: (Manager, ManualClock, ScriptedFetcher, String) async throws -> Void
+    ) async throws {
         var config = Configuration()
+        config.liftAfterContact = liftAfterContact
         config.policy = Policy(offlineDaysBeforeLock: lockDays, offlineDaysBeforeWipe: 0)
         // A long interval: nothing is scheduled by itself during a test.
         config.server = ServerConfiguration(url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
@@ -154,8 +157,35 @@ import Testing
         }
     }
 
-    @Test func aContactLiftsServerAndOfflineLocksButNeverAnAdminLock() async throws {
+    /// `lift_after_contact = "at-login"` (issue 29): the contact makes the server's lock
+    /// liftable, the login lifts it; a login before the contact lifts nothing.
+    @Test func aContactMakesAServerLockLiftableAndTheLoginLiftsIt() async throws {
         try await withManager { m, _, fetcher, dir in
+            _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)
+            fetcher.answer(.lock)
+            _ = try await m.checkIn(users: ["root"])
+            var info = try await reg(m)
+            #expect(info.state == .locked && info.lockTrigger == .server && info.lockLiftable == false)
+            let before = try await m.liftAtLogin(uid: 0, password: "pw", by: root)
+            #expect(before.map(\.detail).first?.hasPrefix("the lock stays") == true)
+            #expect(try await reg(m).state == .locked)
+
+            fetcher.answer(.contact(settings(lock: 5, wipe: 9, locked: false)))
+            _ = try await m.checkIn(users: ["root"])
+            info = try await reg(m)
+            #expect(info.state == .locked && info.lockTrigger == .server && info.lockLiftable == true)
+            #expect(info.lockWaitsFor?.hasPrefix("the policy server allows it: lifted at root's next login") == true)
+
+            let lifted = try await m.liftAtLogin(uid: 0, password: "pw", by: root)
+            #expect(lifted.map(\.state) == [.active])
+            info = try await reg(m)
+            #expect(info.state == .active && info.lockLiftable == nil && info.lockWaitsFor == nil)
+        }
+    }
+
+    /// `lift_after_contact = "immediately"`: the behaviour before issue 29.
+    @Test func aContactLiftsServerAndOfflineLocksButNeverAnAdminLock() async throws {
+        try await withManager(liftAfterContact: .immediately) { m, _, fetcher, dir in
             _ = try await m.register(user: "root", directories: [dir + "/data/v"], by: root)
             fetcher.answer(.lock)
             _ = try await m.checkIn(users: ["root"])

@@ -100,6 +100,8 @@ import Testing
           offline_seconds: int,
           next_action: ?NextAction,
           lock_trigger: ?string,
+          lock_liftable: ?bool,
+          lock_waits_for: ?string,
           logout_lock_at: ?string,
           wipe: ?WipeSummary,
           policy: ?PolicyInfo,
@@ -323,6 +325,12 @@ import Testing
         # Stores this machine's offline-code key (hex), derived from the fleet secret for
         # machine (its id in the challenges); root-only, never shown or logged.
         method ProvisionOfflineCodes(machine: string, machine_key: string) -> (machine: string, detail: string)
+
+        # The PAM auth stack (lockwipectl pam-auth) hands on the password the user with this
+        # uid just logged in with: a server or offline lock a contact made liftable is lifted,
+        # an encrypted vault whose passcode is that password opened. Root only; a wrong
+        # password never counts toward retry_limit. One result per registration of the uid.
+        method LiftAtLogin(uid: int, password: string) -> (results: []ActionResult)
 
         error NotPermitted (reason: string)
 

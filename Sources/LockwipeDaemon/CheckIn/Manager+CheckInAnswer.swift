@@ -33,6 +33,11 @@ extension Manager {
         case .handBack(let lifted):
             lock = .handedBack
             events.append(event(user, lifted, at: reading.wall))
+        case .becomesLiftable(let liftable):
+            lock = .liftable
+            events.append(event(user, liftable, at: reading.wall))
+        case .noLongerLiftable:
+            lock = .notLiftable
         case .lift(let unlocked):
             // The filesystem first, then the record (as unlock does).
             do {
@@ -60,6 +65,11 @@ extension Manager {
         }
         log(decision.after, meta)
         if decision.newlyRejected, case .rejected(let status, let text) = outcome { announceRejection(r, status: status, text: text, reading: reading) }
+        if case .becomesLiftable(let liftable) = decision.lockChange {
+            var m = journalFields(r, action: "lock-liftable", trigger: .server, reason: liftable.detail, id: .lockLiftable)
+            m["server"] = meta["server"]
+            logger.notice("the lock of \(user) can be lifted: \(liftable.detail)", metadata: m)
+        }
         // Committed: the lock or wipe the server ordered, and the policy said below, start
         // from the record after it.
         do {
@@ -77,7 +87,11 @@ extension Manager {
 
         switch decision.order {
         case .lock(let code, let reason):
-            return await carryOut(r, "lock", code: code) { try await self.lock(in: turn, trigger: .server, reason: reason) }
+            return await carryOut(r, "lock", code: code) {
+                // A lock the server orders again is no longer liftable by an earlier contact.
+                if turn.record.lockLiftable { try await self.store.clearLockLiftable(user) }
+                return try await self.lock(in: turn, trigger: .server, reason: reason)
+            }
         case .wipe(let code, let reason):
             return await carryOut(r, "wipe", code: code) {
                 try await self.wipe(in: turn, trigger: .server, reason: reason, requester: WipeRequester(server: self.configuration.server.url))
@@ -127,7 +141,7 @@ extension Manager {
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
             lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens,
-            rejectedStatus: r.server.rejectedStatus)
+            rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: configuration.liftAfterContact)
     }
 
     /// The decision's one write, in one transaction with its events.

@@ -14,6 +14,10 @@ public struct Configuration: Sendable, Equatable {
     public var terminateProcesses = true
     /// Seconds between SIGTERM and SIGKILL for those processes.
     public var terminateGraceSeconds = 5
+    /// What a contact with the policy server does to a lock it or the offline policy set
+    /// (`[lock] lift_after_contact`, `PolicyLockLift`): the lock becomes liftable and is
+    /// lifted at its user's next login (the default), or the contact lifts it.
+    public var liftAfterContact = PolicyLockLift.Setting.atLogin
     /// Seconds a hook may run before it is sent SIGTERM (then SIGKILL).
     public var hookTimeoutSeconds = 30
     /// Warn (observers, hooks, journal, login gate, status) this many seconds before an
@@ -83,7 +87,7 @@ public enum ConfigurationLoader {
 
     private enum Kind {
         case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue,
-            metricsTextfile, fileMode
+            metricsTextfile, fileMode, liftAfterContact
     }
 
     private struct Key {
@@ -98,6 +102,7 @@ public enum ConfigurationLoader {
         Key(table: "policy", name: "offline_days_before_wipe", kind: .nonNegativeInt) { $0.policy.offlineDaysBeforeWipe = $1.int! },
         Key(table: "lock", name: "terminate_processes", kind: .bool) { $0.terminateProcesses = $1.bool! },
         Key(table: "lock", name: "terminate_grace_seconds", kind: .nonNegativeInt) { $0.terminateGraceSeconds = $1.int! },
+        Key(table: "lock", name: "lift_after_contact", kind: .liftAfterContact) { $0.liftAfterContact = PolicyLockLift.Setting(rawValue: $1.string!)! },
         Key(table: "hooks", name: "timeout_seconds", kind: .positiveInt) { $0.hookTimeoutSeconds = $1.int! },
         Key(table: "notify", name: "warn_before", kind: .nonNegativeInt) { $0.warnBeforeSeconds = $1.int! },
         Key(table: "control", name: "admin_group", kind: .groupName) { $0.adminGroup = $1.string! },
@@ -387,6 +392,10 @@ public enum ConfigurationLoader {
                 if let problem = DirectoryRules.allowanceProblem(s) { return problem }
             }
             return nil
+        case .liftAfterContact:
+            let names = PolicyLockLift.Setting.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
+            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
+            return PolicyLockLift.Setting(rawValue: s) == nil ? "must be \(names), not \"\(s.prefix(60))\"" : nil
         case .serverProtocol:
             let names = ServerProtocol.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
             guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }

@@ -32,6 +32,7 @@ extension ControlServer {
         .manager(ManagerMethods.offlineCodeChallenge) { try await $0.offlineCodeChallenge($1, caller: $2) },
         .manager(ManagerMethods.offlineCodeEnter) { try await $0.offlineCodeEnter($1, caller: $2) },
         .manager(ManagerMethods.provisionOfflineCodes) { try await $0.provisionOfflineCodes($1, caller: $2) },
+        .manager(ManagerMethods.liftAtLogin) { try await $0.liftAtLogin($1, caller: $2) },
     ])
 
     /// Answers one call: a lookup of its method in `bindings`.
@@ -57,7 +58,7 @@ extension ControlServer {
     ) async throws -> WhoMay.Targets {
         var request = WhoMay.Request(
             caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
-        if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes].contains(verb) {
+        if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes, .liftAtLogin].contains(verb) {
             if let name = namedRegistration ?? user, let r = try await manager.registration(name) {
                 request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)
             }

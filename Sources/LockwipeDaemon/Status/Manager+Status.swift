@@ -102,6 +102,11 @@ extension Manager {
             info.vaultError = r.vaultError
             info.registrationId = r.id
             info.lease = leaseInfo(r, offline: offline)
+            let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
+            if let waits = PolicyLockLift.waitingFor(lock, user: r.user, setting: configuration.liftAfterContact, serverConfigured: server.isConfigured) {
+                info.lockLiftable = r.lockLiftable
+                info.lockWaitsFor = waits
+            }
             if case .warn(let w) = warningDecision(evaluated) {
                 info.warning = WarningInfo(action: w.action, at: Timestamp.iso(reading.wall + w.inSeconds), inSeconds: w.inSeconds)
             }

@@ -12,6 +12,10 @@ public struct ContactCommit: Sendable {
         /// The server's or the offline lock is lifted but the vault stays locked until its
         /// user unlocks it with the passcode: the lock trigger becomes `user`.
         case handedBack
+        /// The lock stays and is recorded as liftable (`lift_after_contact = "at-login"`).
+        case liftable
+        /// The lock stays and is no longer liftable (the server says it stays locked).
+        case notLiftable
     }
 
     public var clock: OfflineClock

@@ -40,6 +40,14 @@ extension StateStore {
             try db.execute(
                 sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
                 arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
+        case .notLiftable:
+            try db.execute(sql: "UPDATE registrations SET lock_liftable = 0 WHERE user = ?", arguments: [user])
+        case .liftable:
+            try db.execute(
+                sql: "UPDATE registrations SET lock_liftable = 1 WHERE user = ? AND state IN (?, ?) AND lock_trigger IN (?, ?)",
+                arguments: [
+                    user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue, Trigger.server.rawValue, Trigger.offline.rawValue,
+                ])
         }
         for e in c.events { try Self.append(e, db) }
     }

@@ -276,6 +276,21 @@ extension StateStore {
                     );
                     """)
         }
+        // A server or offline lock that a contact made liftable (`[lock] lift_after_contact =
+        // "at-login"`, `PolicyLockLift`): it waits for its user's login or passcode. Any
+        // later write of the state or the lock trigger (a lock again, an unlock, a hand-back,
+        // a wipe) clears it, in the same statement's transaction, so that no path can leave a
+        // new lock liftable by an old contact.
+        m.registerMigration("v17-lock-liftable") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE registrations ADD COLUMN lock_liftable INTEGER NOT NULL DEFAULT 0;
+                    CREATE TRIGGER registrations_lock_liftable_cleared AFTER UPDATE OF state, lock_trigger ON registrations
+                    BEGIN
+                        UPDATE registrations SET lock_liftable = 0 WHERE rowid = NEW.rowid AND lock_liftable != 0;
+                    END;
+                    """)
+        }
         return m
     }
 

@@ -89,6 +89,7 @@ extension StateStore {
             record.warnedThreshold = row["warned_threshold"]
             record.lease = Self.lease(from: row)
             record.leaseRefused = row["lease_refused"]
+            record.lockLiftable = row["lock_liftable"]
             return record
         }
     }

@@ -15,12 +15,13 @@ extension Manager {
     func unlockRequest(_ r: RegistrationRecord, _ caller: Caller) -> UnlockRule.Request {
         UnlockRule.Request(
             user: r.user, byAdmin: caller.isAdmin, protection: r.protection, state: r.state, lockTrigger: r.lockTrigger,
-            serverConfigured: configuration.server.isConfigured)
+            serverConfigured: configuration.server.isConfigured, liftable: r.lockLiftable)
     }
 
-    /// A user unlocking their own vault after a server or offline lock: one check-in
-    /// attempt first (outside the registration's turn, as every check-in), so that a server that
-    /// lifts the lock hands the vault back to its passcode.
+    /// A user unlocking their own vault after a server or offline lock that is not liftable
+    /// yet: one check-in attempt first (outside the registration's turn, as every check-in),
+    /// so that a contact makes the lock liftable (her passcode then lifts it, `UnlockRule`),
+    /// or, with `lift_after_contact = "immediately"`, lifts it or hands it back to the passcode.
     /// Returns true when that contact already opened the vault (its key is wrapped by the
     /// machine key): then there is nothing left for the unlock to do.
     func checkInBeforeUserUnlock(user: String, caller: Caller) async throws -> Bool {
@@ -113,7 +114,7 @@ extension Manager {
     /// Lifts the lock of `r` from its vaults (a vault call, after taking back what was
     /// mounted over them in the daemon's view); a vault that cannot be reached as
     /// registered is reported (`vaultFailure`), and nothing is touched.
-    private func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
+    func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
         let vaults = r.vaults
         do {
             let takebacks = try await vaultCalls.run(user: r.user, "the unlock") {

@@ -29,6 +29,12 @@ extension ControlServer {
         return ActionReply(results: [try await manager.unlock(user: user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)])
     }
 
+    /// The PAM auth stack's password for the uid's registrations (root only: `WhoMay`).
+    func liftAtLogin(_ p: LoginLiftRequest, caller: Caller) async throws -> ActionReply {
+        _ = try await authorize(.liftAtLogin, caller, user: nil)
+        return ActionReply(results: try await manager.liftAtLogin(uid: p.uid, password: p.password, by: caller))
+    }
+
     func setPasscode(_ p: PasscodeRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.setPasscode, caller, user: p.user))
         return ActionReply(results: [try await manager.setPasscode(user: user, current: p.current, new: p.new, by: caller)])

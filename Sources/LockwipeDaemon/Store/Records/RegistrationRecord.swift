@@ -43,6 +43,10 @@ public struct RegistrationRecord: Sendable, Equatable {
     /// Why the lease the policy server asks for was refused (past `max_lease_days`), while
     /// it keeps asking for it; nil otherwise.
     public var leaseRefused: String?
+    /// A contact made the server or offline lock liftable (`PolicyLockLift`): the user's
+    /// login or passcode lifts it. Cleared by the store whenever the state or lock trigger
+    /// is written again (`v17-lock-liftable`).
+    public var lockLiftable = false
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {
