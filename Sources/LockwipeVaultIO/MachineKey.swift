@@ -40,22 +40,9 @@ public enum MachineKey {
     }
 
     private static func load(_ path: String) throws -> SymmetricKey? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw FileSystemError("open", path)
-        }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw FileSystemError("stat", path) }
-        guard st.st_uid == geteuid(), st.st_mode & 0o077 == 0 else {
-            throw FileSystemError("use", path + " (it must be owned by lockwiped's user and mode 0600)", code: EPERM)
-        }
-        var bytes = [UInt8](repeating: 0, count: size + 1)
+        guard var bytes = try SecretFile.read(path, size: size) else { return nil }
         defer { bytes.withUnsafeMutableBytes { zeroSecurely($0) } }
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, size + 1) }
-        guard n == size else { throw FileSystemError("read 32 bytes from", path, code: EINVAL) }
-        return SymmetricKey(data: bytes[0..<size])
+        return SymmetricKey(data: bytes)
     }
 }
 

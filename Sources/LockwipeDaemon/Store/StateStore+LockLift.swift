@@ -2,7 +2,7 @@ import GRDB
 import LockwipeCore
 
 /// What the lift of a policy lock outside a contact writes (`PolicyLockLift`: a login
-/// through PAM); the contact's own writes are in `applyContact`.
+/// through PAM, an offline code); the contact's own writes are in `applyContact`.
 extension StateStore {
     /// The server's or the offline lock is handed back to the user's passcode (the vault
     /// stays locked, its lock trigger becomes `user`), with its event, in one transaction.

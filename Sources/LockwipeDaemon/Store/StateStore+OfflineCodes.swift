@@ -81,17 +81,4 @@ extension StateStore {
             }
         }
     }
-
-    /// Hands a policy lock of `user` back to the passcode (the vault stays locked, its lock
-    /// trigger becomes `user`), with `event`, as a server contact does (`ContactCommit.Lock.handedBack`).
-    public nonisolated(nonsending) func handBackLock(_ user: String, event: StoredEvent) async throws {
-        try await perform { [self] in
-            try db.write { db in
-                try db.execute(
-                    sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
-                    arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
-                try Self.append(event, db)
-            }
-        }
-    }
 }

@@ -17,20 +17,21 @@ extension Manager {
     /// derived for another machine id, is said so in `machine`'s place).
     public func offlineCodesInfo() async -> OfflineCodesInfo {
         let file = offlineCodeKeyFile
+        let stored: UInt64?
+        let machine: UInt64
         do {
-            let (stored, machine) = try await BlockingPool.run { (try file.load()?.machine, try? OfflineCodeKeyFile.thisMachine()) }
-            guard let stored else { return OfflineCodesInfo(provisioned: false, machine: machine.map(OfflineCode.hex(machine:))) }
-            guard stored == machine else {
-                return OfflineCodesInfo(
-                    provisioned: false,
-                    machine:
-                        "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(machine.map(OfflineCode.hex(machine:)) ?? "unknown")): provision again"
-                )
-            }
-            return OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: stored))
+            (stored, machine) = try await BlockingPool.run { (try file.load()?.machine, try OfflineCodeKeyFile.thisMachine()) }
         } catch {
-            return OfflineCodesInfo(provisioned: false, machine: "cannot read \(file.path): \(ErrorWords.of(error))")
+            // The key file, or /etc/machine-id, which the codes name the machine by.
+            return OfflineCodesInfo(provisioned: false, machine: "cannot be checked: \(ErrorWords.of(error))")
         }
+        guard let stored else { return OfflineCodesInfo(provisioned: false, machine: OfflineCode.hex(machine: machine)) }
+        guard stored == machine else {
+            return OfflineCodesInfo(
+                provisioned: false,
+                machine: "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(OfflineCode.hex(machine: machine))): provision again")
+        }
+        return OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: stored))
     }
 
     // MARK: Provision
@@ -53,11 +54,7 @@ extension Manager {
         let file = offlineCodeKeyFile
         let replaced: Bool
         do {
-            replaced = try await BlockingPool.run {
-                let had = (try? file.load()) != nil
-                try file.store(.init(machine: this, key: key))
-                return had
-            }
+            replaced = try await BlockingPool.run { try file.store(.init(machine: this, key: key)) }
         } catch {
             throw ManagerError.actionFailed("cannot store the offline-code key in \(file.path): \(ErrorWords.of(error))")
         }
@@ -254,7 +251,7 @@ extension Manager {
         case .handBack:
             let handed = reason + "; the vault stays locked until its passcode is given (lockwipectl unlock)"
             do {
-                try await store.handBackLock(user, event: event(user, .lockLifted, Self.trigger(caller), handed, at: now))
+                try await store.commitHandBack(user, event: event(user, .lockLifted, Self.trigger(caller), handed, at: now))
             } catch {
                 throw stateFailure(user, "unlock", error)
             }

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// This machine's offline-code key (docs/offline-codes.md): `offline-code.key` in the state
 /// directory, 0600 (the directory is 0700), beside `machine.key` and removed with it when
@@ -27,32 +28,23 @@ struct OfflineCodeKeyFile: Sendable {
 
     /// The stored key, or nil when offline codes are not provisioned.
     func load() throws -> Contents? {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT { return nil }
-            throw FileSystemError("open", path)
-        }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw FileSystemError("stat", path) }
-        guard st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o077 == 0 else {
-            throw FileSystemError("use", path + " (it must be a regular file owned by lockwiped's user, mode 0600)", code: EPERM)
-        }
-        var bytes = [UInt8](repeating: 0, count: Self.size + 1)
-        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, Self.size + 1) }
-        guard n == Self.size else { throw FileSystemError("read \(Self.size) bytes from", path, code: EINVAL) }
+        guard var bytes = try SecretFile.read(path, size: Self.size) else { return nil }
+        defer { bytes.withUnsafeMutableBytes { zeroSecurely($0) } }
         let machine = bytes.prefix(5).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         return Contents(machine: machine, key: Array(bytes[5..<Self.size]))
     }
 
     /// Stores `contents`: a new file created 0600 with O_EXCL, or the existing one
-    /// overwritten in place; made durable with its directory.
-    func store(_ contents: Contents) throws {
+    /// overwritten in place; made durable with its directory. Returns whether a file was
+    /// there (and was replaced).
+    @discardableResult
+    func store(_ contents: Contents) throws -> Bool {
         var bytes = (0..<5).reversed().map { UInt8(truncatingIfNeeded: contents.machine >> UInt64($0 * 8)) } + contents.key
         defer { for i in bytes.indices { bytes[i] = 0 } }
         precondition(bytes.count == Self.size)
         var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0, errno == EEXIST { fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }
+        let replaced = fd < 0 && errno == EEXIST
+        if replaced { fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { throw FileSystemError("create", path) }
         defer { close(fd) }
         var st = stat()
@@ -68,6 +60,7 @@ struct OfflineCodeKeyFile: Sendable {
             fsync(dir)
             close(dir)
         }
+        return replaced
     }
 
     /// This machine's id as the codes carry it, from `/etc/machine-id`.
