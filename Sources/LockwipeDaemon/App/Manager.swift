@@ -77,6 +77,9 @@ public actor Manager {
     var rejectedReload: [String] = []
     /// Lock on logout (Sessions/Manager+Sessions.swift).
     var logout = LogoutLocks()
+    /// Whether offline codes are provisioned, as `status` shows it: read once (the key file
+    /// and /etc/machine-id), again after a provisioning (`Manager+OfflineCodes.swift`).
+    var offlineCodesKnown: OfflineCodesInfo?
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher
     /// Every filesystem call on a vault: a thread of its own and a deadline

@@ -15,7 +15,10 @@ extension Manager {
 
     /// Whether offline codes are provisioned, for `status` (a key that cannot be read, or was
     /// derived for another machine id, is said so in `machine`'s place).
+    /// Kept once read, so that `status` does no file I/O; a read that failed is tried again
+    /// at the next call. Entering a code reads the key file itself.
     public func offlineCodesInfo() async -> OfflineCodesInfo {
+        if let known = offlineCodesKnown { return known }
         let file = offlineCodeKeyFile
         let stored: UInt64?
         let machine: UInt64
@@ -25,13 +28,17 @@ extension Manager {
             // The key file, or /etc/machine-id, which the codes name the machine by.
             return OfflineCodesInfo(provisioned: false, machine: "cannot be checked: \(ErrorWords.of(error))")
         }
-        guard let stored else { return OfflineCodesInfo(provisioned: false, machine: OfflineCode.hex(machine: machine)) }
-        guard stored == machine else {
-            return OfflineCodesInfo(
+        let info: OfflineCodesInfo
+        if let stored, stored != machine {
+            info = OfflineCodesInfo(
                 provisioned: false,
                 machine: "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(OfflineCode.hex(machine: machine))): provision again")
+        } else {
+            info = OfflineCodesInfo(provisioned: stored != nil, machine: OfflineCode.hex(machine: machine))
         }
-        return OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: stored))
+        // A provisioning that ended while this read was under way has said the newer state.
+        if offlineCodesKnown == nil { offlineCodesKnown = info }
+        return offlineCodesKnown ?? info
     }
 
     // MARK: Provision
@@ -54,10 +61,12 @@ extension Manager {
         let file = offlineCodeKeyFile
         let replaced: Bool
         do {
+            offlineCodesKnown = nil
             replaced = try await BlockingPool.run { try file.store(.init(machine: this, key: key)) }
         } catch {
             throw ManagerError.actionFailed("cannot store the offline-code key in \(file.path): \(ErrorWords.of(error))")
         }
+        offlineCodesKnown = OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: this))
         let detail = (replaced ? "offline-code key replaced" : "offline codes provisioned") + " for machine \(OfflineCode.hex(machine: this)); the fleet secret was not stored"
         logger.notice(
             "\(detail)",
