@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeCore
 import Synchronization
 import Testing
 
@@ -81,7 +82,7 @@ import Testing
         #expect(wakes.all.filter { $0 == .clockChanged }.count == 2, "the clock watch was not re-armed")
     }
 
-    /// Armed for a BOOTTIME instant (`WakePlan.instant`): it fires at that instant, never
+    /// Armed for a BOOTTIME instant (`WakePlan`): it fires at that instant, never
     /// before (a reading taken when it fires is past the boundary), and not a whole second
     /// after it, as a timer counting whole seconds from its arming could.
     @Test func firesAtTheBoottimeInstantNotBeforeAndNotASecondLate() async throws {
@@ -99,7 +100,7 @@ import Testing
         defer { timer.stop() }
         // Off any whole second: 1.3 s from now on BOOTTIME.
         let instant = bootNanos() + 1_300_000_000
-        timer.schedule(atBoot: instant)
+        timer.schedule(inNanos: WakePlan.delay(until: instant, nowBootNanos: bootNanos()))
         #expect(await wakes.wait(for: .due, seconds: 10))
         let at = try #require(fired.withLock { $0 })
         #expect(at >= instant, "fired \(instant - at) ns before the instant")
@@ -107,7 +108,7 @@ import Testing
         // An instant already past wakes at once (a timerfd armed with 0 would be disarmed).
         fired.withLock { $0 = nil }
         let past = bootNanos() - 200_000_000
-        timer.schedule(atBoot: past)
+        timer.schedule(inNanos: WakePlan.delay(until: past, nowBootNanos: bootNanos()))
         let end = ContinuousClock.now + .seconds(10)
         while fired.withLock({ $0 }) == nil, ContinuousClock.now < end {
             try await Task.sleep(for: .milliseconds(5))

@@ -181,7 +181,8 @@ extension Manager {
         // seconds after the timer is armed, which could be a second late.
         let nearest = (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min()
         do {
-            try alarm.arm(atBoot: nearest.map { WakePlan.instant(inSeconds: $0, after: reading) }, plan: plan)
+            let wake = nearest.map { WakePlan.instant(inSeconds: $0, after: reading) }
+            try alarm.arm(inNanos: wake.map { WakePlan.delay(until: $0, nowBootNanos: clock.bootNanos()) }, plan: plan)
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

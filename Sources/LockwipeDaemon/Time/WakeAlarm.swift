@@ -5,22 +5,16 @@ import LockwipeCore
 protocol WakeScheduling: AnyObject, Sendable {
     /// Wakes once, `seconds` from now; nil disarms. Replaces what was scheduled before.
     func schedule(in seconds: Int64?)
-    /// Wakes once at the CLOCK_BOOTTIME instant `nanos`; nil disarms. Replaces what was
-    /// scheduled before.
-    func schedule(atBoot nanos: Int64?)
+    /// Wakes once, `nanos` from now; nil disarms. Replaces what was scheduled before.
+    func schedule(inNanos nanos: Int64?)
     /// Nothing wakes after this returns.
     func stop()
 }
 
 extension WakeScheduling {
-    /// A timer that counts whole seconds only: the instant rounded up to the next whole
-    /// second from now (never before it).
-    func schedule(atBoot nanos: Int64?) {
-        guard let nanos else { return schedule(in: nil) }
-        var now = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &now)
-        let delay = WakePlan.delay(until: nanos, nowBootNanos: Int64(now.tv_sec) * WakePlan.second + Int64(now.tv_nsec))
-        schedule(in: (delay + WakePlan.second - 1) / WakePlan.second)
+    /// A timer that counts whole seconds only: rounded up (never before the instant).
+    func schedule(inNanos nanos: Int64?) {
+        schedule(in: nanos.map { ($0 + WakePlan.second - 1) / WakePlan.second })
     }
 }
 
@@ -69,17 +63,17 @@ final class WakeAlarm {
         return true
     }
 
-    /// Wakes at the CLOCK_BOOTTIME instant `nanos` (`WakePlan.instant`; nil: not at all)
-    /// if `plan` is the newest; returns whether it was applied. Throws when the timer
-    /// cannot be created.
+    /// Wakes `nanos` from now (`WakePlan.delay` to the planned instant, from a clock read
+    /// just before; nil: not at all) if `plan` is the newest; returns whether it was
+    /// applied. Throws when the timer cannot be created.
     @discardableResult
-    func arm(atBoot nanos: Int64?, plan: UInt64) throws -> Bool {
+    func arm(inNanos nanos: Int64?, plan: UInt64) throws -> Bool {
         guard isNewest(plan), !stopped else { return false }
         if timer == nil {
             guard nanos != nil else { return true }
             timer = try make(onWake)
         }
-        timer?.schedule(atBoot: nanos)
+        timer?.schedule(inNanos: nanos)
         return true
     }
 

@@ -1,7 +1,6 @@
 import CLockwipeFS
 import Foundation
 import LockwipeBase
-import LockwipeCore
 
 /// The daemon's one sleep until the next threshold crossing. An event-loop timer would
 /// miss two things the offline policy needs (README.md, "Configuration"):
@@ -67,22 +66,20 @@ final class WakeTimer: @unchecked Sendable {
         }
     }
 
-    /// Wakes once at the CLOCK_BOOTTIME instant `nanos` (`WakePlan.instant`); nil disarms.
-    /// Armed relative to BOOTTIME read here, not absolute: the timer then never fires
-    /// before the instant (it starts counting after the read), and libfaketime, which the
-    /// benchmarks and tests preload, rewrites absolute timerfd expiries as if they were
-    /// on its faked wall clock.
-    func schedule(atBoot nanos: Int64?) {
+    /// Wakes once, `nanos` (at least 1) nanoseconds from now on CLOCK_BOOTTIME; nil
+    /// disarms. Replaces what was scheduled before. The caller reads the clock, then arms:
+    /// the timer starts counting after that read, so it never fires before the instant
+    /// planned from it (`WakePlan.delay`). Relative, not `TFD_TIMER_ABSTIME`: libfaketime,
+    /// which the benchmarks and system tests preload, rewrites absolute timerfd expiries as
+    /// if they were on its faked wall clock.
+    func schedule(inNanos nanos: Int64?) {
         lock.withLock {
             guard !stopped else { return }
-            guard let nanos else {
+            if let nanos {
+                _ = lockwipe_timerfd_arm_relative_nanos(dueFD, max(1, nanos))
+            } else {
                 _ = lockwipe_timerfd_arm_relative(dueFD, 0)
-                return
             }
-            var now = timespec()
-            clock_gettime(CLOCK_BOOTTIME, &now)
-            let delay = WakePlan.delay(until: nanos, nowBootNanos: Int64(now.tv_sec) * WakePlan.second + Int64(now.tv_nsec))
-            _ = lockwipe_timerfd_arm_relative_nanos(dueFD, delay)
         }
     }
 
