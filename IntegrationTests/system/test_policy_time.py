@@ -5,7 +5,9 @@ Every daemon run in these tests is under libfaketime (`+0` for "now"), which mov
 the wall clock only; daemon_harness.py says why BOOTTIME is not moved.
 """
 
+import math
 import os
+import time
 from datetime import timedelta
 
 from daemon_harness import config_text
@@ -126,6 +128,44 @@ def test_running_daemon_locks_when_threshold_passes(make_daemon, make_user):
     assert d.state_of(user) == "locked"
     locks = [e for e in d.history(user) if e["kind"] == "lock"]
     assert locks and locks[-1]["trigger"] == "offline", locks
+
+
+def test_running_daemon_locks_on_the_second_the_threshold_is_reached(make_daemon, make_user):
+    """The wake-up is planned for the exact second at which the offline count reaches the
+    threshold, not whole seconds after the timer was armed (up to a second later).
+
+    The daemon's clock ticks at CLOCK_BOOTTIME's whole seconds (its wall time is BOOTTIME's
+    whole seconds plus the whole seconds of the wall/boot offset), so the count reaches the
+    threshold at a BOOTTIME second boundary, computed here from the offset given to
+    libfaketime (its sub-second part set to 0.5 s, well clear of a boundary). The daemon
+    is started half-way through a BOOTTIME second, so a timer armed for whole seconds from
+    its plan would come about half a second late."""
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    lock_at = int(parse_time(d.registration(user)["last_contact"]).timestamp()) + 2 * DAY
+    d.stop()
+
+    def boot():
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+    real_minus_boot = min((time.time() - boot() for _ in range(5)), key=abs)
+    crossing = math.floor(boot()) + 5  # the BOOTTIME second at which the count reaches it
+    # The daemon's wall second at BOOTTIME `crossing` is lock_at: fake wall - boot = lock_at - crossing + 0.5.
+    offset = lock_at - crossing + 0.5 - real_minus_boot
+    while boot() % 1 < 0.45 or boot() % 1 > 0.5 or boot() > crossing - 3:
+        time.sleep(0.005)
+    d.start(faketime=f"{offset:+.3f}")
+    assert boot() < crossing - 0.5, "the daemon took too long to start for this test"
+    assert d.state_of(user) == "active", "locked before the threshold"
+    while owner_of(vault) != (0, 0, 0) and boot() < crossing + 10:
+        time.sleep(0.002)
+    late = boot() - crossing
+    assert owner_of(vault) == (0, 0, 0), "the running daemon did not lock the vault: " + d.log_tail()
+    assert late <= 0.3, f"locked {late:.3f} s after the second the offline threshold was reached"
+    assert d.state_of(user) == "locked"
+    locks = [e for e in d.history(user) if e["kind"] == "lock"]
+    assert locks and locks[-1]["trigger"] == "offline", locks
+    assert parse_time(locks[-1]["time"]).timestamp() == lock_at, locks[-1]
 
 
 def test_sighup_with_lower_threshold_locks(make_daemon, make_user):

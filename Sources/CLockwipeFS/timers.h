@@ -27,6 +27,16 @@ static inline int lockwipe_timerfd_arm_relative(int fd, int64_t seconds) {
     return timerfd_settime(fd, 0, &spec, 0);
 }
 
+/// Arms `fd` to expire once, `nanos` (at least 1) nanoseconds from now. 0 or -1 (errno set).
+static inline int lockwipe_timerfd_arm_relative_nanos(int fd, int64_t nanos) {
+    struct itimerspec spec;
+    __builtin_memset(&spec, 0, sizeof(spec));
+    if (nanos < 1) nanos = 1;
+    spec.it_value.tv_sec = (time_t)(nanos / 1000000000);
+    spec.it_value.tv_nsec = (long)(nanos % 1000000000);
+    return timerfd_settime(fd, 0, &spec, 0);
+}
+
 /// Arms a CLOCK_REALTIME `fd` at the absolute time `at` with TFD_TIMER_CANCEL_ON_SET: a
 /// read then fails with ECANCELED once the clock is set (or the machine resumes).
 static inline int lockwipe_timerfd_arm_cancel_on_set(int fd, int64_t at) {

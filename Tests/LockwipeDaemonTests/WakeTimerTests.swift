@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeCore
 import Synchronization
 import Testing
 
@@ -79,6 +80,41 @@ import Testing
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(wakes.all.filter { $0 == .clockChanged }.count == 2, "the clock watch was not re-armed")
+    }
+
+    /// Armed for a BOOTTIME instant (`WakePlan`): it fires at that instant, never
+    /// before (a reading taken when it fires is past the boundary), and not a whole second
+    /// after it, as a timer counting whole seconds from its arming could.
+    @Test func firesAtTheBoottimeInstantNotBeforeAndNotASecondLate() async throws {
+        @Sendable func bootNanos() -> Int64 {
+            var t = timespec()
+            clock_gettime(CLOCK_BOOTTIME, &t)
+            return Int64(t.tv_sec) * 1_000_000_000 + Int64(t.tv_nsec)
+        }
+        let fired = Mutex<Int64?>(nil)
+        let wakes = Wakes()
+        let timer = try WakeTimer { reason in
+            fired.withLock { $0 = $0 ?? bootNanos() }
+            wakes.record(reason)
+        }
+        defer { timer.stop() }
+        // Off any whole second: 1.3 s from now on BOOTTIME.
+        let instant = bootNanos() + 1_300_000_000
+        timer.schedule(inNanos: WakePlan.delay(until: instant, nowBootNanos: bootNanos()))
+        #expect(await wakes.wait(for: .due, seconds: 10))
+        let at = try #require(fired.withLock { $0 })
+        #expect(at >= instant, "fired \(instant - at) ns before the instant")
+        #expect(at - instant < 500_000_000, "fired \(at - instant) ns after the instant")
+        // An instant already past wakes at once (a timerfd armed with 0 would be disarmed).
+        fired.withLock { $0 = nil }
+        let past = bootNanos() - 200_000_000
+        timer.schedule(inNanos: WakePlan.delay(until: past, nowBootNanos: bootNanos()))
+        let end = ContinuousClock.now + .seconds(10)
+        while fired.withLock({ $0 }) == nil, ContinuousClock.now < end {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        let late = try #require(fired.withLock { $0 }, "an instant already past never fired")
+        #expect(late - past < 700_000_000)
     }
 
     @Test func stopEndsTheThreadAndNothingFiresAfter() async throws {

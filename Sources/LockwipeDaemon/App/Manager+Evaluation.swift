@@ -175,9 +175,14 @@ extension Manager {
         let retry: Int64? = entries.contains(where: { $0.state == .lockFailed }) ? 60 : nil
         // A lease's end is recorded when it comes, also when it moves no threshold.
         let leaseEnds = outlooks.compactMap { o in o.record.lease.flatMap { $0.endedAt == nil ? $0.remaining(o.record.clock, offline: o.offline) : nil } }
+        // Every term of the offline count grows by one at each whole BOOTTIME second after
+        // `reading` (`ClockReading.aligned`): the wake-up is planned for the exact second
+        // boundary at which the nearest of these is reached (`WakePlan`), not this many
+        // seconds after the timer is armed, which could be a second late.
+        let nearest = (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min()
         do {
-            try alarm.arm(
-                in: (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min(), plan: plan)
+            let wake = nearest.map { WakePlan.instant(inSeconds: $0, after: reading) }
+            try alarm.arm(inNanos: wake.map { WakePlan.delay(until: $0, nowBootNanos: clock.bootNanos()) }, plan: plan)
         } catch {
             logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",

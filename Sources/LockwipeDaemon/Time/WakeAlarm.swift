@@ -1,9 +1,21 @@
+import Foundation
+import LockwipeCore
+
 /// What the wake-up alarm needs of a timer: `WakeTimer` in the daemon, a fake in tests.
 protocol WakeScheduling: AnyObject, Sendable {
     /// Wakes once, `seconds` from now; nil disarms. Replaces what was scheduled before.
     func schedule(in seconds: Int64?)
+    /// Wakes once, `nanos` from now; nil disarms. Replaces what was scheduled before.
+    func schedule(inNanos nanos: Int64?)
     /// Nothing wakes after this returns.
     func stop()
+}
+
+extension WakeScheduling {
+    /// A timer that counts whole seconds only: rounded up (never before the instant).
+    func schedule(inNanos nanos: Int64?) {
+        schedule(in: nanos.map { ($0 + WakePlan.second - 1) / WakePlan.second })
+    }
 }
 
 extension WakeTimer: WakeScheduling {}
@@ -48,6 +60,20 @@ final class WakeAlarm {
             timer = try make(onWake)
         }
         timer?.schedule(in: seconds)
+        return true
+    }
+
+    /// Wakes `nanos` from now (`WakePlan.delay` to the planned instant, from a clock read
+    /// just before; nil: not at all) if `plan` is the newest; returns whether it was
+    /// applied. Throws when the timer cannot be created.
+    @discardableResult
+    func arm(inNanos nanos: Int64?, plan: UInt64) throws -> Bool {
+        guard isNewest(plan), !stopped else { return false }
+        if timer == nil {
+            guard nanos != nil else { return true }
+            timer = try make(onWake)
+        }
+        timer?.schedule(inNanos: nanos)
         return true
     }
 

@@ -66,6 +66,23 @@ final class WakeTimer: @unchecked Sendable {
         }
     }
 
+    /// Wakes once, `nanos` (at least 1) nanoseconds from now on CLOCK_BOOTTIME; nil
+    /// disarms. Replaces what was scheduled before. The caller reads the clock, then arms:
+    /// the timer starts counting after that read, so it never fires before the instant
+    /// planned from it (`WakePlan.delay`). Relative, not `TFD_TIMER_ABSTIME`: libfaketime,
+    /// which the benchmarks and system tests preload, rewrites absolute timerfd expiries as
+    /// if they were on its faked wall clock.
+    func schedule(inNanos nanos: Int64?) {
+        lock.withLock {
+            guard !stopped else { return }
+            if let nanos {
+                _ = lockwipe_timerfd_arm_relative_nanos(dueFD, max(1, nanos))
+            } else {
+                _ = lockwipe_timerfd_arm_relative(dueFD, 0)
+            }
+        }
+    }
+
     /// Ends the thread; the descriptors are closed by it. Nothing wakes after this returns.
     func stop() {
         lock.withLock {
