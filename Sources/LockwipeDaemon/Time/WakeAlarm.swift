@@ -1,4 +1,3 @@
-import Foundation
 import LockwipeCore
 
 /// What the wake-up alarm needs of a timer: `WakeTimer` in the daemon, a fake in tests.
