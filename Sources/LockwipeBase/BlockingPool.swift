@@ -17,6 +17,14 @@ package enum BlockingPool {
         try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
     }
 
+    /// Runs `body` on `NIOThreadPool.singleton` without waiting for it (a short chore whose
+    /// outcome nobody needs); not run once the pool is shutting down.
+    package static func post(_ body: @escaping @Sendable () -> Void) {
+        NIOThreadPool.singleton.submit { state in
+            if state == .active { body() }
+        }
+    }
+
     /// Runs a user's long read (a dry-run's survey) on the readers' pool of
     /// `readerThreads` threads, apart from enforcement's. Readers queue behind each other
     /// there, never in front of a lock (and one user has one dry-run at a time:

@@ -54,25 +54,10 @@ package final class VaultCalls: Sendable {
             // One outcome: whichever of the thread and the deadline comes first resumes the
             // caller; the state of the call and the user's mark change under one lock.
             let call = Call()
-            let thread = Thread { [self] in
-                let result = Result { try body() }
-                let outcome = call.state.withLock { state -> (resume: Bool, recover: Bool) in
-                    if !state.done {
-                        state.done = true
-                        return (true, false)
-                    }
-                    return (false, state.timedOut)
-                }
-                if outcome.resume {
-                    continuation.resume(with: result)
-                } else if outcome.recover {
-                    stuck.withLock { _ = $0.removeValue(forKey: user) }
-                    recovered(user, what)
-                }
-            }
-            thread.name = "lockwiped-vault"
-            thread.start()
-            DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds)) { [self] in
+            // The deadline is cancelled when the call returns first, so that what it holds
+            // (the caller's continuation) is freed then, not when the deadline passes.
+            let deadline = Deadline(after: seconds)
+            deadline.start { [self] in
                 let timedOut = call.state.withLock { state -> Bool in
                     guard !state.done else { return false }
                     state.done = true
@@ -84,11 +69,52 @@ package final class VaultCalls: Sendable {
                     continuation.resume(throwing: VaultUnresponsive(user: user, what: what, seconds: seconds, earlier: false))
                 }
             }
+            let thread = Thread { [self] in
+                let result = Result { try body() }
+                let outcome = call.state.withLock { state -> (resume: Bool, recover: Bool) in
+                    if !state.done {
+                        state.done = true
+                        return (true, false)
+                    }
+                    return (false, state.timedOut)
+                }
+                if outcome.resume {
+                    deadline.cancel()
+                    continuation.resume(with: result)
+                } else if outcome.recover {
+                    stuck.withLock { _ = $0.removeValue(forKey: user) }
+                    recovered(user, what)
+                }
+            }
+            thread.name = "lockwiped-vault"
+            thread.start()
         }
     }
 
     /// The outcome of one call: done (the caller was resumed), and whether by the deadline.
     private final class Call: Sendable {
         let state = Mutex<(done: Bool, timedOut: Bool)>((false, false))
+    }
+
+    /// A call's deadline: a one-shot timer on a global queue whose handler, and what the
+    /// handler holds, is released as soon as it is cancelled or has fired. A dispatch
+    /// source may be cancelled from any thread, hence `@unchecked Sendable`.
+    private final class Deadline: @unchecked Sendable {
+        private let timer: any DispatchSourceTimer
+
+        init(after seconds: Int) {
+            timer = DispatchSource.makeTimerSource(queue: .global())
+            timer.schedule(deadline: .now() + .seconds(seconds))
+        }
+
+        func start(_ handler: @escaping @Sendable () -> Void) {
+            timer.setEventHandler { [self] in
+                handler()
+                cancel()
+            }
+            timer.activate()
+        }
+
+        func cancel() { timer.cancel() }
     }
 }

@@ -105,6 +105,7 @@ struct ManagerService: Service, CustomStringConvertible {
                 "config": .string(paths.configPath), "state_directory": .string(paths.stateDirectory),
             ])
         startUp.open()
+        await manager.releaseIdleMemory()
 
         // Graceful shutdown, or cancellation when another service failed: stopped either way.
         do { try await gracefulShutdown() } catch {}

@@ -1,3 +1,4 @@
+import CLockwipeFS
 import Foundation
 import LockwipeBase
 import LockwipeCheckIn
@@ -191,6 +192,19 @@ public actor Manager {
         await evaluate()
         checkIns.startPlanning()
         await scheduleCheckInsForAll(now: false)
+    }
+
+    /// After the start-up pass: gives back what it used and the idle daemon does not need,
+    /// SQLite's page cache and the free pages of every malloc arena (`malloc_trim`; the
+    /// pass's vault calls ran on a thread each, and their allocations spread over many
+    /// arenas), off the actor. Measured in docs/benchmarks.md (idle memory at 1,000 registrations).
+    public nonisolated func releaseIdleMemory() async {
+        do {
+            try await store.releaseMemory()
+            _ = try await BlockingPool.run { lockwipe_malloc_trim() }
+        } catch {
+            logger.notice("cannot give back the memory the start-up pass used", metadata: ["error": .string(ErrorWords.of(error))])
+        }
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.

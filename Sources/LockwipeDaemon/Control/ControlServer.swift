@@ -1,3 +1,4 @@
+import CLockwipeFS
 import CSystemd
 import Foundation
 import LockwipeBase
@@ -18,7 +19,12 @@ public final class ControlServer: Sendable {
     private let limits: Limits
     private let admission: Mutex<ConnectionAdmission>
     private let refusalLog = Mutex(RefusalLogThrottle())
-    let statusReplies = ReplyMemo<StatusReport> { try VarlinkMessage.encodeReply($0) }
+    /// A report's times are whole seconds: an entry older than a second is seldom asked for
+    /// again, and one for 1,000 registrations holds about 1 MiB (the report and its bytes),
+    /// given back to the kernel when it goes.
+    let statusReplies = ReplyMemo<StatusReport>(keep: .seconds(1), dropped: { BlockingPool.post { _ = lockwipe_malloc_trim() } }) {
+        try VarlinkMessage.encodeReply($0)
+    }
     /// The uids with a wipe dry-run running now: one at a time per caller.
     let dryRuns = Mutex(Set<UInt32>())
     /// True from creation until `startUpEnded()`: the socket answers status only.

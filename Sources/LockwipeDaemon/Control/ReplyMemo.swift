@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -11,16 +12,39 @@ import Synchronization
 /// reports (an administrator, a user) simply encode as before.
 final class ReplyMemo<Value: Equatable & Sendable>: Sendable {
     private let encode: @Sendable (Value) throws -> Data
-    private let last = Mutex<(value: Value, data: Data)?>(nil)
+    private let keep: Duration?
+    private let dropped: @Sendable () -> Void
+    private let last = Mutex<(value: Value, data: Data, stamp: UInt64)?>(nil)
+    private let stamps = Atomic<UInt64>(0)
 
-    init(encode: @escaping @Sendable (Value) throws -> Data) {
+    /// `keep`: how long an entry is kept after it was encoded (nil: until the next one);
+    /// `dropped` is called when one is let go that way, on a global dispatch queue.
+    init(keep: Duration? = nil, dropped: @escaping @Sendable () -> Void = {}, encode: @escaping @Sendable (Value) throws -> Data) {
         self.encode = encode
+        self.keep = keep
+        self.dropped = dropped
     }
 
     func reply(_ value: Value) throws -> Data {
         if let hit = last.withLock({ last in last.flatMap { $0.value == value ? $0.data : nil } }) { return hit }
         let data = try encode(value)
-        last.withLock { $0 = (value, data) }
+        let stamp = stamps.add(1, ordering: .relaxed).newValue
+        last.withLock { $0 = (value, data, stamp) }
+        if let keep {
+            let (seconds, attoseconds) = keep.components
+            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in self?.drop(stamp) }
+        }
         return data
+    }
+
+    /// Lets the entry `stamp` go, unless a newer one replaced it meanwhile.
+    private func drop(_ stamp: UInt64) {
+        let dropped = last.withLock { last -> Bool in
+            guard last?.stamp == stamp else { return false }
+            last = nil
+            return true
+        }
+        if dropped { self.dropped() }
     }
 }

@@ -18,7 +18,13 @@ final class Registration {
     /// Counts the turns that ended, of every registration (the registry's).
     private let ended: TurnsEnded
     /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
-    fileprivate var current: RegistrationRecord?
+    /// Boxed: a registration between turns (nearly all of them, nearly always) holds a
+    /// pointer for it, not room for a whole record (about 700 bytes inline).
+    fileprivate var current: RegistrationRecord? {
+        get { currentBox?.record }
+        set { currentBox = newValue.map(CurrentRecord.init) }
+    }
+    private var currentBox: CurrentRecord?
     /// Why the last lock failed, when that failure could not be written to the store: the
     /// registration then reads lock-failed, never locked (`inForce`), in its turns, in
     /// `status` and for the login gate, until a write succeeds.
@@ -68,6 +74,11 @@ final class Registration {
         failed.state = .lockFailed
         failed.vaultError = text
         return failed
+    }
+
+    private final class CurrentRecord {
+        let record: RegistrationRecord
+        init(_ record: RegistrationRecord) { self.record = record }
     }
 
     /// Whether an operation holds the turn now, and how many wait for it.

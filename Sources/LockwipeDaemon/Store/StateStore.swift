@@ -102,6 +102,13 @@ public final class StateStore: Sendable {
         }
     }
 
+    /// Gives back the memory SQLite can do without (`sqlite3_db_release_memory`): the
+    /// page cache the start-up pass filled. What it held is read again from the file
+    /// when a query needs it (the registrations are served from `registrationCache`).
+    public nonisolated(nonsending) func releaseMemory() async throws {
+        try await perform { [self] in db.releaseMemory() }
+    }
+
     /// Test hook: makes chosen operations fail (`StoreFaults`). Unarmed it costs one
     /// atomic load per access.
     public var faults: StoreFaults { db.faults }
@@ -252,6 +259,7 @@ final class CheckedQueue: Sendable {
     func write<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.write(updates) } }
     func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.writeWithoutTransaction(updates) } }
     func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try written { try queue.inDatabase(work) } }
+    func releaseMemory() { queue.releaseMemory() }
 }
 
 /// A test hook of the store: operations made to fail as a full disk or an I/O error would,
