@@ -7,6 +7,7 @@ import LockwipeProtocol
 
 struct Lock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "lock",
         abstract: "Lock a registration's vault now.",
         discussion: """
             Users may lock their own registration (without a name, theirs); administrators any, \
@@ -66,6 +67,7 @@ struct Lock: ParsableCommand {
 
 struct Unlock: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unlock",
         abstract: "Unlock a locked registration.",
         discussion: """
             A permission lock: administrators only; the offline clock restarts. An encrypted \
@@ -127,6 +129,7 @@ struct Unlock: ParsableCommand {
 
 struct Wipe: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "wipe",
         abstract: "Irreversibly erase a registration's data (administrators; users their own encrypted vault).",
         discussion: """
             Asks for confirmation on a terminal; needs --yes otherwise. Files are overwritten \

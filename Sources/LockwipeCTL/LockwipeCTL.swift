@@ -164,7 +164,8 @@ func confirm(_ question: String, yes: Bool, undoable: Bool = false) throws {
 
 /// "in 2d 4h" / "2d 4h ago" from an ISO 8601 time.
 func relative(_ iso: String, now: Date = Date()) -> String {
-    guard let date = try? Date(iso, strategy: .iso8601) else { return iso }
+    // The daemon's own format without Foundation's parser (`ISOTimestamp`), any other with it.
+    guard let date = ISOTimestamp.seconds(iso).map({ Date(timeIntervalSince1970: Double($0)) }) ?? (try? Date(iso, strategy: .iso8601)) else { return iso }
     let seconds = Int64(date.timeIntervalSince(now).rounded())
     return seconds > 0 ? "in \(RelativeTime.format(seconds: seconds))" : "\(RelativeTime.format(seconds: -seconds)) ago"
 }

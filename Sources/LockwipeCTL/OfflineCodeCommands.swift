@@ -33,6 +33,7 @@ struct OfflineCodeCommand: ParsableCommand {
 
     struct Challenge: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "challenge",
             abstract: "Print a new challenge for the helpdesk (the user herself, or an administrator).",
             discussion: """
                 Without --extend the challenge asks to lift the lock set by the policy server or \
@@ -57,6 +58,7 @@ struct OfflineCodeCommand: ParsableCommand {
 
     struct Respond: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "respond",
             abstract: "Compute the response to a challenge (the helpdesk; needs the fleet secret, no daemon, no root).",
             discussion: """
                 Reads the fleet secret from --fleet-key-file (its bytes, trailing newlines \
@@ -87,6 +89,7 @@ struct OfflineCodeCommand: ParsableCommand {
 
     struct Enter: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "enter",
             abstract: "Enter the helpdesk's response: does what the challenge asked, once.",
             discussion: """
                 The user herself or an administrator. A code whose check character does not \
@@ -121,6 +124,7 @@ struct OfflineCodeCommand: ParsableCommand {
 
     struct Provision: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "provision",
             abstract: "Store this machine's offline-code key, derived from the fleet secret (root, once).",
             discussion: """
                 Derives this machine's key from the fleet secret and the machine id (from \

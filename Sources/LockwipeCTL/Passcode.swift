@@ -62,6 +62,7 @@ enum PasscodeInput {
 
 struct Passcode: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "passcode",
         abstract: "Set or change the passcode that protects an encrypted vault's key.",
         discussion: """
             The vault key of an encrypted registration is stored only wrapped: by the machine \
@@ -74,6 +75,7 @@ struct Passcode: ParsableCommand {
 
     struct Set: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "set",
             abstract: "Set the first passcode of a vault still protected by the default passcode (the user or an administrator).",
             discussion: "On a terminal asks twice without echo; --passcode-stdin reads one line, the new passcode.")
         @OptionGroup var global: GlobalOptions
@@ -94,6 +96,7 @@ struct Passcode: ParsableCommand {
 
     struct Change: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "change",
             abstract: "Change a vault's passcode; needs the current one (the user, or an administrator who knows it).",
             discussion: """
                 On a terminal asks for the current passcode, then twice for the new one, without \

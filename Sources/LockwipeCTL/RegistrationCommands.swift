@@ -13,6 +13,7 @@ import LockwipeProtocol
 
 struct Register: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "register",
         abstract: "Register a user's data directories (administrators).",
         discussion: """
             Missing directories are created, owned by the user, mode 0700. All or nothing: on any \
@@ -60,6 +61,7 @@ struct Register: ParsableCommand {
 
 struct Credentials: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "credentials",
         abstract: "Replace the policy-server credentials of a registration (administrators), e.g. to rotate its token.",
         discussion: """
             Replaces all stored credentials: what is not given is removed (--clear removes \
@@ -93,6 +95,7 @@ struct Credentials: ParsableCommand {
 
 struct Unregister: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "unregister",
         abstract: "Stop protecting a user's data (administrators); the directories stay as they are.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("The users.", valueName: "user"), completion: .custom(completeUsers)) var users: [String] = []

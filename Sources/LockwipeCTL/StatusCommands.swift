@@ -18,6 +18,7 @@ import LockwipeProtocol
 
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show the policy and every registration you may see (the verb when none is given).",
         discussion: """
             Exits 3 when a registration shown is in state lock-failed (its vault is NOT locked), \
@@ -171,6 +172,7 @@ struct PolicyCommand: ParsableCommand {
 
 struct Certificate: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "certificate",
         abstract: "Show the sanitization certificate of a user's newest wipe attempt (administrators; users their own).",
         discussion: """
             Every wipe attempt, complete or not, leaves a certificate in the state database: \
@@ -200,7 +202,7 @@ struct Certificate: ParsableCommand {
 }
 
 struct History: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the audit history, oldest first.")
+    static let configuration = CommandConfiguration(commandName: "history", abstract: "Show the audit history, oldest first.")
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("Only this user's events.", valueName: "user"), completion: .custom(completeUsers)) var name: String?
     @Option(help: "Only this user's events.", completion: .custom(completeUsers)) var user: String?

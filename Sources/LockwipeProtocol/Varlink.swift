@@ -43,6 +43,11 @@ struct VarlinkReplyEnvelope<Parameters: Codable>: Codable {
     var error: String?
 }
 
+/// A reply's `error` alone: whether it is an error reply, without decoding its parameters.
+struct VarlinkReplyHead: Decodable {
+    var error: String?
+}
+
 /// A varlink error reply. `parameters` carries the details a client shows, e.g. the
 /// offending parameter's name or the reason an action was refused.
 public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringConvertible {
@@ -139,7 +144,12 @@ public enum VarlinkMessage {
     /// Decodes a reply: the parameters, or throws the `VarlinkError` the peer sent.
     public static func decodeReply<P: Codable>(_ type: P.Type, from data: Data) throws -> P {
         let decoder = JSONDecoder()  // error parameters keep their keys as sent
-        if let failure = try? decoder.decode(VarlinkReplyEnvelope<[String: String]>.self, from: data), let name = failure.error {
+        // The error's parameters are decoded only for an error reply: as [String: String],
+        // the parameters of an answer fail to decode, and that failure costs the CLI more
+        // than the look at `error` does.
+        if (try? decoder.decode(VarlinkReplyHead.self, from: data))?.error != nil,
+            let failure = try? decoder.decode(VarlinkReplyEnvelope<[String: String]>.self, from: data), let name = failure.error
+        {
             throw VarlinkError(name, failure.parameters ?? [:])
         }
         if let p = try VarlinkCoding.decoder().decode(VarlinkReplyEnvelope<P>.self, from: data).parameters { return p }

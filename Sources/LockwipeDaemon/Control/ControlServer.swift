@@ -183,6 +183,7 @@ public final class ControlServer: Sendable {
 
     private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, credentials: PeerCredentials?) async {
         let peer = Peer(credentials)
+        peer.lookUpRootEarly { await self.manager.caller($0) }
         do {
             try await connection.executeThenClose { inbound, outbound in
                 for try await message in inbound {
@@ -217,9 +218,17 @@ public final class ControlServer: Sendable {
     /// cost dozens of system calls (nss-systemd searches userdb directories); a connection
     /// that sends thousands of requests pays them once. Group membership is therefore
     /// read when a connection starts to use it, not per request.
+    ///
+    /// Root's peer is the exception: it is an administrator by its uid, so what NSS says
+    /// (its name, whether the admin group exists, for status's warning) decides nothing,
+    /// and is looked up as soon as it connects, on the thread pool, while the client is
+    /// still writing its request (`lookUpRootEarly`). Another user's membership is read
+    /// at her first request, never earlier.
     final class Peer {
         let credentials: PeerCredentials?
         private var known: Caller?
+        /// Root's lookup, started when it connected.
+        private var early: Task<Caller, Never>?
         /// Set by a request that ended the caller's own processes but hers (her own lock or
         /// wipe): the connection is closed after its answer, and then the client is ended
         /// if it has not exited.
@@ -229,10 +238,23 @@ public final class ControlServer: Sendable {
 
         init(_ credentials: PeerCredentials?) { self.credentials = credentials }
 
+        /// Starts the lookup of a root peer now, so that its first request need not wait
+        /// for NSS; for any other peer, does nothing.
+        func lookUpRootEarly(_ lookUp: @escaping @Sendable (PeerCredentials) async -> Caller) {
+            guard let credentials, credentials.uid == 0 else { return }
+            early = Task { await lookUp(credentials) }
+        }
+
         func caller(_ lookUp: (PeerCredentials) async -> Caller) async throws -> Caller {
             if let known { return known }
             guard let credentials else { throw VarlinkError.notPermitted("the caller's credentials could not be read") }
-            let found = await lookUp(credentials)
+            let found: Caller
+            if let early {
+                found = await early.value
+                self.early = nil
+            } else {
+                found = await lookUp(credentials)
+            }
             known = found
             return found
         }
