@@ -47,6 +47,17 @@ import Testing
         #expect(timer.scheduled.withLock { $0 }.last == .some(nil))
     }
 
+    @Test func nanosecondsReachAWholeSecondTimerRoundedUpAndAFarWakeUpDoesNotOverflow() throws {
+        let (alarm, timer) = alarm()
+        try alarm.arm(inNanos: 1, plan: alarm.beginPlan())
+        try alarm.arm(inNanos: 2_000_000_000, plan: alarm.beginPlan())
+        try alarm.arm(inNanos: 2_000_000_001, plan: alarm.beginPlan())
+        try alarm.arm(in: .max, plan: alarm.beginPlan())
+        try alarm.arm(inNanos: .max, plan: alarm.beginPlan())
+        let far = Int64.max / 1_000_000_000 + 1
+        #expect(timer.scheduled.withLock { $0 } == [1, 2, 3, far, far])
+    }
+
     @Test func afterStopNothingIsArmed() throws {
         let (alarm, timer) = alarm()
         try alarm.arm(in: 5, plan: alarm.beginPlan())

@@ -13,7 +13,7 @@ protocol WakeScheduling: AnyObject, Sendable {
 extension WakeScheduling {
     /// A timer that counts whole seconds only: rounded up (never before the instant).
     func schedule(inNanos nanos: Int64?) {
-        schedule(in: nanos.map { ($0 + WakePlan.second - 1) / WakePlan.second })
+        schedule(in: nanos.map { $0 / WakePlan.second + ($0 % WakePlan.second > 0 ? 1 : 0) })
     }
 }
 
@@ -53,13 +53,7 @@ final class WakeAlarm {
     /// it was applied. Throws when the timer cannot be created.
     @discardableResult
     func arm(in seconds: Int64?, plan: UInt64) throws -> Bool {
-        guard isNewest(plan), !stopped else { return false }
-        if timer == nil {
-            guard seconds != nil else { return true }
-            timer = try make(onWake)
-        }
-        timer?.schedule(in: seconds)
-        return true
+        try arm(inNanos: seconds.map { $0.multipliedReportingOverflow(by: WakePlan.second).overflow ? .max : $0 * WakePlan.second }, plan: plan)
     }
 
     /// Wakes `nanos` from now (`WakePlan.delay` to the planned instant, from a clock read
