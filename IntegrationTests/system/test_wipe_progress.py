@@ -191,5 +191,8 @@ def test_lockwiped_stopping_mid_wipe_says_it_resumes_at_the_next_start(make_daem
     # skipped entry says so), or the connection broke and lockwipectl says it.
     assert re.search(r"resumes at (lockwiped's|the) next start", out + err), out + err
     assert "connection to lockwiped broke" not in err, err
-    daemon.start()
+    # The start-up pass resumes the wipe and ends (READY=1) only once it has finished: the
+    # rest of 35 passes over 80 MiB, more than the harness's usual 10 s on a slower disk.
+    daemon.start(wait=False)
+    daemon.wait_ready(timeout=300)
     wait_until(lambda: daemon.state_of(user) == "wiped", 300, "the wipe did not resume", details=daemon.log_tail)
