@@ -231,6 +231,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(credentials, forKey: .credentials)
         try c.encodeIfPresent(passcodePolicy, forKey: .passcodePolicy)
         try c.encodeIfPresent(sharedDevice, forKey: .sharedDevice)
+        try c.encodeIfPresent(logoutLockAt, forKey: .logoutLockAt)
         if keyWrapping != nil {
             try c.encode(keyWrapping, forKey: .keyWrapping)
             try c.encode(passcodeExpires, forKey: .passcodeExpires)

@@ -49,6 +49,20 @@ import Testing
         #expect(try VarlinkMessage.decodeReply(StatusReport.self, from: try VarlinkMessage.encodeReply(report)) == report)
     }
 
+    @Test func aPendingLockOnLogoutReachesTheWire() throws {
+        var info = RegistrationInfo(
+            user: "carol", uid: 1003, state: .active, protection: .permissions, directories: ["/srv/c"], blocked: false,
+            lastContact: "2026-11-20T08:00:00Z", offlineSeconds: 0, nextAction: nil)
+        info.logoutLockAt = "2026-11-20T08:05:00Z"
+        let report = StatusReport(
+            version: "1", server: ServerInfo(configured: false, url: nil),
+            policy: PolicyInfo(policy: Policy(offlineDaysBeforeLock: 7, offlineDaysBeforeWipe: 30), source: "local"),
+            registrations: [info], warnings: [])
+        let data = try VarlinkMessage.encodeReply(report)
+        #expect(String(decoding: data, as: UTF8.self).contains("\"logout_lock_at\":\"2026-11-20T08:05:00Z\""))
+        #expect(try VarlinkMessage.decodeReply(StatusReport.self, from: data).registrations[0].logoutLockAt == "2026-11-20T08:05:00Z")
+    }
+
     @Test func interfaceDescriptionNamesEveryMethod() {
         for method in ManagerMethods.all {
             #expect(InterfaceDescription.manager.contains("method \(method.member)("))
