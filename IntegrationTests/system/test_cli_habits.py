@@ -7,6 +7,7 @@ import datetime
 import json
 import os
 import pty
+import re
 import select
 import shlex
 import signal
@@ -68,7 +69,8 @@ def test_plain_lockwipectl_is_status(daemon, make_user):
     alice = registered(daemon, make_user)
     plain = daemon.ok()
     assert "Policy:" in plain.out and alice.name in plain.out, plain.describe()
-    assert plain.out == daemon.ok("status").out
+    # The same output, but for the times, which may tick between the two calls.
+    assert re.sub(r"\d", "#", plain.out) == re.sub(r"\d", "#", daemon.ok("status").out)
 
     # Global options with no verb: still status.
     doc = json.loads(ctl_raw(daemon, "--json", "--socket", daemon.socket).out)
@@ -108,13 +110,23 @@ def test_global_options_stand_anywhere(daemon, make_user):
         json.loads(r.out)
 
 
+def timeless(value):
+    """A status without its counts of seconds (offline_seconds, next_action.in_seconds, ...)."""
+    if isinstance(value, dict):
+        return {k: timeless(v) for k, v in value.items() if not k.endswith("_seconds")}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
 def test_json_forms(daemon, make_user):
     registered(daemon, make_user)
     pretty = daemon.ok("status", "--json=pretty").out
     plain = daemon.ok("status", "--json").out
     short = daemon.ok("status", "--json=short").out
     assert short.count("\n") == 1 and pretty.count("\n") > 5, (short, pretty)
-    assert json.loads(short) == json.loads(pretty) == json.loads(plain)
+    # Three calls may straddle a second: the counts of seconds may differ, nothing else.
+    assert timeless(json.loads(short)) == timeless(json.loads(pretty)) == timeless(json.loads(plain))
     assert plain.count("\n") > 5, "plain --json is no longer indented"
     off = daemon.ok("status", "--json=off").out
     assert off.startswith("Policy:"), off
