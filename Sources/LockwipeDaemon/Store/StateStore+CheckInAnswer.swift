@@ -8,7 +8,7 @@ extension StateStore {
     /// the stored one, the lock is lifted or handed back, and the events are appended.
     public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws {
         try await perform { [self] in
-            let settingsJSON = try c.settings.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+            let settingsJSON = try c.settings.map { String(decoding: try StoredJSON.encoder().encode($0), as: UTF8.self) }
             try db.write { db in try Self.applyContact(user, c, settingsJSON: settingsJSON, db) }
         }
     }

@@ -18,7 +18,7 @@ extension StateStore {
         _ user: String, reason: String, trigger: Trigger, requester: WipeRequester = WipeRequester(), event: StoredEvent
     ) async throws {
         try await perform { [self] in
-            let requesterJSON = String(decoding: try JSONEncoder().encode(requester), as: UTF8.self)
+            let requesterJSON = String(decoding: try StoredJSON.encoder().encode(requester), as: UTF8.self)
             try db.write { db in
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at, requester) VALUES (?, ?, ?, ?, ?)",
@@ -71,7 +71,7 @@ extension StateStore {
         _ user: String, summary: WipeSummary, certificate: SanitizationCertificate? = nil, event: StoredEvent
     ) async throws {
         try await perform { [self] in
-            let json = String(decoding: try JSONEncoder().encode(summary), as: UTF8.self)
+            let json = String(decoding: try StoredJSON.encoder().encode(summary), as: UTF8.self)
             let certificateJSON = try certificate.map { String(decoding: try Self.certificateEncoder.encode($0), as: UTF8.self) }
             var event = event
             event.certificate = certificate?.id
@@ -102,11 +102,7 @@ extension StateStore {
 }
 
 extension StateStore {
-    static let certificateEncoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys]
-        return e
-    }()
+    static let certificateEncoder = StoredJSON.encoder(sortedKeys: true)
 
     /// The newest certificate of `user`'s wipes, or the one with `id`. With `owner`, only
     /// a certificate that belongs to a registration of that uid (`Ownership.ownsRecord`).
@@ -130,7 +126,7 @@ extension StateStore {
                 guard Ownership.ownsRecord(uid: uid, registrationID: row["registration_id"], callerUID: owner) else { return nil }
             }
             let body: String = row["body"]
-            return try JSONDecoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
+            return try StoredJSON.decoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
         }
     }
 
@@ -144,7 +140,7 @@ extension StateStore {
             var out: [String: SanitizationCertificate] = [:]
             for row in rows {
                 let body: String = row["body"]
-                out[row["id"]] = try JSONDecoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
+                out[row["id"]] = try StoredJSON.decoder().decode(SanitizationCertificate.self, from: Data(body.utf8))
             }
             return out
         }

@@ -129,7 +129,7 @@ public final class StateStore: Sendable {
     func decodeStored<T: Decodable>(_ type: T.Type, _ text: String?, _ what: @autoclosure () -> String) -> T? {
         guard let text else { return nil }
         do {
-            return try JSONDecoder().decode(type, from: Data(text.utf8))
+            return try StoredJSON.decoder().decode(type, from: Data(text.utf8))
         } catch {
             db.unreadable("\(what()) cannot be read back (\(ErrorWords.of(error))); it is taken as absent")
             return nil
