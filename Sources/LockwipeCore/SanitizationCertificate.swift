@@ -11,10 +11,11 @@ public struct WipeRequester: Codable, Sendable, Equatable {
     /// The passcode policy's retry limit that was reached (trigger retry-limit).
     public var retryLimit: Int?
 
-    // The wire's snake case (peer_uid, retry_limit) converts back to these keys.
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
     enum CodingKeys: String, CodingKey {
-        case server, policy, retryLimit
-        case peerUID = "peerUid"
+        case server, policy
+        case retryLimit = "retry_limit"
+        case peerUID = "peer_uid"
     }
 
     public init(peerUID: UInt32? = nil, server: String? = nil, policy: String? = nil, retryLimit: Int? = nil) {
@@ -37,9 +38,10 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         /// device id lockwiped sends); the machine id itself is never shown. Nil when the
         /// machine id cannot be read.
         public var machineID: String?
+        // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
         enum CodingKeys: String, CodingKey {
             case hostname
-            case machineID = "machineId"
+            case machineID = "machine_id"
         }
         public init(hostname: String, machineID: String?) {
             self.hostname = hostname
@@ -73,6 +75,13 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         /// The registration's offline lease granted before the wipe was requested, if any
         /// (README, "Leases"): whether it was still in force then, or had ended.
         public var lease: Lease? = nil
+
+        // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+        enum CodingKeys: String, CodingKey {
+            case trigger, reason
+            case requestedAt = "requested_at"
+            case requester, attempt, lease
+        }
     }
 
     /// An offline lease as a certificate names it.
@@ -95,6 +104,14 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
             self.reference = reference
             self.inForce = inForce
         }
+
+        // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+        enum CodingKeys: String, CodingKey {
+            case until
+            case grantedAt = "granted_at"
+            case source, reference
+            case inForce = "in_force"
+        }
     }
 
     public struct Method: Codable, Sendable, Equatable {
@@ -111,6 +128,13 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         public var pattern: String?
         /// What the method does not reach, in NIST's terms.
         public var note: String?
+
+        // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+        enum CodingKeys: String, CodingKey {
+            case type, technique, description, cipher
+            case keyBits = "key_bits"
+            case passes, pattern, note
+        }
     }
 
     public struct Tool: Codable, Sendable, Equatable {
@@ -201,6 +225,15 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
             type: "file-level overwrite (\(passes))", technique: "file-level overwrite",
             description: "every regular file with one link was overwritten (\(passes)), made durable, truncated and unlinked; other entries were unlinked",
             cipher: nil, keyBits: nil, passes: s.passes, pattern: s.pattern, note: notClear)
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case id, standard, host, subject, request, method, tool, media, started, finished, result, exceptions
+        case entriesRemoved = "entries_removed"
+        case filesOverwritten = "files_overwritten"
+        case bytesOverwritten = "bytes_overwritten"
+        case verification, caveats
     }
 }
 

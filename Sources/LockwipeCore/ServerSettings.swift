@@ -218,6 +218,17 @@ public struct ServerSettings: Sendable, Equatable, Codable {
             return nil
         }
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case lockWipe = "lock_wipe"
+        case passcode
+        case sharedDevice = "shared_device"
+        case registrationLocked = "registration_locked"
+        case offlineLeaseUntil = "offline_lease_until"
+        case problems
+        case sapLockTimeout = "sap_lock_timeout"
+    }
 }
 
 /// `blockWipingPolicy`: days without a successful contact before lock and before wipe.
@@ -232,6 +243,13 @@ public struct LockWipeSettings: Sendable, Equatable, Codable {
         self.enabled = enabled
         self.blockDisconnectedPeriod = blockDisconnectedPeriod
         self.wipeDisconnectedPeriod = wipeDisconnectedPeriod
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case enabled
+        case blockDisconnectedPeriod = "block_disconnected_period"
+        case wipeDisconnectedPeriod = "wipe_disconnected_period"
     }
 }
 
@@ -251,6 +269,21 @@ public struct PasscodeSettings: Sendable, Equatable, Codable {
     public var defaultPasswordAllowed: Bool?
 
     public init() {}
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case enabled
+        case minLength = "min_length"
+        case requiresDigit = "requires_digit"
+        case requiresLower = "requires_lower"
+        case requiresUpper = "requires_upper"
+        case requiresSpecial = "requires_special"
+        case minUniqueChars = "min_unique_chars"
+        case expirationDays = "expiration_days"
+        case retryLimit = "retry_limit"
+        case lockTimeout = "lock_timeout"
+        case defaultPasswordAllowed = "default_password_allowed"
+    }
 }
 
 /// Shared-device (multi-user) settings; nil fields were not sent.
@@ -260,6 +293,13 @@ public struct SharedDeviceSettings: Sendable, Equatable, Codable {
     public var lockOnLogout: Bool?
 
     public init() {}
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case enabled
+        case maxUsers = "max_users"
+        case lockOnLogout = "lock_on_logout"
+    }
 }
 
 /// Any JSON value, for reading documents whose types vary (settings, SAP's and OAuth's

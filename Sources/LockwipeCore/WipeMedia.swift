@@ -27,6 +27,12 @@ public struct MediaFacts: Codable, Sendable, Equatable {
             self.rotational = rotational
             self.backingFile = backingFile
         }
+
+        // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+        enum CodingKeys: String, CodingKey {
+            case name, partition, model, serial, rotational
+            case backingFile = "backing_file"
+        }
     }
 
     /// The vault these facts are about.
@@ -38,10 +44,10 @@ public struct MediaFacts: Codable, Sendable, Equatable {
     public var filesystemUUID: String?
     public var devices: [Device]
 
-    // "filesystemUuid": the wire's snake case (filesystem_uuid) converts back to this.
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
     enum CodingKeys: String, CodingKey {
         case path, filesystem, devices
-        case filesystemUUID = "filesystemUuid"
+        case filesystemUUID = "filesystem_uuid"
     }
 
     public init(path: String, filesystem: String, filesystemUUID: String? = nil, devices: [Device] = []) {

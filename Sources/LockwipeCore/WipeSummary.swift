@@ -51,9 +51,19 @@ public struct WipeSummary: Codable, Sendable, Equatable {
         self.attributesCleared = attributesCleared
     }
 
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
     enum CodingKeys: String, CodingKey {
-        case filesOverwritten, bytesOverwritten, entriesRemoved, skipped, elapsedSeconds, passes, pattern, attributesCleared, complete
-        case keyDestroyedAt, keyDestroyedSeconds, media, caveats
+        case filesOverwritten = "files_overwritten"
+        case bytesOverwritten = "bytes_overwritten"
+        case entriesRemoved = "entries_removed"
+        case skipped
+        case elapsedSeconds = "elapsed_seconds"
+        case passes, pattern
+        case attributesCleared = "attributes_cleared"
+        case complete
+        case keyDestroyedAt = "key_destroyed_at"
+        case keyDestroyedSeconds = "key_destroyed_seconds"
+        case media, caveats
     }
 
     public init(from decoder: any Decoder) throws {

@@ -50,6 +50,13 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
         self.registrationId = registrationId
         self.requester = requester
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case time, user, kind, trigger, detail, certificate, uid
+        case registrationId = "registration_id"
+        case requester
+    }
 }
 
 public struct HistoryReply: Codable, Sendable, Equatable {

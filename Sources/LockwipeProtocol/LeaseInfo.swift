@@ -38,4 +38,14 @@ public struct LeaseInfo: Codable, Sendable, Equatable {
         try c.encode(remainingSeconds, forKey: .remainingSeconds)
         try c.encode(endedAt, forKey: .endedAt)  // explicit null while in force
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case until
+        case grantedAt = "granted_at"
+        case source, reference
+        case inForce = "in_force"
+        case remainingSeconds = "remaining_seconds"
+        case endedAt = "ended_at"
+    }
 }

@@ -7,6 +7,12 @@ public struct OfflineCodeChallengeRequest: Codable, Sendable, Equatable {
         self.user = user
         self.extendDays = extendDays
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user
+        case extendDays = "extend_days"
+    }
 }
 
 /// The challenge to read to the helpdesk, and what it asks in words.
@@ -45,6 +51,12 @@ public struct ProvisionOfflineCodesRequest: Codable, Sendable, Equatable {
     public init(machine: String, machineKey: String) {
         self.machine = machine
         self.machineKey = machineKey
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case machine
+        case machineKey = "machine_key"
     }
 }
 

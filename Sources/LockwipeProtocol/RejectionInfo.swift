@@ -17,4 +17,10 @@ public struct RejectionInfo: Codable, Sendable, Equatable {
         self.since = since
         self.check = check
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case httpStatus = "http_status"
+        case text, since, check
+    }
 }

@@ -17,6 +17,12 @@ public struct StatusRequest: Codable, Sendable, Equatable {
         self.user = user
         self.loginGate = loginGate
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user
+        case loginGate = "login_gate"
+    }
 }
 
 /// `Lock`, `Wipe`: exactly one of `user` or `all` (a `Lock` by an ordinary user: neither
@@ -50,6 +56,12 @@ public struct UnlockRequest: Codable, Sendable, Equatable {
         self.user = user
         self.passcode = passcode
         self.newPasscode = newPasscode
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, passcode
+        case newPasscode = "new_passcode"
     }
 }
 
@@ -97,6 +109,16 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
         self.requireEncryption = requireEncryption
         self.passcode = passcode
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, directories, token
+        case clientCertificate = "client_certificate"
+        case clientKey = "client_key"
+        case requireEncryption = "require_encryption"
+        case passcode
+        case refreshToken = "refresh_token"
+    }
 }
 
 /// `SetCredentials`: replaces all stored credentials of a registration (a field left out
@@ -115,6 +137,14 @@ public struct CredentialsRequest: Codable, Sendable, Equatable {
         self.token = token
         self.clientCertificate = clientCertificate
         self.clientKey = clientKey
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, token
+        case clientCertificate = "client_certificate"
+        case clientKey = "client_key"
+        case refreshToken = "refresh_token"
     }
 }
 

@@ -16,4 +16,11 @@ public struct ServerResetInfo: Codable, Sendable, Equatable {
         self.deleteResult = deleteResult
         self.enrol = enrol
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case at, connection
+        case deleteResult = "delete_result"
+        case enrol
+    }
 }

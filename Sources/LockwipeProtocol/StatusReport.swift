@@ -27,6 +27,13 @@ public struct StatusReport: Codable, Sendable, Equatable {
         self.startingUp = startingUp
         self.offlineCodes = offlineCodes
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case version, server, policy, registrations, warnings
+        case startingUp = "starting_up"
+        case offlineCodes = "offline_codes"
+    }
 }
 
 public struct ServerInfo: Codable, Sendable, Equatable {
@@ -41,7 +48,11 @@ public struct ServerInfo: Codable, Sendable, Equatable {
         self.insecureHttp = insecureHttp
     }
 
-    enum CodingKeys: String, CodingKey { case configured, url, insecureHttp }
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case configured, url
+        case insecureHttp = "insecure_http"
+    }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -73,6 +84,13 @@ public struct PolicyInfo: Codable, Sendable, Equatable {
     public var policy: Policy {
         Policy(offlineDaysBeforeLock: offlineDaysBeforeLock, offlineDaysBeforeWipe: offlineDaysBeforeWipe)
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case offlineDaysBeforeLock = "offline_days_before_lock"
+        case offlineDaysBeforeWipe = "offline_days_before_wipe"
+        case source
+    }
 }
 
 public struct NextAction: Codable, Sendable, Equatable {
@@ -96,6 +114,12 @@ public struct WarningInfo: Codable, Sendable, Equatable {
         self.action = action
         self.at = at
         self.inSeconds = inSeconds
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case action, at
+        case inSeconds = "in_seconds"
     }
 }
 
@@ -241,6 +265,43 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(registrationId, forKey: .registrationId)
         try c.encode(lease, forKey: .lease)  // explicit null when no lease was granted
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, uid, state, protection, directories, blocked
+        case lastContact = "last_contact"
+        case offlineSeconds = "offline_seconds"
+        case nextAction = "next_action"
+        case lockTrigger = "lock_trigger"
+        case lockLiftable = "lock_liftable"
+        case lockWaitsFor = "lock_waits_for"
+        case wipe
+        case wipeProgress = "wipe_progress"
+        case policy
+        case policySource = "policy_source"
+        case blockedCode = "blocked_code"
+        case rejected
+        case lastAttempt = "last_attempt"
+        case lastError = "last_error"
+        case sapConnection = "sap_connection"
+        case sapConnectionProblem = "sap_connection_problem"
+        case sapReset = "sap_reset"
+        case serverPolicyNote = "server_policy_note"
+        case sapPasswordPolicyLockTimeout = "sap_password_policy_lock_timeout"
+        case nextCheckIn = "next_check_in"
+        case credentials
+        case passcodePolicy = "passcode_policy"
+        case sharedDevice = "shared_device"
+        case logoutLockAt = "logout_lock_at"
+        case keyWrapping = "key_wrapping"
+        case passcodeExpires = "passcode_expires"
+        case failedUnlocks = "failed_unlocks"
+        case retryLimit = "retry_limit"
+        case vaultError = "vault_error"
+        case warning
+        case registrationId = "registration_id"
+        case lease
+    }
 }
 
 /// A running wipe, as `status` shows it. Totals come from a census taken before the
@@ -276,5 +337,20 @@ public struct WipeProgressInfo: Codable, Sendable, Equatable {
         self.bytesPerSecond = bytesPerSecond
         self.entriesPerSecond = entriesPerSecond
         self.etaSeconds = etaSeconds
+    }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case phase
+        case filesOverwritten = "files_overwritten"
+        case bytesOverwritten = "bytes_overwritten"
+        case entriesRemoved = "entries_removed"
+        case skipped
+        case filesTotal = "files_total"
+        case bytesTotal = "bytes_total"
+        case elapsedSeconds = "elapsed_seconds"
+        case bytesPerSecond = "bytes_per_second"
+        case entriesPerSecond = "entries_per_second"
+        case etaSeconds = "eta_seconds"
     }
 }

@@ -5,18 +5,19 @@
 #endif
 
 /// JSON coding shared by both ends: snake_case keys on the wire, as varlink interfaces use.
+/// Every type that crosses the wire spells its snake-case keys in its `CodingKeys`, so both
+/// coders use the default key strategy: with any other, the decoder checks every decoded
+/// type against a protocol (a dynamic cast that scans the binary's conformance records the
+/// first time for each type), which cost `lockwipectl status` about 8% (docs/benchmarks.md).
 public enum VarlinkCoding {
     public static func encoder() -> JSONEncoder {
         let e = JSONEncoder()
-        e.keyEncodingStrategy = .convertToSnakeCase
         e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return e
     }
 
     public static func decoder() -> JSONDecoder {
-        let d = JSONDecoder()
-        d.keyDecodingStrategy = .convertFromSnakeCase
-        return d
+        JSONDecoder()
     }
 }
 

@@ -42,6 +42,14 @@ public struct WipePreview: Codable, Sendable, Equatable {
         self.caveats = caveats
         self.problem = problem
     }
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, path, method, passes, pattern, files, bytes, directories
+        case otherEntries = "other_entries"
+        case mountPoints = "mount_points"
+        case partial, media, caveats, problem
+    }
 }
 
 extension WipePreview {

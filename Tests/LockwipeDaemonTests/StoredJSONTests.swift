@@ -44,3 +44,45 @@ import Testing
         try roundTrip(Self.settings, ServerSettings.self)
     }
 }
+
+/// The store's key conversions are Foundation's own, checked against its key strategies.
+@Suite struct StoredKeyConversionTests {
+    struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ s: String) { stringValue = s }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+    struct Keys: Codable {
+        var keys: [String]
+        init(_ keys: [String]) { self.keys = keys }
+        init(from decoder: any Decoder) throws { keys = try decoder.container(keyedBy: Key.self).allKeys.map(\.stringValue) }
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: Key.self)
+            for k in keys { try c.encode(1, forKey: Key(k)) }
+        }
+    }
+    static let camel = [
+        "filesOverwritten", "peerUid", "filesystemUuid", "machineId", "offlineLeaseUntil", "lockOnLogout", "sapLockTimeout", "keyBits",
+        "filesystemUUID", "bootID", "pageURL", "myURLProperty", "sha256", "sha256Sum", "aBC", "x", "",
+    ]
+
+    @Test func snakeCaseIsConvertToSnakeCase() throws {
+        let e = JSONEncoder()
+        e.keyEncodingStrategy = .convertToSnakeCase
+        for k in Self.camel {
+            let data = try e.encode(Keys([k]))
+            #expect(try JSONDecoder().decode(Keys.self, from: data).keys == [StoredJSON.snakeCase(k)], "\(k)")
+        }
+    }
+
+    @Test func camelCaseIsConvertFromSnakeCase() throws {
+        let d = JSONDecoder()
+        d.keyDecodingStrategy = .convertFromSnakeCase
+        for k in Self.camel.map(StoredJSON.snakeCase) + ["_private_key", "trailing_", "a__b", "Upper_case"] {
+            let data = try JSONEncoder().encode(Keys([k]))
+            #expect(try d.decode(Keys.self, from: data).keys == [StoredJSON.camelCase(k)], "\(k)")
+        }
+    }
+}
