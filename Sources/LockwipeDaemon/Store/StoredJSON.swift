@@ -1,10 +1,15 @@
 import Foundation
 
 /// The coders of the JSON the store keeps in its columns (a wipe's report and requester, a
-/// certificate's body, the server settings). The types spell the wire's snake-case keys
-/// (`VarlinkCoding`); the store has always kept camelCase keys (the wire's keys converted
-/// back: `peerUid`, `filesystemUuid`), and keeps them: values stored by earlier versions
-/// read back, and an earlier version reads what this one stores.
+/// certificate's body, the server settings).
+///
+/// The types spell the wire's snake-case keys (`files_overwritten`, `peer_uid`), so that
+/// `VarlinkCoding` decodes with the default key strategy. The store has always kept those
+/// keys in camelCase (`filesOverwritten`, `peerUid`), and keeps them: rows written by earlier
+/// versions read back unchanged, an earlier version reads what this one writes, and a
+/// certificate's stored body is never rewritten. Every wire key is lower-case words joined by
+/// `_`, so the two spellings convert into each other exactly: split at `_` and capitalize, or
+/// split before each capital and lower it.
 enum StoredJSON {
     static func encoder(sortedKeys: Bool = false) -> JSONEncoder {
         let e = JSONEncoder()
@@ -19,42 +24,19 @@ enum StoredJSON {
         return d
     }
 
-    /// `files_overwritten` -> `filesOverwritten`: Foundation's `convertFromSnakeCase`.
+    /// `files_overwritten` -> `filesOverwritten`.
     static func camelCase(_ key: String) -> String {
-        let chars = Array(key)
-        guard let first = chars.firstIndex(where: { $0 != "_" }), let last = chars.lastIndex(where: { $0 != "_" }) else { return key }
-        let words = String(chars[first...last]).split(separator: "_")
-        guard words.count > 1 else { return key }
-        let joined = words[0].lowercased() + words.dropFirst().map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined()
-        return String(chars[..<first]) + joined + String(chars[(last + 1)...])
+        let words = key.split(separator: "_", omittingEmptySubsequences: false)
+        return words.dropFirst().reduce(String(words[0])) { $0 + $1.prefix(1).uppercased() + $1.dropFirst() }
     }
 
-    /// `filesOverwritten` -> `files_overwritten`, `filesystemUUID` -> `filesystem_uuid`:
-    /// Foundation's `convertToSnakeCase` (a word starts at each capital; a run of capitals
-    /// is one word, less its last letter when a lower-case letter follows).
+    /// `filesOverwritten` -> `files_overwritten`.
     static func snakeCase(_ key: String) -> String {
-        let chars = Array(key)
-        guard !chars.isEmpty else { return key }
-        var words: [Range<Int>] = []
-        var wordStart = 0
-        var search = 1
-        while let upper = chars[search...].firstIndex(where: \.isUppercase) {
-            words.append(wordStart..<upper)
-            search = upper
-            guard let lower = chars[search...].firstIndex(where: \.isLowercase) else {
-                wordStart = search
-                break
-            }
-            if lower == upper + 1 {
-                wordStart = upper
-            } else {
-                words.append(upper..<(lower - 1))
-                wordStart = lower - 1
-            }
-            search = lower + 1
+        var out = ""
+        for c in key {
+            if c.isUppercase { out += "_" + c.lowercased() } else { out.append(c) }
         }
-        words.append(wordStart..<chars.count)
-        return words.map { String(chars[$0]).lowercased() }.joined(separator: "_")
+        return out
     }
 }
 
