@@ -7,20 +7,29 @@ package enum ProcFile {
     /// The whole text of `path`, read with `read(2)` until the end; nil when it cannot be
     /// opened or read.
     package static func read(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        guard let length = read(path, into: &buffer) else { return nil }
+        return String(decoding: buffer[0..<length], as: UTF8.self)
+    }
+
+    /// Reads `path` whole into `buffer`, from its start, growing it when the file is longer
+    /// (so that one buffer serves many reads); the number of bytes read, or nil when it
+    /// cannot be opened or read.
+    package static func read(_ path: String, into buffer: inout [UInt8]) -> Int? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16_384)
+        if buffer.isEmpty { buffer = [UInt8](repeating: 0, count: 4096) }
+        var length = 0
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { break }
+            if length == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count)) }
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + length, $0.count - length) }
+            if n == 0 { return length }
             if n < 0 {
                 if errno == EINTR { continue }
                 return nil
             }
-            bytes.append(contentsOf: chunk[0..<n])
+            length += n
         }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -123,23 +123,10 @@ public struct ProcessTerminator: Sendable {
         }
     }
 
-    /// The `Uid:` line of `/proc/PID/status` (read to its end, as `ProcFile.read` does), or
-    /// nil when it cannot be read or has none.
+    /// The `Uid:` line of `/proc/PID/status` (read whole into `buffer`, `ProcFile.read`),
+    /// or nil when it cannot be read or has none.
     static func uidLine(of pid: Int32, buffer: inout [UInt8]) -> String? {
-        let fd = open("/proc/\(pid)/status", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var length = 0
-        while true {
-            if length == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count)) }
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + length, $0.count - length) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return nil
-            }
-            length += n
-        }
+        guard let length = ProcFile.read("/proc/\(pid)/status", into: &buffer) else { return nil }
         return buffer.withUnsafeBufferPointer { bytes -> String? in
             var start = 0
             while start < length {

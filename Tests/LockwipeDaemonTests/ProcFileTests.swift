@@ -17,6 +17,16 @@ import Testing
         #expect(maps.utf8.count >= truncated.utf8.count)
     }
 
+    @Test func oneBufferServesALongReadThenAShortOne() throws {
+        var buffer: [UInt8] = []
+        let long = try #require(ProcFile.read("/proc/self/maps", into: &buffer))
+        #expect(long > 4096 && buffer.count >= long)
+        let short = try #require(ProcFile.read("/proc/self/comm", into: &buffer))
+        let comm = try #require(ProcFile.read("/proc/self/comm"))
+        #expect(String(decoding: buffer[0..<short], as: UTF8.self) == comm)
+        #expect(ProcFile.read("/proc/self/no-such-file", into: &buffer) == nil)
+    }
+
     @Test func aMissingFileIsNil() {
         #expect(ProcFile.read("/proc/self/no-such-file") == nil)
     }
