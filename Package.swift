@@ -142,8 +142,9 @@ let package = Package(
         // The control socket's message parser under libFuzzer (scripts/fuzz); a normal
         // build replays inputs instead.
         .executableTarget(name: "lockwipe-fuzz-varlink", dependencies: ["LockwipeProtocol"], path: "Fuzz/VarlinkParser"),
-        // What the daemon's unit tests share: fakes (clock, server, logind, timers, accounts)
-        // and one Manager fixture. Public API only, so it also builds in release.
+        // What the unit tests share: fakes (clock, server, logind, timers, accounts), one
+        // Manager fixture, the golden documents' field check. Public API only, so it also
+        // builds in release.
         .target(
             name: "LockwipeTestSupport",
             dependencies: [
@@ -154,7 +155,7 @@ let package = Package(
             path: "Tests/LockwipeTestSupport"
         ),
         .testTarget(name: "LockwipeCoreTests", dependencies: ["LockwipeCore"]),
-        .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol"]),
+        .testTarget(name: "LockwipeProtocolTests", dependencies: ["LockwipeProtocol", "LockwipeTestSupport"]),
         .testTarget(
             name: "LockwipeDaemonTests",
             dependencies: [

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeCore
+import LockwipeTestSupport
 import Testing
 
 @testable import LockwipeDaemon
@@ -22,19 +23,8 @@ import Testing
         let want = try JSONDecoder().decode(JSONValue.self, from: Data(golden.utf8))
         #expect(try JSONDecoder().decode(JSONValue.self, from: data) == want, "\(T.self): \(String(decoding: data, as: UTF8.self))")
         if sortedKeys { #expect(String(decoding: data, as: UTF8.self) == golden) }
-        #expect(Self.unfilled(value, "\(T.self)").isEmpty, "\(T.self): fields the golden leaves empty: \(Self.unfilled(value, "\(T.self)"))")
-    }
-
-    /// Paths of nil optionals and empty arrays in `value`: a golden must fill every one.
-    static func unfilled(_ value: Any, _ path: String) -> [String] {
-        let mirror = Mirror(reflecting: value)
-        if mirror.displayStyle == .optional {
-            guard let child = mirror.children.first else { return [path] }
-            return unfilled(child.value, path)
-        }
-        if mirror.displayStyle == .collection, mirror.children.isEmpty { return [path] }
-        if mirror.displayStyle == .enum { return [] }
-        return mirror.children.enumerated().flatMap { i, child in unfilled(child.value, path + "." + (child.label ?? "\(i)")) }
+        let unfilled = unfilledFields(value, "\(T.self)")
+        #expect(unfilled.isEmpty, "\(T.self): fields the golden leaves empty: \(unfilled)")
     }
 
     @Test func storedValuesKeepTheirKeys() throws {

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeCore
 import LockwipeProtocol
+import LockwipeTestSupport
 import Testing
 
 /// The wire's keys, captured from the encoder that converted camelCase names to snake case:
@@ -28,7 +29,7 @@ import Testing
         """#.replacingOccurrences(of: "MEDIA", with: media)
     static let registration = #"""
         {"blocked":true,"blocked_code":"b","credentials":"token","directories":["/srv/a"],"failed_unlocks":1,"key_wrapping":"machine",
-         "last_attempt":"2026-01-01T00:00:00Z","last_contact":"2026-01-01T00:00:00Z","last_error":"e",
+         "last_attempt":"2026-01-01T00:00:00Z","last_contact":"2026-01-01T00:00:00Z","last_error":"e","logout_lock_at":"2026-01-01T02:00:00Z",
          "lease":{"ended_at":"2026-01-02T00:00:00Z","granted_at":"2026-01-01T00:00:00Z","in_force":false,"reference":"r","remaining_seconds":0,"source":"offline-code","until":"2026-01-02T00:00:00Z"},
          "lock_liftable":true,"lock_trigger":"offline","lock_waits_for":"login","next_action":{"action":"wipe","at":"2026-01-03T00:00:00Z"},
          "next_check_in":"2026-01-01T01:00:00Z","offline_seconds":60,"passcode_expires":"2026-02-01T00:00:00Z",
@@ -107,30 +108,8 @@ import Testing
             }
             #expect(envelope["parameters"] == want, "\(T.self): \(String(decoding: data, as: UTF8.self))")
         }
-        let unfilled = Self.unfilled(call, "\(T.self)").filter { !Self.notEncoded.contains($0) }
+        let unfilled = unfilledFields(call, "\(T.self)")
         #expect(unfilled.isEmpty, "\(T.self): fields the golden leaves empty: \(unfilled)")
-    }
-
-    /// Declared (interface, CLI) but never encoded by `RegistrationInfo.encode(to:)`: checked
-    /// on its own in `logoutLockAtDecodes`.
-    static let notEncoded: Set<String> = ["StatusReport.registrations.0.logoutLockAt"]
-
-    @Test func logoutLockAtDecodes() throws {
-        let golden = Self.replies[0].0.replacingOccurrences(of: #""last_contact":"#, with: #""logout_lock_at":"2026-01-01T02:00:00Z","last_contact":"#)
-        let report = try VarlinkMessage.decodeReply(StatusReport.self, from: Data(#"{"parameters":\#(golden)}"#.utf8))
-        #expect(report.registrations.first?.logoutLockAt == "2026-01-01T02:00:00Z")
-    }
-
-    /// Paths of nil optionals and empty arrays in `value`: a golden must fill every one.
-    static func unfilled(_ value: Any, _ path: String) -> [String] {
-        let mirror = Mirror(reflecting: value)
-        if mirror.displayStyle == .optional {
-            guard let child = mirror.children.first else { return [path] }
-            return unfilled(child.value, path)
-        }
-        if mirror.displayStyle == .collection, mirror.children.isEmpty { return [path] }
-        if mirror.displayStyle == .enum { return [] }
-        return mirror.children.enumerated().flatMap { i, child in unfilled(child.value, path + "." + (child.label ?? "\(i)")) }
     }
 
     @Test func everyReplyKeepsItsKeys() throws {
