@@ -13,8 +13,11 @@ package enum BlockingPool {
     /// Runs `body` on `NIOThreadPool.singleton` and returns its result. The work is not
     /// abandoned when the calling task is cancelled (a shutdown): a key change or a lock
     /// that has begun runs to its end, and the caller sees its outcome.
+    ///
+    /// The result is handed to the waiting task from the pool's thread (`resume`), not
+    /// through an event loop's future: one thread woken, not two.
     package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
+        try await run(on: NIOThreadPool.singleton, body)
     }
 
     /// Runs `body` on `NIOThreadPool.singleton` without waiting for it (a short chore whose
@@ -30,7 +33,18 @@ package enum BlockingPool {
     /// there, never in front of a lock (and one user has one dry-run at a time:
     /// `ControlServer`).
     package static func runRead<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await readers.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.any(), body).get()
+        try await run(on: readers, body)
+    }
+
+    /// `body` on `pool`, its result resumed from there. Not NIO's async `runIfActive`: that
+    /// drops work not yet started when the caller is cancelled, and this must not.
+    private static func run<T: Sendable>(on pool: NIOThreadPool, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            pool.submit { state in
+                guard state == .active else { return continuation.resume(throwing: NIOThreadPoolError.ThreadPoolInactive()) }
+                continuation.resume(with: Result(catching: body))
+            }
+        }
     }
 
     package static let readerThreads = 2

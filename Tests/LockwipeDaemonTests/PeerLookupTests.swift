@@ -4,9 +4,9 @@ import Testing
 
 @testable import LockwipeDaemon
 
-/// When a connection's peer is looked up through NSS: root's as soon as it connects (what
-/// NSS says decides nothing for it), anyone else's at her first request, never earlier,
-/// and once per connection.
+/// When a connection's peer is looked up through NSS: root's as soon as it connects (from
+/// the connection's set-up in `ControlServer.bind`; what NSS says decides nothing for it),
+/// anyone else's at her first request, never earlier, and once per connection.
 @Suite struct PeerLookupTests {
     /// A lookup that counts its calls and answers from the credentials alone.
     final class CountingLookup: Sendable {
@@ -22,8 +22,8 @@ import Testing
 
     @Test func rootIsLookedUpWhenItConnectsAndOnlyOnce() async throws {
         let early = CountingLookup()
-        let peer = ControlServer.Peer(PeerCredentials(pid: 1, uid: 0, gid: 0))
-        peer.lookUpRootEarly { await early($0) }
+        let credentials: PeerCredentials? = PeerCredentials(pid: 1, uid: 0, gid: 0)
+        let peer = ControlServer.Peer(credentials, early: ControlServer.Peer.lookUpRootEarly(credentials) { await early($0) })
         let deadline = ContinuousClock.now + .seconds(10)
         while early.count == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
         #expect(early.count == 1, "root's lookup starts before its first request")
@@ -37,8 +37,8 @@ import Testing
 
     @Test func anotherUserIsLookedUpAtHerFirstRequestNotEarlier() async throws {
         let early = CountingLookup()
-        let peer = ControlServer.Peer(PeerCredentials(pid: 1, uid: 1000, gid: 1000))
-        peer.lookUpRootEarly { await early($0) }
+        let credentials: PeerCredentials? = PeerCredentials(pid: 1, uid: 1000, gid: 1000)
+        let peer = ControlServer.Peer(credentials, early: ControlServer.Peer.lookUpRootEarly(credentials) { await early($0) })
         let perRequest = CountingLookup()
         let caller = try await peer.caller { await perRequest($0) }
         _ = try await peer.caller { await perRequest($0) }
@@ -49,8 +49,8 @@ import Testing
 
     @Test func aPeerWithoutCredentialsIsRefusedAndNeverLookedUp() async {
         let early = CountingLookup()
-        let peer = ControlServer.Peer(nil)
-        peer.lookUpRootEarly { await early($0) }
+        let credentials: PeerCredentials? = nil
+        let peer = ControlServer.Peer(credentials, early: ControlServer.Peer.lookUpRootEarly(credentials) { await early($0) })
         await #expect(throws: (any Error).self) { try await peer.caller { await early($0) } }
         #expect(early.count == 0)
     }

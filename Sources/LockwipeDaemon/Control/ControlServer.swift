@@ -48,18 +48,37 @@ public final class ControlServer: Sendable {
         self.admission = Mutex(ConnectionAdmission(maxConnections: limits.maxConnections))
     }
 
-    public typealias ServerChannel = NIOAsyncChannel<NIOAsyncChannel<ByteBuffer, ByteBuffer>, Never>
+    public typealias ServerChannel = NIOAsyncChannel<Accepted, Never>
+
+    /// A connection as it was accepted: its channel, its peer's SO_PEERCRED (nil when it
+    /// cannot be read), and for a root peer the lookup of who that is, already started
+    /// (`Peer.lookUpRootEarly`).
+    public struct Accepted: Sendable {
+        let channel: NIOAsyncChannel<ByteBuffer, ByteBuffer>
+        let credentials: PeerCredentials?
+        let rootLookup: Task<Caller, Never>?
+    }
 
     /// Binds the socket (or adopts the socket-activated fd) and returns the server channel.
     public func bind(path: String, activatedFD: CInt?, group: MultiThreadedEventLoopGroup) async throws -> ServerChannel {
         let limits = self.limits
-        let bootstrap = ServerBootstrap(group: group).serverChannelOption(.backlog, value: 128)
-        let initializer: @Sendable (Channel) -> EventLoopFuture<NIOAsyncChannel<ByteBuffer, ByteBuffer>> = { channel in
-            channel.eventLoop.makeCompletedFuture {
+        let manager = self.manager
+        // One event loop accepts and carries every connection, and its requests are
+        // answered on it (`serve`): NIO hands an accepted connection to another loop through
+        // three cross-thread wake-ups before its first read.
+        let loop = group.next()
+        let bootstrap = ServerBootstrap(group: loop, childGroup: loop).serverChannelOption(.backlog, value: 128)
+        // On the connection's event loop as it is set up: SO_PEERCRED is read there and
+        // then (a completed future, no thread hop), and root's lookup starts at once, while
+        // the client is still writing its request.
+        let initializer: @Sendable (Channel) -> EventLoopFuture<Accepted> = { channel in
+            Self.credentials(of: channel).flatMapThrowing { credentials in
                 let ops = channel.pipeline.syncOperations
                 try ops.addHandler(ByteToMessageHandler(NULFrameDecoder(maxMessageBytes: limits.maxMessageBytes)))
                 try ops.addHandler(ConnectionGuard(idleTimeout: limits.idleTimeout))
-                return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                return Accepted(
+                    channel: try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel), credentials: credentials,
+                    rootLookup: Peer.lookUpRootEarly(credentials, on: EventLoopTaskExecutor(channel.eventLoop)) { await manager.caller($0) })
             }
         }
         if let fd = activatedFD {
@@ -144,11 +163,20 @@ public final class ControlServer: Sendable {
     /// Accepts connections until the server channel closes; one child task per connection.
     /// Admission is per peer (`ConnectionAdmission`): one user holding connections open
     /// cannot lock out another, nor root.
+    ///
+    /// The tasks run on the connections' event loop (`EventLoopTaskExecutor`), and so does
+    /// the Manager while it answers them: a request is read, answered and its reply
+    /// written without waking another thread. Blocking work goes to `BlockingPool`, as
+    /// from anywhere else.
     public func serve(_ server: ServerChannel) async throws {
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(server.channel.eventLoop)) { try await accept(server) }
+    }
+
+    private func accept(_ server: ServerChannel) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { inbound in
-                for try await connection in inbound {
-                    let credentials = await Self.credentials(of: connection.channel)
+                for try await accepted in inbound {
+                    let credentials = accepted.credentials
                     let uid = credentials?.uid
                     if let refusal = admission.withLock({ $0.admit(uid: uid) }) {
                         if let suppressed = refusalLog.withLock({ $0.shouldLog(now: .now) }) {
@@ -161,31 +189,31 @@ public final class ControlServer: Sendable {
                                 ])
                         }
                         // Through executeThenClose: an NIOAsyncChannel dropped unclosed traps.
-                        group.addTask { try? await connection.executeThenClose { _, _ in } }
+                        group.addTask { try? await accepted.channel.executeThenClose { _, _ in } }
                         continue
                     }
                     group.addTask {
                         defer { self.admission.withLock { $0.release(uid: uid) } }
-                        await self.handle(connection, credentials: credentials)
+                        await self.handle(accepted)
                     }
                 }
             }
         }
     }
 
-    /// The peer's SO_PEERCRED; nil when it cannot be read (then it may do nothing that needs them).
-    private static func credentials(of channel: Channel) async -> PeerCredentials? {
+    /// The peer's SO_PEERCRED; nil when it cannot be read (then it may do nothing that
+    /// needs them). Completed at once when called on the channel's event loop.
+    private static func credentials(of channel: Channel) -> EventLoopFuture<PeerCredentials?> {
         // NIO owns the descriptor, so SO_PEERCRED is read through it into the C layout.
-        let raw: lockwipe_ucred? = try? await (channel as? SocketOptionProvider)?
-            .unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)).get()
-        return raw.map(PeerCredentials.init)
+        guard let provider = channel as? SocketOptionProvider else { return channel.eventLoop.makeSucceededFuture(nil) }
+        let raw: EventLoopFuture<lockwipe_ucred> = provider.unsafeGetSocketOption(level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        return raw.map { Optional(PeerCredentials($0)) }.recover { _ in nil }
     }
 
-    private func handle(_ connection: NIOAsyncChannel<ByteBuffer, ByteBuffer>, credentials: PeerCredentials?) async {
-        let peer = Peer(credentials)
-        peer.lookUpRootEarly { await self.manager.caller($0) }
+    private func handle(_ accepted: Accepted) async {
+        let peer = Peer(accepted.credentials, early: accepted.rootLookup)
         do {
-            try await connection.executeThenClose { inbound, outbound in
+            try await accepted.channel.executeThenClose { inbound, outbound in
                 for try await message in inbound {
                     let data = Data(message.readableBytesView)
                     guard let reply = await self.respond(to: data, peer: peer) else {
@@ -222,8 +250,8 @@ public final class ControlServer: Sendable {
     /// Root's peer is the exception: it is an administrator by its uid, so what NSS says
     /// (its name, whether the admin group exists, for status's warning) decides nothing,
     /// and is looked up as soon as it connects, on the thread pool, while the client is
-    /// still writing its request (`lookUpRootEarly`). Another user's membership is read
-    /// at her first request, never earlier.
+    /// still writing its request (`lookUpRootEarly`, from the connection's set-up).
+    /// Another user's membership is read at her first request, never earlier.
     final class Peer {
         let credentials: PeerCredentials?
         private var known: Caller?
@@ -236,13 +264,20 @@ public final class ControlServer: Sendable {
         /// The client's name (`/proc/PID/comm`), read once, for the journal and history.
         lazy var comm: String? = credentials.flatMap { RequestingClient.comm(of: $0.pid) }
 
-        init(_ credentials: PeerCredentials?) { self.credentials = credentials }
+        init(_ credentials: PeerCredentials?, early: Task<Caller, Never>? = nil) {
+            self.credentials = credentials
+            self.early = early
+        }
 
-        /// Starts the lookup of a root peer now, so that its first request need not wait
-        /// for NSS; for any other peer, does nothing.
-        func lookUpRootEarly(_ lookUp: @escaping @Sendable (PeerCredentials) async -> Caller) {
-            guard let credentials, credentials.uid == 0 else { return }
-            early = Task { await lookUp(credentials) }
+        /// The lookup of a root peer, started now so that its first request need not wait
+        /// for NSS; nil (nothing started) for any other peer. Its task prefers `executor`
+        /// (the connection's event loop) when given.
+        static func lookUpRootEarly(
+            _ credentials: PeerCredentials?, on executor: (any TaskExecutor)? = nil,
+            _ lookUp: @escaping @Sendable (PeerCredentials) async -> Caller
+        ) -> Task<Caller, Never>? {
+            guard let credentials, credentials.uid == 0 else { return nil }
+            return Task(executorPreference: executor) { await lookUp(credentials) }
         }
 
         func caller(_ lookUp: (PeerCredentials) async -> Caller) async throws -> Caller {

@@ -1,0 +1,57 @@
+import LockwipeBase
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+/// Where the control connections' tasks run (`EventLoopTaskExecutor`) and how blocking
+/// work comes back from the pool (`BlockingPool.run`).
+@Suite struct ExecutorTests {
+    actor Counter {
+        var value = 0
+        /// Whether the actor ran on `loop`'s thread, and the count after this call.
+        func increment(on loop: any EventLoop) -> (onLoop: Bool, value: Int) {
+            value += 1
+            return (loop.inEventLoop, value)
+        }
+    }
+
+    @Test func aTaskPreferringTheLoopRunsThereAndSoDoTheActorsItCalls() async throws {
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let counter = Counter()
+        let seen = try await withTaskExecutorPreference(EventLoopTaskExecutor(loop)) {
+            var seen: [Bool] = [loop.inEventLoop]
+            let (actorOnLoop, _) = await counter.increment(on: loop)
+            seen.append(actorOnLoop)
+            // Back from the pool's thread, on the loop again.
+            let poolOnLoop = try await BlockingPool.run { loop.inEventLoop }
+            seen.append(!poolOnLoop)
+            seen.append(loop.inEventLoop)
+            // A child task inherits the preference.
+            await withDiscardingTaskGroup { children in
+                children.addTask { _ = await counter.increment(on: loop) }
+            }
+            seen.append(loop.inEventLoop)
+            return seen
+        }
+        #expect(seen == [true, true, true, true, true], "task, actor, off the loop in the pool, back, after a child task")
+        #expect(await counter.value == 2)
+        // Without the preference, the same actor runs on the cooperative pool.
+        #expect(await counter.increment(on: loop).onLoop == false)
+    }
+
+    @Test func blockingWorkIsNotAbandonedWhenItsCallerIsCancelled() async throws {
+        final class Flag: Sendable { let ran = Atomic<Bool>(false) }
+        let flag = Flag()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await BlockingPool.run {
+                flag.ran.store(true, ordering: .relaxed)
+                return 42
+            }
+        }
+        #expect(try await task.value == 42, "a lock that has begun runs to its end, and the caller sees its outcome")
+        let ran = flag.ran.load(ordering: .relaxed)
+        #expect(ran)
+    }
+}
