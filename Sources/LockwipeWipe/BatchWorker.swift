@@ -15,6 +15,7 @@ final class BatchWorker: @unchecked Sendable {
     init() {
         let thread = Thread { [self] in run() }
         thread.stackSize = 1 << 20
+        thread.name = "lockwiped-batch"
         thread.start()
     }
 

@@ -37,6 +37,7 @@ final class OverwriteWriters: @unchecked Sendable {
                 run(PatternWriter(pattern: pattern, progress: progress), passes: passes, progress: progress)
             }
             thread.stackSize = 1 << 20
+            thread.name = "lockwiped-write"
             thread.start()
         }
     }

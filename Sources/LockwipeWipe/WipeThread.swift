@@ -8,6 +8,7 @@ func runOnWipeThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) as
             continuation.resume(with: Result { try body() })
         }
         thread.stackSize = 8 << 20
+        thread.name = "lockwiped-wipe"
         thread.start()
     }
 }
