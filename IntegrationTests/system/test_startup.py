@@ -93,6 +93,22 @@ def test_a_socket_path_that_is_not_a_socket_fails_after_the_pass_without_a_crash
     assert d.socket.read_text() == "not a socket\n"
 
 
+def test_a_socket_directory_that_cannot_be_created_is_named(make_daemon):
+    """The socket's directory cannot be created (a file is where a parent should be): the
+    daemon still enforces, then exits 1 naming the directory and why, without a crash."""
+    d = make_daemon(start=False)
+    blocker = d.root / "blocker"
+    blocker.write_text("a file, not a directory\n")
+    socket = blocker / "run" / "io.lockwipe.Manager"
+    r = run_daemon_once(d, argv=[str(d.bins.lockwiped), "--config", str(d.config), "--state-dir",
+                                 str(d.state_dir), "--socket", str(socket), "--hooks-dir",
+                                 str(d.hooks_dir)])
+    assert r.returncode == 1, show(r)
+    assert f"cannot create the control socket's directory {blocker / 'run'}" in r.stderr, show(r)
+    assert "Fatal error" not in r.stderr, show(r)
+    assert blocker.read_text() == "a file, not a directory\n"
+
+
 def test_the_socket_is_removed_only_by_the_daemon_that_bound_it(make_daemon):
     """A daemon whose socket path was taken over since it bound it (the file removed and
     another socket bound there) leaves that other socket in place when it stops."""

@@ -85,7 +85,11 @@ public final class ControlServer: Sendable {
             return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
         }
         let directory = (path as NSString).deletingLastPathComponent
-        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        } catch {
+            throw SocketDirectoryUnavailable(directory: directory, reason: ErrorWords.of(error))
+        }
         // Bound here, not by NIO: NIO's own Unix server socket unlinks whatever is at its
         // path when it closes, which may by then be another daemon's socket. The daemon
         // removes the file itself at exit, only if it is still the one it bound.
@@ -371,4 +375,12 @@ struct NotASocket: Error, CustomStringConvertible {
     var description: String {
         "cannot bind the control socket \(path): something that is not a socket is there; lockwiped does not remove it: move it away, or give lockwiped another --socket"
     }
+}
+
+/// The control socket's directory is missing and cannot be created.
+struct SocketDirectoryUnavailable: Error, CustomStringConvertible {
+    var directory: String
+    var reason: String
+
+    var description: String { "cannot create the control socket's directory \(directory): \(reason)" }
 }
