@@ -49,7 +49,7 @@ public enum Daemon {
         // Two malloc arenas, not glibc's eight per CPU: each thread that allocates would
         // otherwise take one of its own and keep its partly used pages (the control
         // connections' event loop, the pools, the start-up pass's vault threads). Idle
-        // anonymous memory at 1,000 registrations: 8.4 -> 6.6 MiB (docs/benchmarks.md).
+        // anonymous memory at 1,000 registrations: 8.4 -> 7.1 MiB (docs/benchmarks.md).
         if lockwipe_limit_malloc_arenas(2) != 1 {
             logger.notice("cannot limit malloc's arenas (mallopt M_ARENA_MAX): idle memory may be higher")
         }
