@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import LockwipeBase
 import Synchronization
 
 /// A filesystem call on a vault that did not return within its deadline.
@@ -69,7 +70,7 @@ package final class VaultCalls: Sendable {
                     continuation.resume(throwing: VaultUnresponsive(user: user, what: what, seconds: seconds, earlier: false))
                 }
             }
-            let thread = Thread { [self] in
+            NamedThread.start("lockwiped-vault") { [self] in
                 let result = Result { try body() }
                 let outcome = call.state.withLock { state -> (resume: Bool, recover: Bool) in
                     if !state.done {
@@ -86,8 +87,6 @@ package final class VaultCalls: Sendable {
                     recovered(user, what)
                 }
             }
-            thread.name = "lockwiped-vault"
-            thread.start()
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 
 /// Where the worker leaves a batch's outcomes; read on the wipe's thread only after
 /// `BatchWorker.wait`, whose lock orders the two.
@@ -13,10 +14,7 @@ final class BatchWorker: @unchecked Sendable {
     private var stopping = false
 
     init() {
-        let thread = Thread { [self] in run() }
-        thread.stackSize = 1 << 20
-        thread.name = "lockwiped-batch"
-        thread.start()
+        NamedThread.start("lockwiped-batch", stackSize: 1 << 20) { [self] in run() }
     }
 
     /// Waits until the job before is done, then hands this one over and returns.

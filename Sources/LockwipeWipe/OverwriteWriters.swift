@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeBase
 
 /// A few threads that overwrite files handed over by the walk, several at a time.
 ///
@@ -33,12 +34,9 @@ final class OverwriteWriters: @unchecked Sendable {
     /// Starts `count` threads, each with its own `PatternWriter` (its own keystream key).
     init(count: Int, pattern: WipeOptions.Pattern, passes: Int, progress: WipeProgress) {
         for _ in 0..<max(1, count) {
-            let thread = Thread { [self] in
+            NamedThread.start("lockwiped-write", stackSize: 1 << 20) { [self] in
                 run(PatternWriter(pattern: pattern, progress: progress), passes: passes, progress: progress)
             }
-            thread.stackSize = 1 << 20
-            thread.name = "lockwiped-write"
-            thread.start()
         }
     }
 

@@ -4,8 +4,9 @@ import NIOPosix
 import Synchronization
 import Testing
 
-/// Where the control connections' tasks run (`EventLoopTaskExecutor`) and how blocking
-/// work comes back from the pool (`BlockingPool.run`).
+/// Where the control connections' tasks run (`EventLoopTaskExecutor`), how blocking work
+/// comes back from the pool (`BlockingPool.run`), and the daemon's own threads' names
+/// (`NamedThread`).
 @Suite struct ExecutorTests {
     actor Counter {
         var value = 0
@@ -53,5 +54,15 @@ import Testing
         #expect(try await task.value == 42, "a lock that has begun runs to its end, and the caller sees its outcome")
         let ran = flag.ran.load(ordering: .relaxed)
         #expect(ran)
+    }
+
+    @Test func aNamedThreadCarriesItsNameInTheKernel() async throws {
+        // What top -H, ps -L and perf show: the thread's comm, not Foundation's property.
+        let comm = await withCheckedContinuation { continuation in
+            NamedThread.start("lockwiped-test", stackSize: 1 << 20) {
+                continuation.resume(returning: ProcFile.read("/proc/thread-self/comm"))
+            }
+        }
+        #expect(comm == "lockwiped-test\n")
     }
 }

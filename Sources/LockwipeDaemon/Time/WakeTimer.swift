@@ -52,9 +52,7 @@ final class WakeTimer: @unchecked Sendable {
         }
         (dueFD, clockFD, stopFD) = (due, clock, stop)
         armClockWatch()
-        let thread = Thread { [self] in run() }
-        thread.name = "lockwiped-wake"
-        thread.start()
+        NamedThread.start("lockwiped-wake") { [self] in run() }
     }
 
     /// Wakes once, `seconds` (at least 1) from now on CLOCK_BOOTTIME; nil disarms.
