@@ -306,6 +306,11 @@ def test_with_oauth_every_sap_request_carries_an_access_token_from_the_refresh_t
     assert auth.startswith("Bearer at-"), sent  # an access token the token endpoint issued
     assert srv.oauth_report()["requests"], "no token request"
     # The check-in after it: the same access token (cached), the connection id with it.
+    before = srv.stats(user)["requests"]
     d.ok("check-in", "--user", user.name)
+    after = srv.stats(user)
+    assert after["requests"] > before, after
+    assert {k.lower(): v for k, v in after["last_headers"].items()}.get("authorization") == auth, after
     reg = d.registration(user)
-    assert reg["last_error"] is None and reg["offline_seconds"] == 0, reg
+    # Times are whole seconds: status may be read in the second after the check-in's.
+    assert reg["last_error"] is None and reg["offline_seconds"] <= 1, reg
