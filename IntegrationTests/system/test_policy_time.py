@@ -138,8 +138,9 @@ def test_running_daemon_locks_on_the_second_the_threshold_is_reached(make_daemon
     whole seconds plus the whole seconds of the wall/boot offset), so the count reaches the
     threshold at a BOOTTIME second boundary, computed here from the offset given to
     libfaketime (its sub-second part set to 0.5 s, well clear of a boundary). The daemon
-    is started half-way through a BOOTTIME second, so a timer armed for whole seconds from
-    its plan would come about half a second late."""
+    is started three quarters of the way through a BOOTTIME second, so a timer armed for
+    whole seconds from its plan would come about 0.75 s late; a lock within 0.45 s is on
+    the second, with room for a loaded CI machine's scheduling (0.32 s was seen)."""
     d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
     user, vault = registered(d, make_user)
     lock_at = int(parse_time(d.registration(user)["last_contact"]).timestamp()) + 2 * DAY
@@ -152,7 +153,7 @@ def test_running_daemon_locks_on_the_second_the_threshold_is_reached(make_daemon
     crossing = math.floor(boot()) + 5  # the BOOTTIME second at which the count reaches it
     # The daemon's wall second at BOOTTIME `crossing` is lock_at: fake wall - boot = lock_at - crossing + 0.5.
     offset = lock_at - crossing + 0.5 - real_minus_boot
-    while boot() % 1 < 0.45 or boot() % 1 > 0.5 or boot() > crossing - 3:
+    while boot() % 1 < 0.70 or boot() % 1 > 0.75 or boot() > crossing - 3:
         time.sleep(0.005)
     d.start(faketime=f"{offset:+.3f}")
     assert boot() < crossing - 0.5, "the daemon took too long to start for this test"
@@ -161,7 +162,7 @@ def test_running_daemon_locks_on_the_second_the_threshold_is_reached(make_daemon
         time.sleep(0.002)
     late = boot() - crossing
     assert owner_of(vault) == (0, 0, 0), "the running daemon did not lock the vault: " + d.log_tail()
-    assert late <= 0.3, f"locked {late:.3f} s after the second the offline threshold was reached"
+    assert late <= 0.45, f"locked {late:.3f} s after the second the offline threshold was reached"
     assert d.state_of(user) == "locked"
     locks = [e for e in d.history(user) if e["kind"] == "lock"]
     assert locks and locks[-1]["trigger"] == "offline", locks
