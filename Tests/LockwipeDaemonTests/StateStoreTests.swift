@@ -383,4 +383,36 @@ import Testing
         _ = try StateStore(directory: dir)
         #expect(FileManager.default.fileExists(atPath: dir + "/" + StateStore.markerName))
     }
+
+    /// Issue 40, finding 6: the write observer is called at the same stack depth on the
+    /// 100,000th write as on the first. It used to be stored back wrapped in two more
+    /// reabstraction thunks at every call, so each write ran two frames deeper and slower
+    /// until the store's thread overflowed its stack (about 124,000 writes). Any user can
+    /// cause writes (each offline-code challenge is one). The depth is read from the
+    /// address of a local in the observer; the loop stops at the first drift it sees.
+    @Test func theWriteObserverRunsAtTheSameDepthAfter100000Writes() async throws {
+        try await withStore { store, _ in
+            let seen = Mutex<(calls: Int, first: Int?, last: Int)>((0, nil, 0))
+            store.onWrite {
+                var marker = 0
+                let address = withUnsafeMutablePointer(to: &marker) { Int(bitPattern: $0) }
+                seen.withLock { s in
+                    s.calls += 1
+                    if s.first == nil { s.first = address }
+                    s.last = address
+                }
+            }
+            var drift = 0
+            for i in 1...100_000 {
+                try store.db.writeWithoutTransaction { _ in }
+                if i % 1_000 == 0 {
+                    drift = seen.withLock { s in abs(s.last - (s.first ?? s.last)) }
+                    if drift > 4_096 { break }
+                }
+            }
+            let s = seen.withLock { $0 }
+            #expect(drift <= 4_096, "the observer ran \(drift) bytes deeper after \(s.calls) writes")
+            #expect(s.calls == 100_000)
+        }
+    }
 }
