@@ -211,3 +211,128 @@ def test_her_processes_are_ended_even_when_the_vault_cannot_be_opened(daemon, ma
                    details=daemon.log_tail)
     finally:
         os.rename(away, vault)
+
+
+# --------------------------------------------------------------------------- issue 40, findings 3 and 4
+
+# Runs as the user: a fork-and-exit chain. Each generation appends its pid to `held` (a file
+# of the vault, through the descriptor every generation inherits), sleeps a millisecond,
+# forks and exits: about a thousand pids a second, none of them alive for long.
+CHAIN = r"""
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+print("ready", flush=True)
+os.close(1)
+while True:
+    if os.fork():
+        os._exit(0)
+    os.write(fd, b"%d\n" % os.getpid())
+    time.sleep(0.001)
+"""
+
+
+def processes_of(uid):
+    """Pids of `uid`'s processes that are not zombies."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                status = f.read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if "Z" in fields.get("State", "") or "X" in fields.get("State", ""):
+            continue
+        if str(uid) in fields.get("Uid", "").split():
+            found.append(int(name))
+    return found
+
+
+def size_settles(path, seconds=1.0):
+    """The size of `path` now and `seconds` later."""
+    before = os.stat(path).st_size
+    time.sleep(seconds)
+    return before, os.stat(path).st_size
+
+
+def test_a_fork_and_exit_chain_does_not_outlive_the_lock(daemon, make_user, procs):
+    """Finding 3: every pid a scan of /proc found was gone when signalled, the scan found
+    none, the lock was reported, and the chain read and wrote on through the descriptor it
+    inherited. Another account's process beside it is not touched."""
+    user, victim = make_user(), make_user()
+    vault = daemon.make_vault(user, "vault")
+    held = vault / "held.log"
+    assert run_as(user, ["touch", str(held)]).returncode == 0
+    daemon.ok("register", "--user", user.name, "--dir", str(vault))
+    canary = daemon.outside / "canary.txt"
+    canary.write_text("outside the vault\n")
+    before = fingerprint(daemon.outside)
+    bystander = procs.spawn(victim, ["sleep", "600"])
+
+    chain = procs.spawn(user, ["python3", "-c", CHAIN, str(held)], stdout=subprocess.PIPE, text=True)
+    ready, _, _ = select.select([chain.stdout], [], [], 10)
+    assert ready and chain.stdout.readline().strip() == "ready", "the chain did not start"
+    wait_until(lambda: held.stat().st_size > 5000, 10, "the chain does not run")
+    generations = held.read_text().count("\n")
+
+    r = daemon.ctl("lock", "--user", user.name)
+    assert r.code == 0, r.describe()
+    assert daemon.state_of(user) == "locked", daemon.registration(user)
+    survivors = processes_of(user.uid)
+    grew = size_settles(held)
+    assert not survivors and grew[0] == grew[1], (
+        f"after a lock reported done, {user.name} still runs {survivors} and the vault file grew "
+        f"{grew[0]} -> {grew[1]} bytes ({generations} generations before the lock)\n{r.describe()}")
+    assert bystander.poll() is None, "another account's process was ended"
+    assert fingerprint(daemon.outside) == before
+
+
+# Runs as the user: holds a descriptor of a file in her vault, asks lockwiped for a check-in
+# of her own registration on the control socket, and once answered forks a child that writes
+# on through the inherited descriptor. Spared as the client of "her own" request, it keeps the
+# vault after the lock the server ordered in the answer.
+CHECK_IN_CLIENT = r"""
+import json, os, socket, sys, time
+sock, user, held = sys.argv[1:4]
+fd = os.open(held, os.O_WRONLY | os.O_APPEND)
+s = socket.socket(socket.AF_UNIX)
+s.connect(sock)
+s.sendall(json.dumps({"method": "io.lockwipe.Manager.CheckIn", "parameters": {"user": user}}).encode() + b"\0")
+reply = b""
+while not reply.endswith(b"\0"):
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    reply += chunk
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        os.write(fd, b"after the lock\n")
+        time.sleep(0.05)
+print(reply.decode(errors="replace").rstrip("\0"), flush=True)
+"""
+
+
+def test_a_lock_the_server_orders_spares_nothing_of_the_user_who_asked_the_check_in(make_daemon, make_server, make_user, procs):
+    """Finding 4: a check-in she asked ran the server's answer in her request's context, so
+    the lock the server ordered spared her client, which forked and kept the vault."""
+    from test_server import registered, served_daemon
+
+    srv = make_server()
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    held = user.vault / "held.log"
+    assert run_as(user, ["touch", str(held)]).returncode == 0
+    srv.set(user, mode="lock")
+
+    client = procs.spawn(user, ["python3", "-c", CHECK_IN_CLIENT, d.socket, user.name, str(held)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = client.communicate(timeout=60)
+    assert d.state_of(user) == "locked", d.registration(user)
+    assert d.registration(user)["lock_trigger"] == "server"
+    wait_until(lambda: not processes_of(user.uid), 10,
+               f"{user.name}'s processes outlived the lock the server ordered: {processes_of(user.uid)}")
+    grew = size_settles(held)
+    assert grew[0] == grew[1] == 0, f"written after the lock: {held.read_text()[:200]!r}; client said {out!r} {err!r}"

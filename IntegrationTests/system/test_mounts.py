@@ -18,6 +18,7 @@ byte-identical in every test.
 
 import os
 import re
+import select
 import stat
 import subprocess
 import time
@@ -26,7 +27,7 @@ import pytest
 
 from daemon_harness import config_text
 from fuse_helpers import fuse_unavailable, mounts_at, root_fuse_mount, user_fuse_mount
-from host_helpers import as_user_argv, child_env, fingerprint, run_as
+from host_helpers import as_user_argv, child_env, fingerprint, run_as, wait_until
 
 
 VAULT_UNRESPONSIVE = "37d502997d734cffb215f7ecb262366c"
@@ -148,3 +149,120 @@ def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_dae
         assert time.monotonic() - t < 5
         server.send_signal(18)  # SIGCONT
     assert fingerprint(daemon.outside) == before
+
+
+# --------------------------------------------------------------------------- issue 40, finding 2
+
+# Runs as the user, on a /dev/fuse descriptor the test opened and mounted for her (as
+# fusermount3 does). Answers FUSE_INIT, then forks the waiter: it holds a descriptor of her
+# vault and of /dev/fuse (inherited), and looks a name up in the filesystem. The server
+# reads that request and never answers it. A SIGKILL then leaves the waiter in an
+# uninterruptible wait, and killing the server does not end it: the waiter's own copy of
+# the /dev/fuse descriptor keeps the connection alive.
+HANGING_FUSE = r"""
+import os, struct, sys, time
+fd, mnt, vault = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+FUSE_INIT = 26
+sys.stdin.readline()  # mounted: the descriptor has a connection to read from
+def request():
+    data = os.read(fd, 1 << 20)
+    length, opcode, unique = struct.unpack_from("<IIQ", data)
+    return opcode, unique, data
+opcode, unique, data = request()
+assert opcode == FUSE_INIT, opcode
+init_out = struct.pack("<IIIIHHIIHHII", 7, 31, 0, 0, 1, 1, 4096, 1, 1, 0, 0, 0) + bytes(4 * 6)
+os.write(fd, struct.pack("<IiQ", 16 + len(init_out), 0, unique) + init_out)
+held = os.open(vault, os.O_RDONLY | os.O_DIRECTORY)
+if os.fork() == 0:
+    os.setsid()
+    try:
+        os.stat(os.path.join(mnt, "never-answered"))
+    finally:
+        os._exit(0)
+opcode, unique, data = request()
+print("waiting", opcode, flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+
+def fusectl_mounted():
+    return os.path.exists("/sys/fs/fuse/connections") and any(
+        line.split(" ")[4] == "/sys/fs/fuse/connections" for line in open("/proc/self/mountinfo"))
+
+
+def d_state_processes(uid):
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            status = open(f"/proc/{name}/status").read()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if str(uid) in fields.get("Uid", "").split() and fields.get("State", "").strip().startswith("D"):
+            found.append(int(name))
+    return found
+
+
+def test_a_process_in_an_uninterruptible_fuse_wait_does_not_hold_the_lock_hostage(daemon, make_user, procs):
+    """Finding 2: a process of hers parked in an uninterruptible wait on a FUSE filesystem of
+    her own, far from the vault, holding a vault descriptor: SIGKILL could not end it, and
+    the lock failed for ever while it read and wrote through what it held. Now her FUSE
+    connections are aborted, the wait ends, and the lock holds."""
+    import ctypes
+
+    from fuse_helpers import MS_NODEV, MS_NOSUID, _libc, detach
+
+    user = make_user()
+    vault = daemon.make_vault(user, "vault")
+    daemon.ok("register", "--user", user.name, "--dir", str(vault))
+    canary = daemon.outside / "canary.txt"
+    canary.write_text("outside the vault\n")
+    before = fingerprint(daemon.outside)
+    mnt = vault.parent / f"fuse-of-{user.name}"  # where she can reach it, far from the vault
+    mnt.mkdir()
+    os.chown(mnt, user.uid, user.gid)
+
+    mounted_fusectl = False
+    if not fusectl_mounted():
+        subprocess.run(["mount", "-t", "fusectl", "fusectl", "/sys/fs/fuse/connections"], check=True)
+        mounted_fusectl = True
+    fuse_fd = os.open("/dev/fuse", os.O_RDWR)
+    minor = None
+    try:
+        server = procs.spawn(user, ["/usr/bin/python3", "-c", HANGING_FUSE, str(fuse_fd), str(mnt), str(vault)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, pass_fds=[fuse_fd])
+        options = f"fd={fuse_fd},rootmode=40000,user_id={user.uid},group_id={user.gid}"
+        if _libc.mount(b"hanging", os.fsencode(str(mnt)), b"fuse.hanging", MS_NOSUID | MS_NODEV, options.encode()) != 0:
+            pytest.fail(f"mount FUSE: {os.strerror(ctypes.get_errno())}")
+        # Its connection, by the minor device number mountinfo shows (a stat would wait on it).
+        minor = next(line.split(" ")[2].split(":")[1] for line in open("/proc/self/mountinfo")
+                     if line.split(" ")[4] == str(mnt))
+        os.close(fuse_fd)
+        fuse_fd = -1
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], 10)
+        assert ready and server.stdout.readline().startswith("waiting"), "the FUSE server did not get the waiter's request"
+        # The waiter, as the audit left it: SIGKILLed in an uninterruptible wait.
+        subprocess.run(["setpriv", f"--reuid={user.uid}", "--regid=65534", "--clear-groups", "--", "kill", "-KILL", "-1"])
+        wait_until(lambda: d_state_processes(user.uid), 10, "the waiter is not in an uninterruptible wait")
+        waiter = d_state_processes(user.uid)[0]
+
+        r = daemon.ctl("lock", "--user", user.name)
+        assert r.code == 0 and daemon.state_of(user) == "locked", r.describe() + daemon.log_tail()
+        wait_until(lambda: not os.path.exists(f"/proc/{waiter}") or "Z" in open(f"/proc/{waiter}/status").read().split("State:")[1][:4],
+                   10, f"the waiter {waiter} still runs after the lock")
+        assert fingerprint(daemon.outside) == before
+    finally:
+        if fuse_fd >= 0:
+            os.close(fuse_fd)
+        # Whatever the daemon did: no process of the test is left waiting.
+        if minor is not None and os.path.exists(f"/sys/fs/fuse/connections/{minor}/abort"):
+            with open(f"/sys/fs/fuse/connections/{minor}/abort", "w") as f:
+                f.write("1")
+        detach(mnt)
+        if mounted_fusectl:
+            subprocess.run(["umount", "/sys/fs/fuse/connections"])

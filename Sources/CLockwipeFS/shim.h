@@ -38,6 +38,41 @@ static inline int lockwipe_get_dumpable(void) {
     return r >= 0 ? r : -errno;
 }
 
+/// `pidfd_open(2)`: a descriptor of process `pid` that keeps naming that process, never one
+/// that reuses its pid later. The descriptor, or -errno (-ESRCH: no such process).
+static inline int lockwipe_pidfd_open(int pid) {
+    long r = syscall(SYS_pidfd_open, pid, 0);
+    return r >= 0 ? (int)r : -errno;
+}
+
+/// `pidfd_send_signal(2)`: `sig` to the process `pidfd` names (-ESRCH once it has exited,
+/// whoever has its pid now). 0, or -errno.
+static inline int lockwipe_pidfd_send_signal(int pidfd, int sig) {
+    return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) == 0 ? 0 : -errno;
+}
+
+/// Starts a child that becomes `uid` (group `gid`, no supplementary groups, so no
+/// capabilities either) and calls `kill(-1, sig)`: `sig` reaches every process `uid` may
+/// signal (whose real or saved uid is hers, in every namespace of hers) but init and the
+/// child itself. The kernel sends it to all of them under one lock, and a fork that
+/// races it is either already in the list or made to fail, so no fork-and-exit chain
+/// outruns it as it outruns a scan of /proc. The child exits 0 when the call returned 0
+/// or found no process (ESRCH), 10-13 when a step failed. Only raw system calls run in
+/// the child of this multi-threaded process. The child's pid (the caller waits for it,
+/// bounded: as her process, the user may stop or kill it), or -errno.
+static inline int lockwipe_spawn_signal_as(uint32_t uid, uint32_t gid, int sig) {
+    pid_t child = fork();
+    if (child < 0) return -errno;
+    if (child == 0) {
+        if (syscall(SYS_setgroups, 0, NULL) != 0) _exit(10);
+        if (syscall(SYS_setresgid, gid, gid, gid) != 0) _exit(11);
+        if (syscall(SYS_setresuid, uid, uid, uid) != 0) _exit(12);
+        if (syscall(SYS_kill, -1, sig) != 0 && errno != ESRCH) _exit(13);
+        _exit(0);
+    }
+    return child;
+}
+
 /// Takes a classic (process-associated) exclusive write lock on the whole of `fd`
 /// without waiting: 0, or -errno (-EAGAIN/-EACCES: another process holds it). Not an
 /// OFD lock: F_GETLK reports a classic lock's holder pid, an OFD lock's as -1. The lock

@@ -124,7 +124,7 @@ package enum VaultMountTakeback {
     /// device number): every request waiting on its server fails at once, in every mount
     /// namespace. False when fusectl is not mounted or not writable here (the unit's
     /// `ReadWritePaths=-/sys/fs/fuse/connections` makes it so where it is mounted).
-    private static func abortFUSEConnection(minor: UInt32) -> Bool {
+    package static func abortFUSEConnection(minor: UInt32) -> Bool {
         let fd = open("/sys/fs/fuse/connections/\(minor)/abort", O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return false }
         defer { close(fd) }

@@ -1,3 +1,4 @@
+import CLockwipeFS
 import Foundation
 import LockwipeBase
 import LockwipeCore
@@ -11,15 +12,22 @@ import LockwipeVaultIO
 /// (`ProcessOwnership`); root's processes and other accounts' are never ended
 /// (`docs/security.md` says why, and what a permission lock therefore cannot revoke).
 ///
-/// She may fork while `/proc` is read, so ending is a loop of scans, bounded in passes and
-/// time: SIGTERM to every process found (those forked meanwhile too) until none is left or
-/// `grace` has passed; then, pass after pass, SIGSTOP to every process found and scans
-/// again until a scan finds none that was not stopped (a stopped process cannot fork),
-/// SIGKILL to all of them, and a new pass, until a scan finds no process of hers.
-///
-/// A pid is read from `/proc` and signalled a moment later; it could only be another
-/// process's by then if the kernel reused it in between (it hands out pids in order, up
-/// to `pid_max`), which is not in her power.
+/// First SIGTERM to every process found, scan after scan, until none is left or `grace`
+/// has passed. Then, pass after pass until a scan of `/proc` finds no process of hers:
+/// - **all at once, as her**: a child becomes her uid and calls `kill(-1, SIGKILL)`
+///   (`lockwipe_spawn_signal_as`). The kernel signals every process she may signal under
+///   one lock, and a fork racing it fails, so a fork-and-exit chain cannot outrun it; a
+///   scan-then-signal by pid could (each pid read was gone when signalled, and the scan
+///   found none: issue 40, finding 3). With a client to spare (her own lock), SIGSTOP
+///   instead: everything of hers is frozen, the others are killed one by one, and the
+///   client is let go on;
+/// - **one by one, by pidfd**, every process the scan finds: those `kill(-1)` cannot
+///   reach (only their effective or filesystem uid is hers). A pid is signalled through a
+///   pidfd opened before its owner is checked, so a pid reused by another account's
+///   process between the scan and the signal is never signalled.
+/// The verifying scan decides: processes of hers still running when the passes run out
+/// (in an uninterruptible wait) are the outcome's survivors, and a lock with survivors is
+/// not complete.
 public struct ProcessTerminator: Sendable {
     public var grace: TimeInterval
     /// How long the SIGSTOP/SIGKILL passes may take after the grace, and how many there may be.
@@ -48,40 +56,98 @@ public struct ProcessTerminator: Sendable {
     public func terminate(uid: UInt32, only: Int32? = nil) -> Outcome {
         guard uid != 0 else { return Outcome(ended: [], survivors: []) }
         let processes = { only.map { pid in self.processes(of: uid).filter { $0 == pid } } ?? self.processes(of: uid) }
+        // The spared client, named by a descriptor from now on: it is let go on after a
+        // freeze, and its pid is never confused with a process that reuses it.
+        let sparedFD = spared.map { lockwipe_pidfd_open($0) } ?? -1
+        defer { if sparedFD >= 0 { close(sparedFD) } }
         var signalled = Set<Int32>()
         let graceEnd = Date().addingTimeInterval(grace)
         // Counted as well as timed: under a frozen (faked) clock the grace still ends.
         var waits = 0
         while true {
             let found = processes()
-            if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
+            if found.isEmpty { break }
             waits += 1
             if Date() >= graceEnd || Double(waits) > grace * 20 + 1 { break }
-            for pid in found where !signalled.contains(pid) { kill(pid, SIGTERM) }
+            for pid in found where !signalled.contains(pid) { Self.signal(pid, SIGTERM, ifOf: uid) }
             signalled.formUnion(found)
             usleep(50_000)
         }
         let end = Date().addingTimeInterval(limit)
         var pass = 0
+        var aborted = Set<UInt32>()
         while true {
-            var found = Set(processes())
-            if found.isEmpty { return Outcome(ended: signalled.sorted(), survivors: []) }
+            let found = processes()
+            // The first pass runs whatever the scan saw: every scan can miss a chain of
+            // processes that each live a millisecond, and kill(-1) cannot.
+            if found.isEmpty && (pass > 0 || only != nil) { return Outcome(ended: signalled.sorted(), survivors: []) }
             pass += 1
-            if pass > passes || Date() >= end { return Outcome(ended: signalled.sorted(), survivors: found.sorted()) }
-            // Freeze what was found, then what was forked before the stop arrived, until a
-            // scan finds nothing new; then none of them can fork any more.
-            var stopped = Set<Int32>()
-            var freezes = 0
-            while !found.subtracting(stopped).isEmpty, freezes < passes {
-                freezes += 1
-                for pid in found.subtracting(stopped) { kill(pid, SIGSTOP) }
-                stopped.formUnion(found)
-                found = Set(processes())
+            if pass > passes || Date() >= end { return Outcome(ended: signalled.sorted(), survivors: found) }
+            // Still there after a SIGKILL: a process in an uninterruptible FUSE wait, whose
+            // server she killed while a descriptor of its /dev/fuse stays open (in the
+            // waiter itself, say). Her FUSE connections are aborted: the wait ends, and
+            // the SIGKILL with it (issue 40, finding 2).
+            if pass > 1, only == nil { aborted.formUnion(Self.abortFUSEConnections(of: uid, seenBy: found, except: aborted)) }
+            if only == nil {
+                // All of hers at once; with a client to spare, frozen first.
+                Self.signalAll(of: uid, spared == nil ? SIGKILL : SIGSTOP)
             }
-            for pid in stopped.union(found) { kill(pid, SIGKILL) }
-            signalled.formUnion(stopped.union(found))
+            let remaining = only == nil ? processes() : found
+            for pid in Set(found).union(remaining) { Self.signal(pid, SIGKILL, ifOf: uid) }
+            signalled.formUnion(found)
+            signalled.formUnion(remaining)
+            if sparedFD >= 0 { _ = lockwipe_pidfd_send_signal(sparedFD, SIGCONT) }
             usleep(20_000)
         }
+    }
+
+    /// `sig` to every process `uid` may signal, at once, from a child that is her
+    /// (`lockwipe_spawn_signal_as`), waited for at most a second: as her process, she may
+    /// stop or kill it, and then it is killed and the pass's scan finds what it missed.
+    /// False when it did not run to its end.
+    @discardableResult
+    static func signalAll(of uid: UInt32, _ sig: Int32) -> Bool {
+        let child = lockwipe_spawn_signal_as(uid, 65_534, sig)
+        guard child > 0 else { return false }
+        let fd = lockwipe_pidfd_open(child)
+        if fd >= 0 {
+            var ready = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            var waited = 0
+            while poll(&ready, 1, 1_000) < 0 && errno == EINTR && waited < 3 { waited += 1 }
+            if ready.revents == 0 { kill(child, SIGKILL) }
+            close(fd)
+        } else {
+            kill(child, SIGKILL)
+        }
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        // Exited (not killed by a signal) with status 0.
+        return status & 0x7F == 0 && (status >> 8) & 0xFF == 0
+    }
+
+    /// Aborts the FUSE connections of filesystems `uid` mounted (`user_id=`), as the mount
+    /// tables of `pids` (her namespaces) and of lockwiped show them, but those in
+    /// `except`; returns the connections aborted. Every request on them fails at once, in
+    /// every namespace. Her FUSE servers are ended anyway, so nothing that still works is
+    /// cut off; without fusectl (`/sys/fs/fuse/connections`) nothing is aborted.
+    static func abortFUSEConnections(of uid: UInt32, seenBy pids: [Int32], except: Set<UInt32>) -> Set<UInt32> {
+        var minors = Set<UInt32>()
+        for path in pids.map({ "/proc/\($0)/mountinfo" }) + ["/proc/self/mountinfo"] {
+            guard let text = ProcFile.read(path) else { continue }
+            for mount in MountTable.parse(text) where mount.fuseOwner == uid { minors.insert(mount.minor) }
+        }
+        return Set(minors.subtracting(except).filter { VaultMountTakeback.abortFUSEConnection(minor: $0) })
+    }
+
+    /// `sig` to `pid` if it is still a process of `uid`: the pidfd is opened first and the
+    /// owner checked after, so the signal reaches the process checked or none.
+    static func signal(_ pid: Int32, _ sig: Int32, ifOf uid: UInt32) {
+        let fd = lockwipe_pidfd_open(pid)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        guard let line = uidLine(of: pid, buffer: &buffer), ProcessOwnership.belongs(status: line, to: uid) else { return }
+        _ = lockwipe_pidfd_send_signal(fd, sig)
     }
 
     /// Pids of `uid`'s processes that still run code (a zombie is gone for this purpose;

@@ -110,17 +110,22 @@ extension Manager {
         }
         checkIns.end(ticket)
         let elapsedUSEC = (NIODeadline.now() - started).nanoseconds / 1_000
-        // The answer goes to the registration that asked, in its turn.
+        // The answer goes to the registration that asked, in its turn. It is the server's
+        // word, not the requester's: it runs outside her request's context, so that what it
+        // orders is recorded as the server's and spares no client of hers (issue 40,
+        // finding 4: a check-in she asked ran the server's lock as if it were her own).
         let registration = registration(id: asked, user: user)
         let result: ActionResult
         do {
-            result = try await registration.withTurn { turn in
-                // A connection recorded is a contact committed: the answer is applied to the record after it.
-                if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
-                    try await turn.refresh()
+            result = try await RequestingClient.$current.withValue(nil) {
+                try await registration.withTurn { turn in
+                    // A connection recorded is a contact committed: the answer is applied to the record after it.
+                    if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
+                        try await turn.refresh()
+                    }
+                    self.notePolicyAbsence(exchanged.outcome, before: turn.record)
+                    return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
                 }
-                self.notePolicyAbsence(exchanged.outcome, before: turn.record)
-                return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
             }
         } catch ManagerError.noSuchRegistration {
             // The registration that asked is gone: the answer is dropped.

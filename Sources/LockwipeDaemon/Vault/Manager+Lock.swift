@@ -53,7 +53,7 @@ extension Manager {
         try await store.commitLock(user, records: records, trigger: trigger, event: self.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
-            ended = try await applyLock(r)
+            ended = try await applyLock(r, trigger: trigger)
         } catch {
             throw await lockFailed(r, error)
         }
@@ -77,12 +77,13 @@ extension Manager {
     /// mounted on or inside the vault (`VaultMountTakeback`). It all runs as one vault call
     /// (`VaultCalls`): bounded by a deadline, off the actor and the pool. When the vault is
     /// unresponsive, so that the call cannot even start, her processes are still ended (on
-    /// the pool: ending them touches no vault) and the lock fails.
-    func applyLock(_ r: RegistrationRecord) async throws -> [Int32] {
+    /// the pool: ending them touches no vault) and the lock fails. `trigger` is who ordered
+    /// the lock or wipe: only her own (`.user`) spares the client asking.
+    func applyLock(_ r: RegistrationRecord, trigger: Trigger) async throws -> [Int32] {
         let p = protection(for: r)
         let vaults = r.vaults
         let uid = r.uid
-        let terminator = terminator(for: r)
+        let terminator = terminator(for: r, trigger: trigger)
         let ending = terminator.map { Duration.seconds($0.grace + $0.limit) } ?? .zero
         let outcome: Result<[Int32], any Error>
         let takebacks: [VaultMountTakeback.Report]

@@ -1,5 +1,6 @@
 import Foundation
 import LockwipeBase
+import LockwipeCore
 import LockwipeProtocol
 import LockwipeWipe
 import Logging
@@ -9,11 +10,15 @@ import Synchronization
 /// (`ProcessTerminator`), but the client asking when the request is hers.
 extension Manager {
     /// The terminator for a lock of `r` that the configuration asks for; nil when
-    /// `terminate_processes` is off.
-    func terminator(for r: RegistrationRecord) -> ProcessTerminator? {
+    /// `terminate_processes` is off. The client asking is spared only when the lock or
+    /// wipe is her own, asked by a client of her uid: her lock or wipe (`.user`), or the
+    /// wipe her own wrong passcode set off (`.retryLimit`). A lock the server orders in the
+    /// answer to a check-in she asked, or an administrator's, spares nothing of hers
+    /// (issue 40, finding 4).
+    func terminator(for r: RegistrationRecord, trigger: Trigger) -> ProcessTerminator? {
         guard configuration.terminateProcesses else { return nil }
         var spared: Int32?
-        if let client = RequestingClient.current, client.uid == r.uid, r.uid != 0 {
+        if trigger == .user || trigger == .retryLimit, let client = RequestingClient.current, client.uid == r.uid, r.uid != 0 {
             client.spared.withLock { $0 = r.user }
             spared = client.pid
         }

@@ -229,7 +229,7 @@ extension Manager {
             }
         }
         do {
-            _ = try await applyLock(r)
+            _ = try await applyLock(r, trigger: r.lockTrigger ?? .resume)
         } catch {
             return await lockFailed(r, error)
         }

@@ -59,7 +59,7 @@ extension Manager {
         }
         await observers.notify(.willWipe, event)
         do {
-            _ = try await applyLock(r)
+            _ = try await applyLock(r, trigger: trigger)
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
             await vaultWarning(r, "wipe", error)
