@@ -105,7 +105,7 @@ def test_a_helpdesk_code_lifts_an_offline_lock_once(make_daemon, make_user):
     r = d.ok("offline-code", "provision", "--fleet-key-file", secret)
     this_machine = "%010x" % machine_id(open("/etc/machine-id").read())
     assert last_line(r) == this_machine, r.describe()
-    assert d.status()["offline_codes"] == {"provisioned": True, "machine": this_machine}
+    assert d.status()["offline_codes"] == {"provisioned": True, "machine": this_machine, "provision_epoch": 0}
     key_file = d.state_dir / "offline-code.key"
     assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_uid == 0
     assert secret.read_bytes().strip() not in key_file.read_bytes(), "the fleet secret was stored"
@@ -268,3 +268,80 @@ def test_encrypted_vaults_open_with_the_default_passcode_and_hand_back_to_a_user
         assert d.state_of(own) == "active"
         for rel, content in files[own.name].items():
             assert (fs / "p" / rel).read_bytes() == content
+
+
+def set_counter(d, next_counter):
+    """Fast-forwards the machine's challenge counter (what 2^20 challenges would do)."""
+    import sqlite3
+    db = sqlite3.connect(d.state_dir / "state.sqlite", timeout=10)
+    try:
+        with db:
+            db.execute("INSERT INTO offline_code_counter (id, next) VALUES (1, ?) "
+                       "ON CONFLICT(id) DO UPDATE SET next = excluded.next", (next_counter,))
+    finally:
+        db.close()
+
+
+def test_a_response_never_answers_a_challenge_twice_after_the_counter_space_is_used(make_daemon, make_user):
+    """Issue 40, finding 1: the 20-bit counter wrapped, the challenge came back byte for
+    byte, and the one-time response given once was accepted again (a lease whenever she
+    wanted). Now the counters of a key epoch are used up, challenges are refused, and
+    provisioning again moves to the next epoch: another machine field, another key."""
+    d = make_daemon(config=config_text(lock=0, wipe=0))
+    secret, user, vault = setup(d, make_user)
+    d.ok("offline-code", "provision", "--fleet-key-file", secret)
+    r = d.ctl("offline-code", "challenge", "--extend", "3", user=user)
+    assert r.code == 0, r.describe()
+    first = last_line(r)
+    answer = respond(d, secret, first)
+    r = d.ctl("offline-code", "enter", answer, user=user)
+    assert r.code == 0 and "offline lease extended" in last_line(r), r.describe()
+
+    set_counter(d, (1 << 20) - 1)
+    r = d.ctl("offline-code", "challenge", "--extend", "3", user=user)
+    assert r.code == 0, r.describe()
+    assert decode(last_line(r))["counter"] == (1 << 20) - 1
+    seen = []
+    for _ in range(2):
+        r = d.ctl("offline-code", "challenge", "--extend", "3", user=user)
+        if r.code != 0:
+            break
+        seen.append(last_line(r))
+        # The same counter under the same key: its old response must not work again.
+        r = d.ctl("offline-code", "enter", answer, user=user)
+        assert r.code != 0, f"the response to {first} was accepted again for {seen[-1]}\n" + r.describe()
+    assert first not in seen, f"the challenge {first} was given again: {seen}"
+    assert r.code == 1 and "used up" in r.err and "provision" in r.err, r.describe()
+    codes = d.status()["offline_codes"]
+    assert codes["provisioned"] is False and codes["provision_epoch"] == 1 and "used up" in codes["machine"], codes
+
+    # Provisioning again moves to key epoch 1: challenges count from 1 under another machine field.
+    r = d.ok("offline-code", "provision", "--fleet-key-file", secret)
+    assert "key epoch 1" in r.out, r.describe()
+    epoch1 = last_line(r)
+    assert int(epoch1, 16) != decode(first)["machine"]
+    r = d.ctl("offline-code", "challenge", "--extend", "3", user=user)
+    assert r.code == 0, r.describe()
+    again = last_line(r)
+    assert decode(again)["counter"] == 1 and "%010x" % decode(again)["machine"] == epoch1, again
+    r = d.ctl("offline-code", "enter", answer, user=user)
+    assert r.code == 77 and "wrong offline code" in r.err, r.describe()
+    r = d.ctl("offline-code", "enter", respond(d, secret, again), user=user)
+    assert r.code == 0 and "offline lease extended" in last_line(r), r.describe()
+
+
+def test_challenges_are_rate_limited_per_registration(make_daemon, make_user):
+    """Issue 40, finding 1: challenges were not limited (368/s). Ten an hour per
+    registration; another registration is not held up by hers."""
+    d = make_daemon(config=config_text(lock=0, wipe=0))
+    secret, user, vault = setup(d, make_user)
+    other = make_user()
+    d.ok("register", "--user", other.name, "--dir", d.make_vault(other, "other"))
+    d.ok("offline-code", "provision", "--fleet-key-file", secret)
+    for _ in range(10):
+        r = d.ctl("offline-code", "challenge", "--extend", "1", user=user)
+        assert r.code == 0, r.describe()
+    r = d.ctl("offline-code", "challenge", "--extend", "1", user=user)
+    assert r.code == 77 and "10 challenges within an hour" in r.err and "the next can be asked at" in r.err, r.describe()
+    r = d.ctl("offline-code", "challenge", "--extend", "1", user=other)
+    assert r.code == 0, r.describe()

@@ -130,7 +130,9 @@ struct OfflineCodeCommand: ParsableCommand {
                 Derives this machine's key from the fleet secret and the machine id (from \
                 /etc/machine-id) and hands only that key to lockwiped, which stores it root-only \
                 in its state directory; the fleet secret is not stored. Running it again replaces \
-                the key. The machine id is the last line.
+                the key; once the machine's challenges under its key are used up (2^20 - 1 of \
+                them), it moves the codes to the next key epoch, so that no challenge ever \
+                repeats under one key. The machine id is the last line.
                 """)
         @OptionGroup var global: GlobalOptions
         @Option(name: .customLong("fleet-key-file"), help: ArgumentHelp("The file holding the fleet secret.", valueName: "file"), completion: .file())
@@ -138,7 +140,10 @@ struct OfflineCodeCommand: ParsableCommand {
 
         func run() throws {
             let machineFile = try UserFile.contents("/etc/machine-id", what: "machine id")
-            let machine = OfflineCode.machineID(fromMachineID: String(decoding: machineFile, as: UTF8.self))
+            // The key epoch lockwiped provisions for (the next one once its challenges are used up).
+            let status = try global.call(.getStatus, StatusRequest(), StatusReport.self)
+            let epoch = status.offlineCodes?.provisionEpoch ?? 0
+            let machine = OfflineCode.machineID(fromMachineID: String(decoding: machineFile, as: UTF8.self), epoch: epoch)
             var secret = try readFleetSecret(fleetKeyFile)
             var key = OfflineCode.machineKey(fleetSecret: secret, machine: machine)
             defer {

@@ -150,12 +150,26 @@ public enum OfflineCode {
     // MARK: Keys and the response
 
     /// The machine's id as the codes carry it: the first 40 bits of SHA-256 of
-    /// `"lockwipe offline-code machine\0"` and the contents of `/etc/machine-id` (trimmed).
-    public static func machineID(fromMachineID raw: String) -> UInt64 {
+    /// `"lockwipe offline-code machine\0"` and the contents of `/etc/machine-id` (trimmed),
+    /// and from key epoch 1 on, `"\0epoch "` and the epoch in decimal.
+    ///
+    /// The epoch is what makes a counter space used up give way to a new one without
+    /// ever repeating a challenge under one key: the helpdesk derives the key from the
+    /// machine field the challenge carries, so a new epoch is a new field and a new key,
+    /// from the same fleet secret (docs/offline-codes.md, "Single use").
+    public static func machineID(fromMachineID raw: String, epoch: Int = 0) -> UInt64 {
         let trimmed = Array(raw.utf8).drop { $0 == 0x20 || ($0 >= 0x09 && $0 <= 0x0D) }.reversed().drop { $0 == 0x20 || ($0 >= 0x09 && $0 <= 0x0D) }.reversed()
-        let digest = Array(SHA256.hash(data: Array("lockwipe offline-code machine\0".utf8) + Array(trimmed)))
+        var input = Array("lockwipe offline-code machine\0".utf8) + Array(trimmed)
+        if epoch > 0 { input += Array("\0epoch \(epoch)".utf8) }
+        let digest = Array(SHA256.hash(data: input))
         return digest.prefix(5).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
     }
+
+    /// The counters one key epoch has: 1 to 2^20 - 1 (0 is never issued). A counter is
+    /// never issued twice under one key: once they are used up, challenges are refused
+    /// until the machine is provisioned for the next epoch (issue 40, finding 1: the counter
+    /// used to wrap, and a response given once was accepted again).
+    public static let countersPerEpoch = Int64(1) << Int64(counterBits) - 1
 
     /// The machine id in hex (10 characters), as `status` and the key derivation name it.
     public static func hex(machine: UInt64) -> String {

@@ -9,8 +9,9 @@ public enum ManagerMethods {
         interface, "GetStatus",
         """
         # Whether this machine answers offline codes (docs/offline-codes.md), and the machine
-        # id they carry (or why the stored key is not usable).
-        type OfflineCodes (provisioned: bool, machine: ?string)
+        # id they carry (or why the stored key is not usable); provision_epoch: the key epoch
+        # `provision` derives the key for.
+        type OfflineCodes (provisioned: bool, machine: ?string, provision_epoch: ?int)
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login

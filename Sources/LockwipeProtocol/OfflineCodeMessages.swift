@@ -73,8 +73,18 @@ public struct ProvisionOfflineCodesReply: Codable, Sendable, Equatable {
 public struct OfflineCodesInfo: Codable, Sendable, Equatable {
     public var provisioned: Bool
     public var machine: String?
-    public init(provisioned: Bool, machine: String?) {
+    /// The key epoch `provision` derives the key for: the current one, or the next once
+    /// the current one's challenges are used up (docs/offline-codes.md, "Single use").
+    public var provisionEpoch: Int?
+    public init(provisioned: Bool, machine: String?, provisionEpoch: Int? = nil) {
         self.provisioned = provisioned
         self.machine = machine
+        self.provisionEpoch = provisionEpoch
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provisioned
+        case machine
+        case provisionEpoch = "provision_epoch"
     }
 }

@@ -125,4 +125,41 @@ struct OfflineCodeTests {
         #expect(OfflineCode.fleetSecret(fromFile: Array("abc\r\n\n".utf8)) == Array("abc".utf8))
         #expect(OfflineCode.fleetSecret(fromFile: Array(" abc ".utf8)) == Array(" abc ".utf8))
     }
+
+    /// Key epochs (issue 40, finding 1): epoch 0 is the machine field every earlier
+    /// version used; each later epoch is another field, and so another key from the same
+    /// fleet secret. Values computed independently with Python's hashlib (the input of
+    /// epoch N is the epoch-0 input followed by `"\0epoch N"`).
+    @Test(arguments: [(0, UInt64(0xcd_2b1e_347f)), (1, UInt64(0x2_6602_6060)), (12, UInt64(0x9_131b_26f3))])
+    func eachKeyEpochIsItsOwnMachineField(epoch: Int, field: UInt64) {
+        #expect(OfflineCode.machineID(fromMachineID: "0123456789abcdef0123456789abcdef\n", epoch: epoch) == field)
+    }
+
+    /// Every counter of an epoch fits the challenge's 20 bits and none is 0.
+    @Test func theCountersOfAnEpochFitTheChallenge() {
+        #expect(OfflineCode.countersPerEpoch == (1 << 20) - 1)
+        let last = OfflineCode.Challenge(machine: 1, registration: 1, request: .lift, counter: UInt32(OfflineCode.countersPerEpoch))
+        #expect(Int64(last.counter) == OfflineCode.countersPerEpoch)
+    }
+}
+
+/// How often one registration may ask for a challenge, as a table: ten in an hour-long
+/// window that starts at the first, then refused until it ends; a clock set back starts a
+/// new window.
+@Suite struct OfflineChallengeRateTests {
+    typealias W = OfflineChallengeRate.Window
+
+    @Test(
+        arguments: [
+            (nil, 1_000, OfflineChallengeRate.Decision.allowed(W(start: 1_000, count: 1))),
+            (W(start: 1_000, count: 1), 1_001, .allowed(W(start: 1_000, count: 2))),
+            (W(start: 1_000, count: 9), 4_599, .allowed(W(start: 1_000, count: 10))),
+            (W(start: 1_000, count: 10), 1_001, .refused(until: 4_600)),
+            (W(start: 1_000, count: 10), 4_599, .refused(until: 4_600)),
+            (W(start: 1_000, count: 10), 4_600, .allowed(W(start: 4_600, count: 1))),
+            (W(start: 1_000, count: 10), 999, .allowed(W(start: 999, count: 1))),
+        ] as [(W?, Int64, OfflineChallengeRate.Decision)])
+    func decide(window: W?, now: Int64, expected: OfflineChallengeRate.Decision) {
+        #expect(OfflineChallengeRate.decide(after: window, now: now) == expected)
+    }
 }

@@ -415,4 +415,49 @@ import Testing
             #expect(s.calls == 100_000)
         }
     }
+
+    /// Issue 40, finding 1: a counter is never issued twice under one key. The counter
+    /// used to wrap after 2^20 challenges, so the challenge came back byte for byte and
+    /// its old response was accepted again. Now the last counter of the epoch is issued,
+    /// then challenges are refused until provisioning moves to the next epoch, which
+    /// counts from 1 under another machine field (and so another key).
+    @Test func theCountersOfAnEpochAreUsedUpNotWrappedAndTheNextEpochCountsAgain() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            let id = try #require(try await store.registration("alice")).id
+            try store.db.write { db in
+                try db.execute(sql: "INSERT INTO offline_code_counter (id, next, epoch) VALUES (1, ?, 0)", arguments: [OfflineCode.countersPerEpoch])
+            }
+            let event: @Sendable (UInt32) -> StoredEvent = { _ in StoredEvent(time: 100, user: "alice", kind: .offlineCodeChallenge, trigger: .user, detail: "") }
+            #expect(
+                try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 100, event: event)
+                    == .issued(counter: UInt32(OfflineCode.countersPerEpoch)))
+            #expect(try await store.offlineCodeEpoch() == (0, true))
+            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 101, event: event) == .usedUp(epoch: 0))
+            // Provisioning moves on one epoch at a time; the outstanding challenge goes with the old key.
+            #expect(try await store.advanceOfflineCodeEpoch(to: 2, event: nil) == false)
+            #expect(try await store.advanceOfflineCodeEpoch(to: 1, event: nil))
+            #expect(try await store.offlineChallenge("alice", registrationID: id)?.counter == nil)
+            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 102, event: event) == .epochChanged(now: 1))
+            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 1, at: 103, event: event) == .issued(counter: 1))
+        }
+    }
+
+    /// Challenges are counted per registration in `OfflineChallengeRate`'s window, and a
+    /// refused one takes no counter.
+    @Test func aRegistrationAsksAtMostTenChallengesAnHour() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            try await store.insert(record("bob"), event: ev("bob", "register"))
+            let alice = try #require(try await store.registration("alice")).id
+            let bob = try #require(try await store.registration("bob")).id
+            let event: @Sendable (UInt32) -> StoredEvent = { _ in StoredEvent(time: 100, user: "alice", kind: .offlineCodeChallenge, trigger: .user, detail: "") }
+            for i in 1...10 {
+                #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 1_000 + Int64(i), event: event) == .issued(counter: UInt32(i)))
+            }
+            #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 2_000, event: event) == .tooSoon(until: 4_601))
+            #expect(try await store.issueOfflineChallenge("bob", registrationID: bob, days: 0, epoch: 0, at: 2_000, event: event) == .issued(counter: 11))
+            #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 4_601, event: event) == .issued(counter: 12))
+        }
+    }
 }

@@ -219,8 +219,9 @@ import Testing
         type EventRequester (uid: int, pid: int, comm: ?string)
 
         # Whether this machine answers offline codes (docs/offline-codes.md), and the machine
-        # id they carry (or why the stored key is not usable).
-        type OfflineCodes (provisioned: bool, machine: ?string)
+        # id they carry (or why the stored key is not usable); provision_epoch: the key epoch
+        # `provision` derives the key for.
+        type OfflineCodes (provisioned: bool, machine: ?string, provision_epoch: ?int)
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login

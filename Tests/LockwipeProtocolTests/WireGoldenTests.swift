@@ -47,7 +47,7 @@ import Testing
 
     static let replies: [(String, any Codable.Type)] = [
         (
-            #"{"offline_codes":{"machine":"m","provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local"},"#
+            #"{"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local"},"#
                 + #""registrations":[REG],"server":{"configured":true,"insecure_http":true,"url":"https://s"},"starting_up":true,"version":"1.0","warnings":["w"]}"#
                 .replacingOccurrences(of: "REG", with: registration), StatusReport.self
         ),

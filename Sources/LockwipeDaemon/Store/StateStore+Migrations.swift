@@ -291,6 +291,16 @@ extension StateStore {
                     END;
                     """)
         }
+        // Offline codes that never replay (issue 40, finding 1): the counter belongs to a key
+        // epoch and never wraps, and each registration's challenges are counted in a window.
+        m.registerMigration("v19-offline-code-epochs") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE offline_code_counter ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE offline_codes ADD COLUMN window_start INTEGER;
+                    ALTER TABLE offline_codes ADD COLUMN window_count INTEGER NOT NULL DEFAULT 0;
+                    """)
+        }
         return m
     }
 

@@ -2,7 +2,7 @@ import GRDB
 import LockwipeCore
 
 /// The offline codes' rows (docs/offline-codes.md): the machine's challenge counter, which
-/// only grows (modulo 2^20), and per registration its outstanding challenge and the wrong
+/// only grows and never wraps within its key epoch, and per registration its outstanding challenge and the wrong
 /// responses in a row. Durable, so that a restart neither reuses a counter nor forgets a
 /// back-off.
 extension StateStore {
@@ -22,31 +22,83 @@ extension StateStore {
             issuedAt: row["issued_at"], failures: row["failures"], failedAt: row["failed_at"])
     }
 
-    /// Takes the machine's next counter and makes it `user`'s outstanding challenge
-    /// (replacing any earlier one, keeping the wrong responses in a row of the same
-    /// registration), recording `event`, in one transaction. Returns the counter.
-    public nonisolated(nonsending) func issueOfflineChallenge(
-        _ user: String, registrationID: String, days: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
-    ) async throws -> UInt32 {
-        let mask = Int64(1 << OfflineCode.counterBits) - 1
-        return try await perform { [self] in
+    /// The key epoch the machine's counters are of, and whether its counters are used up
+    /// (`OfflineCode.countersPerEpoch`): provisioning is then for the next epoch.
+    public nonisolated(nonsending) func offlineCodeEpoch() async throws -> (epoch: Int, usedUp: Bool) {
+        try await perform { [self] in
+            try db.read { db in
+                let row = try Row.fetchOne(db, sql: "SELECT next, epoch FROM offline_code_counter WHERE id = 1")
+                let next: Int64 = row?["next"] ?? 1
+                let epoch: Int = row?["epoch"] ?? 0
+                return (epoch, next > OfflineCode.countersPerEpoch)
+            }
+        }
+    }
+
+    /// Moves the counters to key epoch `epoch` (the one after the stored one), counting
+    /// from 1 again: what provisioning does, before it stores the new epoch's key, once the
+    /// old epoch's counters are used up. False (nothing written) when the stored epoch is
+    /// not the one before `epoch`.
+    public nonisolated(nonsending) func advanceOfflineCodeEpoch(to epoch: Int, event: StoredEvent?) async throws -> Bool {
+        try await perform { [self] in
             try db.write { db in
-                let next = try Int64.fetchOne(db, sql: "SELECT next FROM offline_code_counter WHERE id = 1") ?? 1
+                let current = try Int.fetchOne(db, sql: "SELECT epoch FROM offline_code_counter WHERE id = 1") ?? 0
+                guard epoch == current + 1 else { return false }
                 try db.execute(
-                    sql: "INSERT INTO offline_code_counter (id, next) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET next = excluded.next",
-                    arguments: [(next + 1) & mask])
-                let counter = UInt32(next & mask)
+                    sql: "INSERT INTO offline_code_counter (id, next, epoch) VALUES (1, 1, ?) ON CONFLICT(id) DO UPDATE SET next = 1, epoch = excluded.epoch",
+                    arguments: [epoch])
+                // Challenges of the old epoch are outstanding no more: their key is gone.
+                try db.execute(sql: "UPDATE offline_codes SET counter = NULL")
+                if let event { try Self.append(event, db) }
+                return true
+            }
+        }
+    }
+
+    /// Takes the machine's next counter of key epoch `epoch` and makes it `user`'s
+    /// outstanding challenge (replacing any earlier one, keeping the wrong responses in a
+    /// row of the same registration), recording `event`, in one transaction. A counter is
+    /// never issued twice in one epoch: once they are used up the answer says so, and
+    /// nothing is written; so does a registration that asked `OfflineChallengeRate`'s
+    /// limit already.
+    public nonisolated(nonsending) func issueOfflineChallenge(
+        _ user: String, registrationID: String, days: Int, epoch: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
+    ) async throws -> OfflineChallengeIssue {
+        try await perform { [self] in
+            try db.write { db in
+                let row = try Row.fetchOne(db, sql: "SELECT next, epoch FROM offline_code_counter WHERE id = 1")
+                let next: Int64 = row?["next"] ?? 1
+                let stored: Int = row?["epoch"] ?? 0
+                guard stored == epoch else { return .epochChanged(now: stored) }
+                guard next >= 1, next <= OfflineCode.countersPerEpoch else { return .usedUp(epoch: stored) }
+                let previous = try Row.fetchOne(
+                    db, sql: "SELECT window_start, window_count FROM offline_codes WHERE user = ? AND registration_id = ?",
+                    arguments: [user, registrationID])
+                let window: OfflineChallengeRate.Window? = (previous?["window_start"] as Int64?).map {
+                    OfflineChallengeRate.Window(start: $0, count: previous?["window_count"] ?? 0)
+                }
+                let allowed: OfflineChallengeRate.Window
+                switch OfflineChallengeRate.decide(after: window, now: time) {
+                case .refused(let until): return .tooSoon(until: until)
+                case .allowed(let w): allowed = w
+                }
+                try db.execute(
+                    sql: "INSERT INTO offline_code_counter (id, next, epoch) VALUES (1, ?, ?) ON CONFLICT(id) DO UPDATE SET next = excluded.next",
+                    arguments: [next + 1, stored])
+                let counter = UInt32(next)
                 try db.execute(
                     sql: """
-                        INSERT INTO offline_codes (user, registration_id, counter, days, issued_at, failures, failed_at) VALUES (?, ?, ?, ?, ?, 0, NULL)
+                        INSERT INTO offline_codes (user, registration_id, counter, days, issued_at, failures, failed_at, window_start, window_count)
+                            VALUES (?, ?, ?, ?, ?, 0, NULL, ?, ?)
                         ON CONFLICT(user) DO UPDATE SET counter = excluded.counter, days = excluded.days, issued_at = excluded.issued_at,
                             failures = CASE WHEN registration_id = excluded.registration_id THEN failures ELSE 0 END,
                             failed_at = CASE WHEN registration_id = excluded.registration_id THEN failed_at ELSE NULL END,
+                            window_start = excluded.window_start, window_count = excluded.window_count,
                             registration_id = excluded.registration_id
                         """,
-                    arguments: [user, registrationID, Int64(counter), days, time])
+                    arguments: [user, registrationID, Int64(counter), days, time, allowed.start, allowed.count])
                 try Self.append(event(counter), db)
-                return counter
+                return .issued(counter: counter)
             }
         }
     }

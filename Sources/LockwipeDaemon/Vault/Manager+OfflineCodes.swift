@@ -21,24 +21,46 @@ extension Manager {
         if let known = offlineCodesKnown { return known }
         let file = offlineCodeKeyFile
         let stored: UInt64?
-        let machine: UInt64
+        let now: OfflineCodeEpoch
         do {
-            (stored, machine) = try await BlockingPool.run { (try file.load()?.machine, try OfflineCodeKeyFile.thisMachine()) }
+            stored = try await BlockingPool.run { try file.load()?.machine }
+            now = try await offlineCodeEpoch()
         } catch {
-            // The key file, or /etc/machine-id, which the codes name the machine by.
+            // The key file, the counters, or /etc/machine-id, which the codes name the machine by.
             return OfflineCodesInfo(provisioned: false, machine: "cannot be checked: \(ErrorWords.of(error))")
         }
+        let machine = now.machine
         let info: OfflineCodesInfo
-        if let stored, stored != machine {
+        if now.usedUp {
             info = OfflineCodesInfo(
                 provisioned: false,
-                machine: "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(OfflineCode.hex(machine: machine))): provision again")
+                machine: "the \(OfflineCode.countersPerEpoch) challenges of key epoch \(now.epoch) are used up: provision again, for key epoch \(now.epoch + 1)",
+                provisionEpoch: now.epoch + 1)
+        } else if let stored, stored != machine {
+            info = OfflineCodesInfo(
+                provisioned: false,
+                machine: "the key was derived for machine \(OfflineCode.hex(machine: stored)), not this one (\(OfflineCode.hex(machine: machine))): provision again",
+                provisionEpoch: now.epoch)
         } else {
-            info = OfflineCodesInfo(provisioned: stored != nil, machine: OfflineCode.hex(machine: machine))
+            info = OfflineCodesInfo(provisioned: stored != nil, machine: OfflineCode.hex(machine: machine), provisionEpoch: now.epoch)
         }
         // A provisioning that ended while this read was under way has said the newer state.
         if offlineCodesKnown == nil { offlineCodesKnown = info }
         return offlineCodesKnown ?? info
+    }
+
+    /// The machine's offline codes now: the key epoch their counters are of, whether those
+    /// are used up, and this machine's field in that epoch's challenges.
+    struct OfflineCodeEpoch {
+        var epoch: Int
+        var usedUp: Bool
+        var machine: UInt64
+    }
+
+    func offlineCodeEpoch() async throws -> OfflineCodeEpoch {
+        let (epoch, usedUp) = try await store.offlineCodeEpoch()
+        let machine = try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine(epoch: epoch) }
+        return OfflineCodeEpoch(epoch: epoch, usedUp: usedUp, machine: machine)
     }
 
     // MARK: Provision
@@ -48,26 +70,45 @@ extension Manager {
         guard let key = Self.bytes(hex: machineKey), key.count == 32 else {
             throw ManagerError.invalidParameter("machine_key", reason: "the machine key must be 32 bytes in hex (64 hex digits)")
         }
+        // The key is for the current epoch, or for the next once the current one's
+        // counters are used up; the counters move to it before its key is stored, so that
+        // no crash leaves a used-up epoch counting again, nor the old key with new counters.
+        let now: OfflineCodeEpoch
         let this: UInt64
         do {
-            this = try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine() }
+            now = try await offlineCodeEpoch()
+            let target = now.usedUp ? now.epoch + 1 : now.epoch
+            this = now.usedUp ? try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine(epoch: target) } : now.machine
         } catch {
             throw ManagerError.actionFailed("offline codes cannot be provisioned: \(ErrorWords.of(error))")
         }
+        let target = now.usedUp ? now.epoch + 1 : now.epoch
         guard machine.lowercased() == OfflineCode.hex(machine: this) else {
             throw ManagerError.invalidParameter(
-                "machine", reason: "the key was derived for machine \(machine), but this machine is \(OfflineCode.hex(machine: this)) (from /etc/machine-id)")
+                "machine",
+                reason: "the key was derived for machine \(machine), but this machine is \(OfflineCode.hex(machine: this)) at key epoch \(target) (from /etc/machine-id)")
+        }
+        offlineCodesKnown = nil
+        if now.usedUp {
+            let moved: Bool
+            do {
+                moved = try await store.advanceOfflineCodeEpoch(to: target, event: nil)
+            } catch {
+                throw stateFailure("this machine", "provisioning the offline codes", error)
+            }
+            guard moved else { throw ManagerError.actionFailed("the offline codes were provisioned meanwhile: run provision again") }
         }
         let file = offlineCodeKeyFile
         let replaced: Bool
         do {
-            offlineCodesKnown = nil
             replaced = try await BlockingPool.run { try file.store(.init(machine: this, key: key)) }
         } catch {
             throw ManagerError.actionFailed("cannot store the offline-code key in \(file.path): \(ErrorWords.of(error))")
         }
-        offlineCodesKnown = OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: this))
-        let detail = (replaced ? "offline-code key replaced" : "offline codes provisioned") + " for machine \(OfflineCode.hex(machine: this)); the fleet secret was not stored"
+        offlineCodesKnown = OfflineCodesInfo(provisioned: true, machine: OfflineCode.hex(machine: this), provisionEpoch: target)
+        let detail =
+            (replaced ? "offline-code key replaced" : "offline codes provisioned") + " for machine \(OfflineCode.hex(machine: this))"
+            + (target > 0 ? " at key epoch \(target)" : "") + "; the fleet secret was not stored"
         logger.notice(
             "\(detail)",
             metadata: [
@@ -88,7 +129,9 @@ extension Manager {
                 "extend_days", reason: "an extension of \(days) day\(days == 1 ? "" : "s") is refused: it must be 1 to \(maxDays) days ([offline_codes] max_lease_days)")
         }
         let provisioned = await offlineCodesInfo()
-        guard provisioned.provisioned, let machineHex = provisioned.machine, let machine = UInt64(machineHex, radix: 16) else {
+        guard provisioned.provisioned, let machineHex = provisioned.machine, let machine = UInt64(machineHex, radix: 16),
+            let epoch = provisioned.provisionEpoch
+        else {
             throw ManagerError.actionFailed(
                 "offline codes are not provisioned on this machine"
                     + (provisioned.machine.map { $0.contains(" ") ? " (\($0))" : "" } ?? "")
@@ -106,9 +149,10 @@ extension Manager {
             let detailWithout = "challenge to \(request) by \(Self.who(caller))"
             var challenge = OfflineCode.Challenge(machine: machine, registration: registrationBits, request: request, counter: 0)
             let template = event(user, .offlineCodeChallenge, Self.trigger(caller), detailWithout, at: now)
-            let counter: UInt32
+            let issue: OfflineChallengeIssue
             do {
-                counter = try await store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, at: now) { [challenge] counter in
+                issue = try await store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, epoch: epoch, at: now) {
+                    [challenge] counter in
                     var c = challenge
                     c.counter = counter
                     var e = template
@@ -117,6 +161,28 @@ extension Manager {
                 }
             } catch {
                 throw stateFailure(user, "the offline-code challenge", error)
+            }
+            let counter: UInt32
+            switch issue {
+            case .issued(let c):
+                counter = c
+                // The last counter of the epoch: status says so from now on.
+                if Int64(c) == OfflineCode.countersPerEpoch { offlineCodesKnown = nil }
+            case .usedUp(let e):
+                offlineCodesKnown = nil
+                logger.error(
+                    "the offline codes of key epoch \(e) are used up: no challenge is given until they are provisioned again",
+                    metadata: ["user": .string(user), "message_id": MessageID.offlineCodeRefused.metadata, "epoch": "\(e)"])
+                throw ManagerError.actionFailed(
+                    "this machine's offline codes are used up (\(OfflineCode.countersPerEpoch) challenges under its key); no challenge repeats an earlier one, so none is given: an administrator runs lockwipectl offline-code provision --fleet-key-file FILE to move to key epoch \(e + 1)"
+                )
+            case .tooSoon(let until):
+                throw ManagerError.notPermitted(
+                    "\(user) asked for \(OfflineChallengeRate.perWindow) challenges within an hour: the next can be asked at \(Timestamp.iso(until)) (in \(max(0, until - now)) s)"
+                )
+            case .epochChanged:
+                offlineCodesKnown = nil
+                throw ManagerError.actionFailed("the offline codes were provisioned again while the challenge was asked: ask again")
             }
             challenge.counter = counter
             var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: detailWithout, id: .offlineCodeChallenge)
@@ -170,7 +236,8 @@ extension Manager {
         let this: UInt64
         do {
             let file = offlineCodeKeyFile
-            (stored, this) = try await BlockingPool.run { (try file.load(), try OfflineCodeKeyFile.thisMachine()) }
+            stored = try await BlockingPool.run { try file.load() }
+            this = try await offlineCodeEpoch().machine
         } catch {
             throw ManagerError.actionFailed("offline codes cannot be checked: \(ErrorWords.of(error))")
         }

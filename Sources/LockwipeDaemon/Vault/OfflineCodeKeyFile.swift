@@ -63,8 +63,8 @@ struct OfflineCodeKeyFile: Sendable {
         return replaced
     }
 
-    /// This machine's id as the codes carry it, from `/etc/machine-id`.
-    static func thisMachine(path: String = machineIDPath) throws -> UInt64 {
+    /// This machine's id as the codes of key epoch `epoch` carry it, from `/etc/machine-id`.
+    static func thisMachine(path: String = machineIDPath, epoch: Int = 0) throws -> UInt64 {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -72,6 +72,6 @@ struct OfflineCodeKeyFile: Sendable {
             throw FileSystemError("read", path + " (offline codes name the machine by an id derived from it)", code: ENOENT)
         }
         guard text.contains(where: { !$0.isWhitespace }) else { throw FileSystemError("read", path + " (it is empty)", code: EINVAL) }
-        return OfflineCode.machineID(fromMachineID: text)
+        return OfflineCode.machineID(fromMachineID: text, epoch: epoch)
     }
 }
