@@ -68,6 +68,16 @@ import Testing
         }
     }
 
+    @Test func theStartUpPrunesARegistrationThatRecordsNothingMore() async throws {
+        try await withStore { store in
+            try await store.append(event(.lock, at: 200))
+            try await store.append(event(.unlock, at: 300))
+            #expect(try await store.pruneHistory(now: 250 + HistoryRetention.maxAge) == 1)
+            #expect(try await store.events(user: "alice", limit: 100).map(\.kind) == [.register, .unlock])
+            #expect(try await store.pruneHistory(now: 250 + HistoryRetention.maxAge) == 0)
+        }
+    }
+
     @Test func detailsAreBoundedAndAReadStopsAtItsBytes() async throws {
         try await withStore { store in
             for i in 0..<50 { try await store.append(event(.lock, at: 1_000 + Int64(i), detail: String(repeating: "x", count: 60_000))) }

@@ -86,6 +86,26 @@ extension StateStore {
             arguments: StatementArguments([registrationID]) + [now - HistoryRetention.maxAge] + StatementArguments(kept))
     }
 
+    /// Prunes every registration's history (`pruneHistory(registrationID:rule:now:_:)`)
+    /// and the events that belong to none, by age: at start-up, so that a registration
+    /// that records nothing more is pruned too, and a database from before these bounds
+    /// is brought within them. Returns how many events went.
+    public nonisolated(nonsending) func pruneHistory(now: Int64) async throws -> Int {
+        try await perform { [self] in
+            try db.write { db in
+                let before = db.totalChangesCount
+                for id in try String.fetchAll(db, sql: "SELECT DISTINCT registration_id FROM events WHERE registration_id IS NOT NULL") {
+                    for rule in [HistoryRetention.Rule.repeatable, .standard] { try Self.pruneHistory(registrationID: id, rule: rule, now: now, db) }
+                }
+                let kept = EventKind.allCases.filter { HistoryRetention.rule(for: $0) == .kept }.map(\.rawValue)
+                try db.execute(
+                    sql: "DELETE FROM events WHERE registration_id IS NULL AND coalesce(last_time, time) < ? AND kind NOT IN (\(kept.map { _ in "?" }.joined(separator: ", ")))",
+                    arguments: [now - HistoryRetention.maxAge] + StatementArguments(kept))
+                return db.totalChangesCount - before
+            }
+        }
+    }
+
     /// The newest `limit` events (of `user`, when given), oldest first. With `owner`, only
     /// the events that belong to a registration of that uid (`Ownership.ownsRecord`).
     public nonisolated(nonsending) func events(user: String?, limit: Int, owner: UInt32? = nil, since: Int64? = nil) async throws -> [StoredEvent] {
