@@ -259,11 +259,20 @@ struct History: ParsableCommand {
         for e in reply.events {
             rows.append([
                 e.time, e.user, e.uid.map { "\($0)" } ?? "-", e.registrationId.map { String($0.prefix(8)) } ?? "-", e.kind, e.trigger?.rawValue ?? "-",
-                e.requester.map { Self.userName($0.uid) } ?? "-", e.detail,
+                e.requester.map { Self.userName($0.uid) } ?? "-", Self.detail(e),
             ])
         }
         print(table(rows))
+        if reply.truncated == true {
+            print(Terminal.yellow("warning: older events were left out: one reply carries at most \(HistoryRetention.maxReplyBytes >> 20) MiB of history (the newest are shown)"))
+        }
         if follow { fflush(nil) }
+    }
+
+    /// The detail of `e`; for a run of refusals recorded as one event, how many and the last's time.
+    static func detail(_ e: HistoryEvent) -> String {
+        guard let n = e.repeats else { return e.detail }
+        return "\(e.detail) (\(n) times, the last at \(e.lastTime ?? "an unknown time"))"
     }
 
     /// `uid`'s user name on this machine, or the number when it has none.

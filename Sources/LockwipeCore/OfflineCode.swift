@@ -11,7 +11,7 @@ import Crypto
 ///
 /// - Alphabet: 31 characters that survive a phone call: the digits 2–9 and the capital
 ///   letters but I, L and O (no 0/O, 1/l/I). Input is read case-insensitively, ignoring
-///   spaces and dashes.
+///   spaces and dashes, one Unicode scalar at a time (ASCII case only).
 /// - A **challenge** carries 88 bits: the machine (40 bits of SHA-256 of
 ///   `/etc/machine-id`, never the raw id), the registration (20 bits of SHA-256 of its
 ///   id), what is asked (0: lift the lock; 1–255: extend the offline lease by that many
@@ -96,7 +96,10 @@ public enum OfflineCode {
 
     /// Why a challenge or response does not read, in words for the person typing it.
     public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
-        case notInAlphabet(Character, position: Int)
+        /// A character (one Unicode scalar, `position` counted in scalars without dashes
+        /// and blanks) that no code has. Never a whole grapheme cluster: one can be any
+        /// length (a letter and 30,000 combining marks is one `Character`).
+        case notInAlphabet(Unicode.Scalar, position: Int)
         case length(found: Int, expected: Int)
         /// One character of this group (1-based) is wrong, probably this one (1-based in the group).
         case wrongInGroup(group: Int, character: Int)
@@ -108,8 +111,8 @@ public enum OfflineCode {
         public var description: String {
             switch self {
             case .notInAlphabet(let c, let position):
-                let hint = "01OIL".contains(c.uppercased()) ? " (the codes use no 0, 1, O, I or L)" : ""
-                return "'\(c)' (character \(position)) is not in the codes' alphabet\(hint)"
+                let hint = "01OIL".unicodeScalars.contains(OfflineCode.asciiUppercase(c)) ? " (the codes use no 0, 1, O, I or L)" : ""
+                return "\(OfflineCode.shown(c)) (character \(position)) is not in the codes' alphabet\(hint)"
             case .length(let found, let expected):
                 return "it has \(found) characters; expected \(expected) (dashes and spaces do not count)"
             case .wrongInGroup(let group, let character):
@@ -226,17 +229,45 @@ public enum OfflineCode {
 
     static func pow31(_ n: Int) -> UInt64 { (0..<n).reduce(UInt64(1)) { p, _ in p * 31 } }
 
-    static func value(of c: Character) -> Int? {
-        alphabet.firstIndex(of: Character(c.uppercased()))
+    /// The alphabet's values by ASCII code (-1: not in it).
+    static let valueTable: [Int] = {
+        var table = [Int](repeating: -1, count: 128)
+        for (v, c) in alphabet.enumerated() { table[Int(c.asciiValue!)] = v }
+        return table
+    }()
+
+    /// The value of one scalar, read case-insensitively (ASCII case only: no other
+    /// letter's case mapping can give one of the alphabet's), or nil.
+    static func value(of scalar: Unicode.Scalar) -> Int? {
+        let ascii = asciiUppercase(scalar)
+        guard ascii.isASCII else { return nil }
+        let v = valueTable[Int(ascii.value)]
+        return v < 0 ? nil : v
     }
 
-    /// The values of the characters of `text` (dashes and blanks skipped), `length` of them.
+    /// `scalar` with ASCII a–z made A–Z; anything else as it is.
+    static func asciiUppercase(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
+        (0x61...0x7A).contains(scalar.value) ? Unicode.Scalar(UInt8(scalar.value - 0x20)) : scalar
+    }
+
+    /// A character as an error names it: printable ASCII as itself in quotes ('0'),
+    /// anything else as its code point (U+00DF), which is short and shows what it is
+    /// whatever the terminal does with it.
+    public static func shown(_ scalar: Unicode.Scalar) -> String {
+        if (0x21...0x7E).contains(scalar.value) { return "'\(Character(scalar))'" }
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        return "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+    }
+
+    /// The values of the characters of `text` (dashes and blanks skipped), `length` of
+    /// them. Read per Unicode scalar, so that what is typed is never handled as a grapheme
+    /// cluster (of any length) nor case-mapped beyond ASCII.
     static func read(_ text: String, length: Int) throws(ReadError) -> [Int] {
         var values: [Int] = []
         var position = 0
-        for c in text where c != "-" && !c.isWhitespace {
+        for scalar in text.unicodeScalars where scalar != "-" && !scalar.properties.isWhitespace {
             position += 1
-            guard let v = value(of: c) else { throw .notInAlphabet(c, position: position) }
+            guard let v = value(of: scalar) else { throw .notInAlphabet(scalar, position: position) }
             values.append(v)
         }
         guard values.count == length else { throw .length(found: values.count, expected: length) }

@@ -22,6 +22,11 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
     /// accord (offline, server, logout, start-up) and for events recorded before requesters
     /// were.
     public var requester: Requester?
+    /// A run of refusals recorded as one event (`HistoryRetention`): how many (2 or more),
+    /// and when the last was (`time` is the first's, `detail` the last one's). Absent for
+    /// a single event.
+    public var repeats: Int?
+    public var lastTime: String?
 
     /// The client that asked: its uid, pid and `/proc/PID/comm` (a name any process may
     /// choose, informative only) when it connected.
@@ -38,7 +43,7 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
 
     public init(
         time: String, user: String, kind: String, trigger: Trigger?, detail: String, certificate: SanitizationCertificate? = nil, uid: UInt32? = nil,
-        registrationId: String? = nil, requester: Requester? = nil
+        registrationId: String? = nil, requester: Requester? = nil, repeats: Int? = nil, lastTime: String? = nil
     ) {
         self.time = time
         self.user = user
@@ -49,19 +54,28 @@ public struct HistoryEvent: Codable, Sendable, Equatable {
         self.uid = uid
         self.registrationId = registrationId
         self.requester = requester
+        self.repeats = repeats
+        self.lastTime = lastTime
     }
 
     // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
     enum CodingKeys: String, CodingKey {
         case time, user, kind, trigger, detail, certificate, uid
         case registrationId = "registration_id"
-        case requester
+        case requester, repeats
+        case lastTime = "last_time"
     }
 }
 
 public struct HistoryReply: Codable, Sendable, Equatable {
     public var events: [HistoryEvent]
-    public init(events: [HistoryEvent]) { self.events = events }
+    /// True when older events were left out to keep the reply within its bound
+    /// (`HistoryRetention.maxReplyBytes`): the newest are kept. Absent otherwise.
+    public var truncated: Bool?
+    public init(events: [HistoryEvent], truncated: Bool? = nil) {
+        self.events = events
+        self.truncated = truncated
+    }
 }
 
 /// `GetCertificate`'s reply.

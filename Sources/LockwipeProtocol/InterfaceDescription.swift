@@ -193,6 +193,8 @@ public enum InterfaceDescription {
         # belongs to none (only administrators see those).
         # requester: the control-socket client that asked for it; absent for what lockwiped
         # did of its own accord and for events recorded before requesters were.
+        # repeats, last_time: a run of refusals recorded as one event (time: the first,
+        # last_time: the last, detail: the last one's); absent for a single event.
         type Event (
           time: string,
           user: string,
@@ -202,7 +204,9 @@ public enum InterfaceDescription {
           certificate: ?Certificate,
           uid: ?int,
           registration_id: ?string,
-          requester: ?EventRequester
+          requester: ?EventRequester,
+          repeats: ?int,
+          last_time: ?string
         )
 
         # comm: the client's /proc/PID/comm when it connected (any process may choose it).

@@ -36,7 +36,9 @@ public enum ManagerMethods {
         """
         # limit: the newest that many events (default 1000, at most 10000); 0 returns none.
         # since: only events at or after this time (seconds since the epoch).
-        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event)
+        # truncated: true when older events were left out to keep the reply within 4 MiB
+        # (the newest are kept); absent otherwise.
+        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event, truncated: ?bool)
         """)
     public static let getCertificate = VarlinkMethod<CertificateRequest, CertificateReply>(
         interface, "GetCertificate",

@@ -56,8 +56,9 @@ struct OfflineCodeTests {
         #expect(OfflineCode.alphabet.count == 31)
         for bad in "0O1lIiLo" { #expect(!OfflineCode.alphabet.contains(bad)) }
         for (v, c) in OfflineCode.alphabet.enumerated() {
-            #expect(OfflineCode.value(of: c) == v)
-            #expect(OfflineCode.value(of: Character(c.lowercased())) == v)
+            let scalar = c.unicodeScalars.first!
+            #expect(OfflineCode.value(of: scalar) == v)
+            #expect(OfflineCode.value(of: Character(c.lowercased()).unicodeScalars.first!) == v)
             // A challenge whose every data digit is this character reads back to itself.
             let digits = [Int](repeating: v, count: OfflineCode.challengeDigits)
             let text = OfflineCode.group(OfflineCode.withChecks(digits, count: 2), size: 4)
@@ -104,6 +105,40 @@ struct OfflineCodeTests {
     ])
     func challengesThatDoNotReadSayWhy(text: String, error: OfflineCode.ReadError) {
         #expect(throws: error) { try OfflineCode.readChallenge(text) }
+    }
+
+    // Issue 40, finding 9: codes are read per Unicode scalar, case-folded on ASCII only.
+    // "ß" uppercases to "SS" (two characters: `Character("ß".uppercased())` trapped), "ﬀ"
+    // to "FF", and a letter with 30,000 combining marks is one grapheme cluster of 60 KB:
+    // each is refused at its first scalar outside the alphabet, named by its code point.
+    @Test(
+        arguments: [
+            ("ß", OfflineCode.ReadError.notInAlphabet("\u{DF}", position: 1), "U+00DF (character 1) is not in the codes' alphabet"),
+            ("ﬀ5RUBT-FRHMP", .notInAlphabet("\u{FB00}", position: 1), "U+FB00 (character 1) is not in the codes' alphabet"),
+            ("5ß", .notInAlphabet("\u{DF}", position: 2), "U+00DF (character 2) is not in the codes' alphabet"),
+            ("A\u{301}BCDE-FGHJK", .notInAlphabet("\u{301}", position: 2), "U+0301 (character 2) is not in the codes' alphabet"),
+            ("A" + String(repeating: "\u{301}", count: 30_000), .notInAlphabet("\u{301}", position: 2), "U+0301 (character 2) is not in the codes' alphabet"),
+            ("\u{1F600}", .notInAlphabet("\u{1F600}", position: 1), "U+1F600 (character 1) is not in the codes' alphabet"),
+            ("5rubt\u{0}frhmp", .notInAlphabet("\u{0}", position: 6), "U+0000 (character 6) is not in the codes' alphabet"),
+            ("0", .notInAlphabet("0", position: 1), "'0' (character 1) is not in the codes' alphabet (the codes use no 0, 1, O, I or L)"),
+            ("l", .notInAlphabet("l", position: 1), "'l' (character 1) is not in the codes' alphabet (the codes use no 0, 1, O, I or L)"),
+            // The Kelvin sign and the long s lowercase and uppercase to alphabet letters in
+            // Unicode's case mappings, never in ASCII's.
+            ("\u{212A}", .notInAlphabet("\u{212A}", position: 1), "U+212A (character 1) is not in the codes' alphabet"),
+            ("\u{17F}", .notInAlphabet("\u{17F}", position: 1), "U+017F (character 1) is not in the codes' alphabet"),
+        ] as [(String, OfflineCode.ReadError, String)])
+    func unicodeIsReadPerScalarAndNamedByItsCodePoint(text: String, error: OfflineCode.ReadError, words: String) {
+        #expect(throws: error) { try OfflineCode.readResponse(text) }
+        #expect(throws: error) { try OfflineCode.readChallenge(text) }
+        #expect(error.description == words)
+    }
+
+    @Test func lowercaseAsciiAndBlanksStillRead() throws {
+        #expect(try OfflineCode.readResponse("5rubt frhmp") == "5RUBT-FRHMP")
+        #expect(try OfflineCode.readResponse("5RUBT\u{A0}-\tFRHMP") == "5RUBT-FRHMP")
+        // A long code of alphabet characters is refused by its length, in a few words.
+        let long = String(repeating: "A", count: 60_000)
+        #expect(throws: OfflineCode.ReadError.length(found: 60_000, expected: 10)) { try OfflineCode.readResponse(long) }
     }
 
     @Test func theResponseAcceptsItsChallengeOnlyUnderItsKey() {

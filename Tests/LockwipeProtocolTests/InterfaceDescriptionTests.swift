@@ -203,6 +203,8 @@ import Testing
         # belongs to none (only administrators see those).
         # requester: the control-socket client that asked for it; absent for what lockwiped
         # did of its own accord and for events recorded before requesters were.
+        # repeats, last_time: a run of refusals recorded as one event (time: the first,
+        # last_time: the last, detail: the last one's); absent for a single event.
         type Event (
           time: string,
           user: string,
@@ -212,7 +214,9 @@ import Testing
           certificate: ?Certificate,
           uid: ?int,
           registration_id: ?string,
-          requester: ?EventRequester
+          requester: ?EventRequester,
+          repeats: ?int,
+          last_time: ?string
         )
 
         # comm: the client's /proc/PID/comm when it connected (any process may choose it).
@@ -240,7 +244,9 @@ import Testing
 
         # limit: the newest that many events (default 1000, at most 10000); 0 returns none.
         # since: only events at or after this time (seconds since the epoch).
-        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event)
+        # truncated: true when older events were left out to keep the reply within 4 MiB
+        # (the newest are kept); absent otherwise.
+        method GetHistory(user: ?string, limit: ?int, since: ?int) -> (events: []Event, truncated: ?bool)
 
         # The newest certificate of the user's wipes, or the one with id (administrators,
         # and the user whose data it is: the uid of the registration it was made for).

@@ -53,8 +53,9 @@ import Testing
         ),
         (#"{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local"}"#, PolicyInfo.self),
         (
-            #"{"events":[{"certificate":CERT,"detail":"d","kind":"wipe-finished","registration_id":"reg","requester":{"comm":"lockwipectl","pid":42,"uid":0},"#
-                .replacingOccurrences(of: "CERT", with: certificate) + #""time":"2026-01-01T00:00:00Z","trigger":"admin","uid":1000,"user":"alice"}]}"#,
+            #"{"events":[{"certificate":CERT,"detail":"d","kind":"wipe-finished","last_time":"2026-01-01T00:10:00Z","registration_id":"reg","repeats":3,"#
+                .replacingOccurrences(of: "CERT", with: certificate)
+                + #""requester":{"comm":"lockwipectl","pid":42,"uid":0},"time":"2026-01-01T00:00:00Z","trigger":"admin","uid":1000,"user":"alice"}],"truncated":true}"#,
             HistoryReply.self
         ),
         (#"{"certificate":CERT}"#.replacingOccurrences(of: "CERT", with: certificate), CertificateReply.self),

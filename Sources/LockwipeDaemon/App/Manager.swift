@@ -173,6 +173,16 @@ public actor Manager {
                     "cannot destroy the wrapped key files no registration uses: \(error)",
                     metadata: ["message_id": MessageID.actionFailed.metadata])
             }
+            // What the history keeps (HistoryRetention; appending prunes only the
+            // registration it records for).
+            do {
+                let pruned = try await store.pruneHistory(now: clock.now().wall)
+                if pruned > 0 {
+                    logger.notice("pruned \(pruned) history event(s) past what a registration keeps (docs/security.md, History a user cannot weaponise)")
+                }
+            } catch {
+                logger.error("cannot prune the history: \(error)", metadata: ["message_id": MessageID.actionFailed.metadata])
+            }
         }
         do {
             for pending in try await store.pendingWipes() {

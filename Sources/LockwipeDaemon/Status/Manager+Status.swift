@@ -131,15 +131,19 @@ extension Manager {
     public func history(user: String?, owner: UInt32?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
         // 0 means none, as journalctl's -n 0; a negative count means nothing.
         guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
-        let events = try await store.events(user: user, limit: min(limit, 10_000), owner: owner, since: since)
+        // At most HistoryRetention.maxReplyBytes, whatever is stored (issue 40, finding 5).
+        let (events, truncated) = try await store.history(
+            user: user, limit: min(limit, 10_000), owner: owner, since: since, maxBytes: HistoryRetention.maxReplyBytes)
         let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
-                HistoryEvent(
+                let run = $0.repeats.flatMap { $0 > 1 ? $0 : nil }
+                return HistoryEvent(
                     time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind.rawValue, trigger: $0.trigger, detail: $0.detail,
                     certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
-                    requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) })
-            })
+                    requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) }, repeats: run,
+                    lastTime: run == nil ? nil : $0.lastTime.map(Timestamp.iso))
+            }, truncated: truncated ? true : nil)
     }
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for

@@ -3,7 +3,8 @@ import LockwipeCore
 
 extension StateStore {
     /// How many wipes finished complete and incomplete, as the history records them (the
-    /// metrics file's counters: history is never pruned, so they only grow).
+    /// metrics file's counters: wipe events are never pruned, `HistoryRetention.Rule.kept`,
+    /// so they only grow).
     nonisolated(nonsending) func wipeCounts() async throws -> (complete: Int, incomplete: Int) {
         try await perform { [self] in
             try db.read { db in

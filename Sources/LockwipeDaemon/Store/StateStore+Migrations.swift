@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LockwipeCore
 
 extension StateStore {
     /// The migrations, for tests that build a database as an older version left it (up
@@ -290,6 +291,21 @@ extension StateStore {
                         UPDATE registrations SET lock_liftable = 0 WHERE rowid = NEW.rowid AND lock_liftable != 0;
                     END;
                     """)
+        }
+        // History a user cannot weaponise (issue 40, finding 5; HistoryRetention): a run of
+        // refusals is one event with `repeats` and the time of its last (`last_time`); the
+        // history is pruned per registration (the index). Details recorded before were not
+        // bounded: one longer than the bound is cut to it here, marked as cut.
+        m.registerMigration("v18-event-repeats") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE events ADD COLUMN repeats INTEGER;
+                    ALTER TABLE events ADD COLUMN last_time INTEGER;
+                    CREATE INDEX events_registration ON events(registration_id, id);
+                    """)
+            try db.execute(
+                sql: "UPDATE events SET detail = substr(detail, 1, ?) || ' … (cut: ' || length(CAST(detail AS BLOB)) || ' bytes)' WHERE length(CAST(detail AS BLOB)) > ?",
+                arguments: [HistoryRetention.maxDetailBytes / 4, HistoryRetention.maxDetailBytes])
         }
         // Offline codes that never replay (issue 40, finding 1): the counter belongs to a key
         // epoch and never wraps, and each registration's challenges are counted in a window.

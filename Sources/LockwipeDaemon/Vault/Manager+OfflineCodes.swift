@@ -373,12 +373,15 @@ extension Manager {
         }
     }
 
-    /// Records a refused code (history and journal) and throws the refusal; nothing is counted.
+    /// Records a refused code (history and journal) and throws the refusal; nothing is
+    /// counted. Such refusals are not held back by anything, so a run of them is one history
+    /// event with a count (`StateStore.appendRepeatable`, issue 40).
     private func refuse(
         _ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil, as error: (String) -> ManagerError = ManagerError.notPermitted
     ) async throws -> Never {
         do {
-            try await store.append(event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
+            try await store.appendRepeatable(
+                event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
         } catch {
             throw stateFailure(r.user, "the offline code", error)
         }

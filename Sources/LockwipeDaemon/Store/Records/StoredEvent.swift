@@ -19,6 +19,11 @@ public struct StoredEvent: Sendable, Equatable {
     /// daemon did of its own accord (offline, server, logout, start-up) and for events
     /// recorded before requesters were.
     public var requester: Requester? = nil
+    /// A run of refusals recorded as one event (`HistoryRetention.merges`,
+    /// `v18-event-repeats`): how many, and the time of the last (`time` is the first's).
+    /// nil for an event that is no such run.
+    public var repeats: Int? = nil
+    public var lastTime: Int64? = nil
 
     public struct Requester: Sendable, Equatable {
         public var uid: UInt32
