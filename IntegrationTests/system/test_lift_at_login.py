@@ -4,21 +4,24 @@ network (issue 29, point 1): a contact makes it *liftable* ([lock] lift_after_co
 
 The login is a real PAM transaction: libpam's pam_start_confdir (Linux-PAM >= 1.4) with a
 service file in the test's own temporary directory, shaped as Debian's common-auth with
-the lockwipe profile enabled (pam_unix as the primary module, pam_exec expose_authtok
-running the built lockwipectl pam-auth as an Additional module, and the pam-account gate
-in the account stack), driven through a conversation in ctypes. The throwaway users get
-passwords with chpasswd and are removed afterwards (make_user).
+the lockwipe profile enabled: pam_unix as the primary module, then the lines of the
+shipped profile (packaging/pam-configs/lockwipe) as pam-auth-update adds them, pointed at
+the built lockwipectl and the test's daemon (pam_lockwipe.so, compiled from
+packaging/pam/pam_lockwipe.c into a temporary directory, as the Additional auth module;
+the pam-account gate in the account stack), driven through a conversation in ctypes. The
+throwaway users get passwords with chpasswd and are removed afterwards (make_user).
 """
 
 import ctypes
 import ctypes.util
 import os
+import shutil
 import subprocess
 
 import pytest
 
 from daemon_harness import config_text, server_config
-from host_helpers import can_list, fmt_owner, owner_of, wait_until
+from host_helpers import REPO, can_list, fmt_owner, owner_of, wait_until
 from test_vault import encrypted_fs, put_files, register_encrypted, set_passcode
 
 ID_LIFTED_AT_LOGIN = "d197bcd72b20435092c745e4ee7c5ffd"
@@ -69,9 +72,10 @@ LIBC.strdup.restype = ctypes.c_void_p
 LIBC.strdup.argtypes = [ctypes.c_char_p]
 
 
-def pam_login(confdir, user, password):
+def pam_login(confdir, user, password, prompts=None):
     """One login as login(1) makes it: authenticate, then the account stack. Returns
-    (auth result, account result or None when auth failed)."""
+    (auth result, account result or None when auth failed). Every question the stacks
+    ask (a prompt, not a notice) goes into `prompts` as (style, text)."""
     lib = libpam()
 
     def conversation(n, messages, responses, _):
@@ -79,6 +83,8 @@ def pam_login(confdir, user, password):
         answers = ctypes.cast(array, ctypes.POINTER(PamResponse))
         for i in range(n):
             if messages[i].contents.msg_style in (PAM_PROMPT_ECHO_OFF, PAM_PROMPT_ECHO_ON):
+                if prompts is not None:
+                    prompts.append((messages[i].contents.msg_style, (messages[i].contents.msg or b"").decode()))
                 answers[i].resp = LIBC.strdup(password.encode())
         responses[0] = answers
         return PAM_SUCCESS
@@ -96,19 +102,57 @@ def pam_login(confdir, user, password):
         lib.pam_end(handle, PAM_SUCCESS)
 
 
-def pam_service(d, tmp_path):
-    """Debian's common-auth with the lockwipe profile enabled (pam-auth-update): the
-    Additional auth module runs only after pam_unix accepted the password."""
-    ctl = f"{d.bins.lockwipectl} --socket {d.socket}"
+PROFILE = REPO / "packaging" / "pam-configs" / "lockwipe"
+MODULE_SOURCE = REPO / "packaging" / "pam" / "pam_lockwipe.c"
+
+
+@pytest.fixture(scope="module")
+def pam_module(tmp_path_factory):
+    """pam_lockwipe.so, compiled as the package build does (with the warnings errors)."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc, "no C compiler: scripts/install-deps --for test installs gcc and libpam0g-dev"
+    out = tmp_path_factory.mktemp("pam-module") / "pam_lockwipe.so"
+    r = subprocess.run([cc, "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-o", str(out),
+                        str(MODULE_SOURCE), "-lpam"], capture_output=True, text=True)
+    assert r.returncode == 0, \
+        f"{MODULE_SOURCE} does not compile (scripts/install-deps --for test installs libpam0g-dev):\n{r.stderr}"
+    return out
+
+
+def profile_lines(section):
+    """(control, module and arguments) of each line of the shipped profile's section."""
+    lines, current = [], None
+    for line in PROFILE.read_text().splitlines():
+        if line.strip() and not line[0].isspace():
+            current = line.split(":", 1)[0]
+        elif line.strip() and current == section:
+            control, module = line.split(None, 1)
+            lines.append((control, module))
+    assert lines, f"{PROFILE} has no {section} lines"
+    return lines
+
+
+def pam_service(d, tmp_path, pam_module):
+    """Debian's common-auth and common-account with the lockwipe profile enabled
+    (pam-auth-update): the profile's lines as shipped, pointed at the built lockwipectl
+    and the test's daemon. The Additional auth module runs only after pam_unix accepted
+    the login."""
+    def here(module):
+        if module.split()[0] == "pam_lockwipe.so":
+            return f"{pam_module}{module[len('pam_lockwipe.so'):]} lockwipectl={d.bins.lockwipectl} socket={d.socket}"
+        local = module.replace("/usr/bin/lockwipectl", f"{d.bins.lockwipectl} --socket {d.socket}")
+        assert local != module, f"{PROFILE}: a line with neither pam_lockwipe.so nor /usr/bin/lockwipectl: {module}"
+        return local
+
     confdir = tmp_path / "pam.d"
     confdir.mkdir()
     (confdir / "lockwipe-test").write_text(
         "auth\t[success=1 default=ignore]\tpam_unix.so nullok\n"
         "auth\trequisite\tpam_deny.so\n"
         "auth\trequired\tpam_permit.so\n"
-        f"auth\toptional\tpam_exec.so expose_authtok quiet seteuid {ctl} pam-auth\n"
-        "account\trequired\tpam_unix.so\n"
-        f"account\trequired\tpam_exec.so quiet stdout seteuid {ctl} pam-account\n")
+        + "".join(f"auth\t{control}\t{here(module)}\n" for control, module in profile_lines("Auth"))
+        + "account\trequired\tpam_unix.so\n"
+        + "".join(f"account\t{control}\t{here(module)}\n" for control, module in profile_lines("Account")))
     return confdir
 
 
@@ -137,11 +181,12 @@ def server_locked(d, srv, user, vault=None):
 # --------------------------------------------------------------------------- tests
 
 
-def test_a_contact_makes_a_server_lock_liftable_and_only_a_login_lifts_it(make_daemon, make_server, make_user, tmp_path):
+def test_a_contact_makes_a_server_lock_liftable_and_only_a_login_lifts_it(make_daemon, make_server, make_user, tmp_path,
+                                                                          pam_module):
     srv = make_server()
     srv.set("*", mode="ok")
     d = served(make_daemon, srv)
-    confdir = pam_service(d, tmp_path)
+    confdir = pam_service(d, tmp_path, pam_module)
     user = with_password(make_user)
     server_locked(d, srv, user)
 
@@ -223,12 +268,12 @@ def test_lift_after_contact_immediately_keeps_the_old_behaviour(make_daemon, mak
 
 
 def test_a_login_password_that_is_not_the_passcode_never_counts_toward_retry_limit(make_daemon, make_server, make_user,
-                                                                                 tmp_path):
+                                                                                 tmp_path, pam_module):
     srv = make_server()
     srv.set("*", mode="ok")
     # One wrong passcode would wipe the vault: a login that counted would show at once.
     d = served(make_daemon, srv, extra="\n[passcode]\nretry_limit = 1\n")
-    confdir = pam_service(d, tmp_path)
+    confdir = pam_service(d, tmp_path, pam_module)
     other = with_password(make_user)  # her vault's passcode is her login password
     user = with_password(make_user)  # her vault's passcode is not
     with encrypted_fs(d) as fs:
@@ -289,11 +334,12 @@ def test_the_users_passcode_lifts_a_liftable_lock(make_daemon, make_server, make
         assert d.state_of(user) == "active", d.registration(user)
 
 
-def test_a_server_that_says_locked_again_takes_the_liftable_back(make_daemon, make_server, make_user, tmp_path):
+def test_a_server_that_says_locked_again_takes_the_liftable_back(make_daemon, make_server, make_user, tmp_path,
+                                                                 pam_module):
     srv = make_server()
     srv.set("*", mode="ok")
     d = served(make_daemon, srv)
-    confdir = pam_service(d, tmp_path)
+    confdir = pam_service(d, tmp_path, pam_module)
     user = with_password(make_user)
     server_locked(d, srv, user)
     srv.set(user, mode="ok")
@@ -306,3 +352,37 @@ def test_a_server_that_says_locked_again_takes_the_liftable_back(make_daemon, ma
     auth, _ = pam_login(confdir, user, LOGIN_PASSWORD)
     assert auth == PAM_SUCCESS
     assert d.state_of(user) == "locked", d.registration(user)
+
+
+def test_a_login_without_a_password_is_asked_for_none_and_hands_none_on(make_daemon, make_server, make_user, tmp_path,
+                                                                        pam_module):
+    """Issue 40, finding 7: the primary module lets her in without a password (nullok and
+    an empty password here; a fingerprint or a smartcard alike). The profile's auth module
+    has no password to hand on, so it must not ask for one, which nobody would check, nor
+    lift her lock with whatever she typed."""
+    srv = make_server()
+    srv.set("*", mode="ok")
+    d = served(make_daemon, srv)
+    confdir = pam_service(d, tmp_path, pam_module)
+    user = make_user()
+    subprocess.run(["passwd", "-d", user.name], check=True, capture_output=True)
+    server_locked(d, srv, user)
+    srv.set(user, mode="ok")
+    d.ok("check-in", "--user", user.name)
+    assert d.registration(user)["lock_liftable"] is True, d.registration(user)
+
+    prompts = []
+    auth, _ = pam_login(confdir, user, "typed-at-a-prompt", prompts=prompts)
+    assert auth == PAM_SUCCESS, f"pam_authenticate: {auth}"
+    assert prompts == [], f"a login that needed no password was asked {prompts}"
+    reg = d.registration(user)
+    assert reg["state"] == "locked" and reg["lock_liftable"] is True, f"a password nobody checked lifted it: {reg}"
+    assert not [e for e in d.history(user) if e["kind"] == "unlock"], d.history(user)
+
+    # With a password, the same stack asks once (pam_unix) and hands it on: the lock is lifted.
+    subprocess.run(["chpasswd"], input=f"{user.name}:{LOGIN_PASSWORD}\n", text=True, check=True, capture_output=True)
+    prompts = []
+    auth, account = pam_login(confdir, user, LOGIN_PASSWORD, prompts=prompts)
+    assert auth == PAM_SUCCESS and account == PAM_SUCCESS, (auth, account)
+    assert len(prompts) == 1, prompts
+    assert d.state_of(user) == "active", d.registration(user)

@@ -97,7 +97,8 @@ class Nginx:
 
     def start(self):
         # The files nginx includes exist before it starts (a first `policy` writes them).
-        self.admin("--no-reload", "policy", "--clear")
+        if not (self.data / "tokens.map").exists():
+            self.admin("--no-reload", "policy", "--clear")
         self.proc = subprocess.Popen(self.argv + ["-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_until(lambda: self.proc.poll() is not None or self.answer("nobody")[0] == 401, 10,
                    "nginx does not answer a check-in without a token with 401",
@@ -154,12 +155,16 @@ class Nginx:
 
 
 @contextlib.contextmanager
-def running_nginx(**kw):
+def running_nginx(before_start=None, **kw):
+    """nginx started on the shipped configuration; before_start(server) runs the admin
+    script first, as the install steps do (--no-reload, before nginx reads the maps)."""
     root = Path(tempfile.mkdtemp(prefix="lwt-nginx-"))
     os.chmod(root, 0o755)  # nginx's workers (nobody) read the settings documents
     server = None
     try:
         server = Nginx(root, **kw)
+        if before_start:
+            before_start(server)
         server.start()
         yield server
     finally:
@@ -334,3 +339,77 @@ def test_client_certificates_of_the_operators_ca_when_switched_on(make_daemon, m
         reg = d.registration(without)
         # nginx refuses a TLS connection without a client certificate with a 400: not a contact.
         assert r.code == 1 and "HTTP 400" in reg["last_error"], (r.describe(), reg)
+
+
+# nginx's map block takes these words as its own parameters, not as keys.
+MAP_KEYWORDS = ("include", "default", "hostnames", "volatile")
+
+
+def test_users_named_as_nginx_map_keywords_are_served_like_any_other():
+    tokens = {}
+
+    def install_steps(server):
+        # As docs/nginx-server.md's install steps run the script: before nginx reads the maps.
+        for name in MAP_KEYWORDS:
+            tokens[name] = server.admin("--no-reload", "token", name).stdout.strip()
+        server.admin("--no-reload", "lock", "volatile")
+
+    with running_nginx(before_start=install_steps) as server:
+        for name in ("include", "default", "hostnames"):
+            assert server.answer(name, tokens[name])[0] == 200, (name, server.answer(name, tokens[name]))
+            assert server.answer(name)[0] == 401, name
+        assert server.answer("volatile", tokens["volatile"])[:2] == (403, "TRAFFIC_REG_LOCKED")
+        # No name's token is everybody's: not default's above all.
+        for name in ("nobody", "include"):
+            assert server.answer(name, tokens["default"])[0] == 401, name
+        assert server.answer("volatile", tokens["include"])[0] == 401
+
+        # Through the reload: orders and tokens of these names change like any other's.
+        server.admin("lock", "default")
+        server.serving("default", tokens["default"], 403, "TRAFFIC_REG_LOCKED")
+        server.admin("ok", "volatile")
+        server.serving("volatile", tokens["volatile"], 200)
+        server.admin("revoke", "include")
+        server.serving("include", tokens["include"], 401)
+        server.serving("hostnames", tokens["hostnames"], 200)
+
+
+def test_an_upgrade_changes_the_configuration_and_the_maps_together():
+    """A lockwipe-server.conf and maps from before the u: prefix: the script refuses to
+    reload nginx onto maps that conf would not match (every check-in would get 401), and
+    once the conf's two map lines are changed, `rewrite` brings the maps over; the tokens
+    issued before keep working."""
+    tokens = {}
+
+    def old_install(server):
+        conf = server.root / "lockwipe-server.conf"
+        conf.write_text(conf.read_text().replace('map "u:$lockwipe_user"', "map $lockwipe_user"))
+        for name in ("alice", "bob"):
+            tokens[name] = server.admin("--no-reload", "token", name).stdout.strip()
+        server.admin("--no-reload", "lock", "bob")
+        for name in ("tokens.map", "orders.map"):  # as the older script wrote them: bare names
+            path = server.data / name
+            path.write_text(path.read_text().replace("u:", ""))
+
+    with running_nginx(before_start=old_install) as server:
+        conf = server.root / "lockwipe-server.conf"
+        assert 'map "u:' not in conf.read_text()
+        server.serving("alice", tokens["alice"], 200)
+        server.serving("bob", tokens["bob"], 403, "TRAFFIC_REG_LOCKED")
+        before = {name: (server.data / name).read_text() for name in ("tokens.map", "orders.map", "state.json")}
+
+        r = server.admin("lock", "alice", ok=False)
+        assert r.returncode == 1, r
+        assert 'no map on "u:$lockwipe_user"' in r.stderr and "lockwipe-server rewrite" in r.stderr, r.stderr
+        assert {name: (server.data / name).read_text() for name in before} == before
+        assert server.answer("alice", tokens["alice"])[0] == 200
+
+        # The upgrade: the two map lines, then the files.
+        conf.write_text(conf.read_text().replace("map $lockwipe_user", 'map "u:$lockwipe_user"'))
+        assert server.admin("rewrite").stdout.strip() == "every file written again"
+        server.serving("alice", tokens["alice"], 200)
+        server.serving("bob", tokens["bob"], 403, "TRAFFIC_REG_LOCKED")
+        assert server.answer("alice", tokens["bob"])[0] == 401
+        entries = [line for name in ("tokens.map", "orders.map")
+                   for line in (server.data / name).read_text().splitlines() if not line.startswith("#")]
+        assert len(entries) == 3 and all(line.startswith("u:") for line in entries), entries

@@ -12,19 +12,21 @@ import LockwipeProtocol
     import Glibc
 #endif
 
-/// `lockwipectl pam-auth`: hands the password of a login to lockwiped, for pam_exec with
-/// `expose_authtok` in the PAM auth stack (pam_fscrypt's model), so that a lock a contact
-/// with the policy server made liftable is lifted by its user's login.
+/// `lockwipectl pam-auth`: hands the password of a login to lockwiped, run by the PAM
+/// module pam_lockwipe.so (packaging/pam/pam_lockwipe.c) in the auth stack (pam_fscrypt's
+/// model), so that a lock a contact with the policy server made liftable is lifted by its
+/// user's login. The module runs it only when the stack holds a password (PAM_AUTHTOK):
+/// pam_exec expose_authtok, used before, asked for one when the login needed none.
 struct PamAuth: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pam-auth",
-        abstract: "Lift a liftable lock at login, for pam_exec(8) with expose_authtok in the PAM auth stack.",
+        abstract: "Lift a liftable lock at login, for the PAM module pam_lockwipe.so in the PAM auth stack.",
         discussion: """
-            Meant for the PAM auth stack, after the module that checks the password \
-            (pam-auth-update --enable lockwipe adds \
-            'auth optional pam_exec.so expose_authtok quiet seteuid /usr/bin/lockwipectl pam-auth' \
-            as an Additional module, which runs only when the password was accepted). \
-            Reads the password from standard input (pam_exec writes it followed by a NUL byte) and \
+            Run by the PAM module pam_lockwipe.so in the auth stack, after the module that checks \
+            the password (pam-auth-update --enable lockwipe adds 'auth optional pam_lockwipe.so' \
+            as an Additional module, which runs only when the login was accepted), and only when \
+            the stack holds a password: a login without one (nullok, a fingerprint) runs nothing. \
+            Reads the password from standard input (the module writes it followed by a NUL byte) and \
             hands it to lockwiped (LiftAtLogin, root only) for every registration of the account \
             of $PAM_USER (or --user): a server or offline lock that a contact with the policy \
             server made liftable ([lock] lift_after_contact = "at-login") is lifted, and an \
@@ -36,7 +38,7 @@ struct PamAuth: ParsableCommand {
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user who logs in (default: $PAM_USER, as pam_exec sets it).") var user: String?
+    @Option(help: "The user who logs in (default: $PAM_USER, as pam_lockwipe.so sets it).") var user: String?
 
     /// The longest password read (Linux-PAM's PAM_MAX_RESP_SIZE is 512).
     static let maximumBytes = 4096
@@ -67,8 +69,8 @@ struct PamAuth: ParsableCommand {
         }
     }
 
-    /// The password as pam_exec writes it: its bytes and a NUL; nothing (an empty password,
-    /// none at all) gives nil.
+    /// The password as pam_lockwipe.so writes it: its bytes and a NUL (pam_exec wrote them
+    /// without one); nothing (an empty password, none at all) gives nil.
     static func password(_ data: Data) -> String? {
         let bytes = data.prefix(maximumBytes).prefix { $0 != 0 }
         guard !bytes.isEmpty else { return nil }
