@@ -109,6 +109,11 @@ def test_many_huge_refused_codes_leave_a_small_aggregated_history_that_still_ans
     assert "offline-code-refused" in r.out and len(r.out) < 1 << 20, r.describe()[:2000]
     assert d.running(), d.log_tail()
 
+    # The journal has the run's first ten and every hundredth: one user refusing herself
+    # codes cannot push lockwiped past journald's rate limit and silence everyone's audit.
+    logged = d.log_lines("MESSAGE_ID=3cc3f7123d074828a313f128b6417438", f"LOCKWIPE_USER={user.name}")
+    assert 10 + count // 100 - 1 <= len(logged) <= 10 + count // 100, len(logged)
+
 
 def test_an_eszett_is_refused_in_words_by_lockwipectl_and_lockwiped(make_daemon, make_user):
     d = make_daemon(config=config_text())

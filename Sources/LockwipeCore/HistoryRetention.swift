@@ -88,6 +88,16 @@ public enum HistoryRetention {
         return newest.key == key && now >= newest.time && now - newest.time < repeatWindow
     }
 
+    /// Whether the `count`th refusal of a run goes to the journal too: the first ten and
+    /// every hundredth after. Each journal entry counts against journald's rate limit of
+    /// the service (by default 10,000 in 30 s), past which it drops lockwiped's entries,
+    /// locks and wipes among them: one user refusing herself codes as fast as she can
+    /// would otherwise silence the audit of everyone (issue 40, suspected item). The
+    /// history keeps the whole count.
+    public static func journals(repeat count: Int) -> Bool {
+        count <= 10 || count % 100 == 0
+    }
+
     /// `detail` cut to at most `maxDetailBytes` of UTF-8 on a scalar boundary, saying so.
     public static func bounded(detail: String) -> String {
         let utf8 = detail.utf8

@@ -70,4 +70,11 @@ struct HistoryRetentionTests {
         #expect(HistoryRetention.eventBytes(texts: ["\u{1}\"\\"], certificateBytes: 0) == 512 + 18)
         #expect(HistoryRetention.eventBytes(texts: ["ß"], certificateBytes: 0) == 514)
     }
+
+    /// The journal has a run's first ten refusals and every hundredth after (journald's
+    /// rate limit is the service's, not the user's).
+    @Test(arguments: [(1, true), (10, true), (11, false), (99, false), (100, true), (101, false), (1_500, true), (1_550, false)])
+    func aRunOfRefusalsIsJournalledSparingly(count: Int, journalled: Bool) {
+        #expect(HistoryRetention.journals(repeat: count) == journalled)
+    }
 }

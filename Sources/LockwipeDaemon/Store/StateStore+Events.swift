@@ -10,14 +10,16 @@ extension StateStore {
 
     /// Records a refusal that nothing counts (`HistoryRetention.Rule.repeatable`): counted
     /// into the registration's newest event when it is a run of the same refusals
-    /// (`HistoryRetention.merges`), else recorded as the first of a run.
-    public nonisolated(nonsending) func appendRepeatable(_ event: StoredEvent) async throws {
+    /// (`HistoryRetention.merges`), else recorded as the first of a run. Returns how many
+    /// refusals the run holds now (1: a new event).
+    @discardableResult
+    public nonisolated(nonsending) func appendRepeatable(_ event: StoredEvent) async throws -> Int {
         try await perform { [self] in
             try db.write { db in try Self.appendRepeatable(event, db) }
         }
     }
 
-    static func appendRepeatable(_ e: StoredEvent, _ db: Database) throws {
+    static func appendRepeatable(_ e: StoredEvent, _ db: Database) throws -> Int {
         let key = HistoryRetention.RepeatKey(kind: e.kind, trigger: e.trigger, requesterUID: e.requester?.uid)
         if let registrationID = try String.fetchOne(db, sql: "SELECT id FROM registrations WHERE user = ?", arguments: [e.user]),
             let row = try Row.fetchOne(
@@ -35,13 +37,14 @@ extension StateStore {
                 try db.execute(
                     sql: "UPDATE events SET repeats = repeats + 1, last_time = ?, detail = ?, requester_pid = ?, requester_comm = ? WHERE id = ?",
                     arguments: [e.time, HistoryRetention.bounded(detail: e.detail), e.requester.map { Int64($0.pid) }, e.requester?.comm, id])
-                return
+                return (newest.repeats ?? 0) + 1
             }
         }
         var first = e
         first.repeats = 1
         first.lastTime = nil
         try append(first, db)
+        return 1
     }
 
     /// Records `e` as an event of the registration `e.user` has now (its uid and id, read

@@ -379,22 +379,28 @@ extension Manager {
     private func refuse(
         _ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil, as error: (String) -> ManagerError = ManagerError.notPermitted
     ) async throws -> Never {
+        let run: Int
         do {
-            try await store.appendRepeatable(
+            run = try await store.appendRepeatable(
                 event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
         } catch {
             throw stateFailure(r.user, "the offline code", error)
         }
-        logRefusal(r, caller, why, failures: failures, challenge: nil)
+        if HistoryRetention.journals(repeat: run) {
+            logRefusal(r, caller, why, failures: failures, challenge: nil, run: run)
+        }
         throw error(why)
     }
 
-    private func logRefusal(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int?, challenge: String?) {
+    private func logRefusal(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int?, challenge: String?, run: Int = 1) {
         var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: why, id: .offlineCodeRefused)
         meta["peer_uid"] = "\(caller.credentials.uid)"
+        // A run of the same refusal: the journal has its first ten and every hundredth.
+        if run > 1 { meta["repeats"] = "\(run)" }
         if let failures { meta["failed_attempts"] = "\(failures)" }
         if let challenge { meta["challenge"] = .string(challenge) }
-        logger.warning("offline code for \(r.user) refused: \(why)", metadata: meta)
+        let repeated = run > 10 ? " (refused \(run) times in a row; the journal shows the first ten and every hundredth)" : ""
+        logger.warning("offline code for \(r.user) refused: \(why)\(repeated)", metadata: meta)
     }
 
     static func bytes(hex: String) -> [UInt8]? {
