@@ -32,6 +32,7 @@ from host_helpers import as_user_argv, child_env, fingerprint, run_as, wait_unti
 
 VAULT_UNRESPONSIVE = "37d502997d734cffb215f7ecb262366c"
 MOUNT_DETACHED = "aa93b7810de84f93b215f503fa022762"
+WIPE_RESUMED = "4d6b87f5094a4c07aaddbfe576cf3b3c"
 
 
 @pytest.fixture(autouse=True)
@@ -152,6 +153,43 @@ def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_dae
 
 
 # --------------------------------------------------------------------------- issue 40, finding 2
+
+
+def test_a_wipe_left_pending_by_a_stalled_vault_runs_once_the_vault_answers_again(make_daemon, make_user):
+    """Finding 2: a wipe whose vault stopped answering stayed pending and was retried only at
+    the next start-up. Now it runs as soon as the stuck call returns."""
+    daemon = make_daemon(config_text(grace=1))
+    alice = make_user()
+    source = daemon.root / "fuse-source"
+    source.mkdir(mode=0o755)
+    (source / "alice").mkdir()
+    (source / "alice" / "notes.txt").write_text("alice's\n")
+    for p in (source / "alice", source / "alice" / "notes.txt"):
+        os.chown(p, alice.uid, alice.gid)
+    remote = daemon.data / "remote"
+    remote.mkdir(mode=0o755)
+    before = fingerprint(daemon.outside)
+    with root_fuse_mount(remote, source) as server:
+        daemon.ok("register", "--user", alice.name, "--dir", str(remote / "alice"))
+        os.kill(server.pid, 19)  # SIGSTOP: every call into the filesystem now waits
+        try:
+            r = daemon.ctl("wipe", "--user", alice.name, "--yes", timeout=60)
+            assert r.code != 0 and "pending" in r.err, r.describe()
+            assert daemon.state_of(alice) in ("wipe-pending", "wiping"), daemon.registration(alice)
+        finally:
+            server.send_signal(18)  # SIGCONT: the stuck call returns
+        # The pass-through filesystem cannot unlink (ENOSYS): the retried wipe overwrites her
+        # file and stays incomplete, saying so; what matters here is that it ran now.
+        notes = source / "alice" / "notes.txt"
+        wait_until(lambda: not notes.exists() or notes.read_bytes() != b"alice's\n", 30,
+                   "the pending wipe did not run once the vault answered again", details=daemon.log_tail)
+        assert daemon.log_lines("answers again", f"LOCKWIPE_USER={alice.name}"), daemon.log_tail()
+        assert daemon.log_lines(f"MESSAGE_ID={WIPE_RESUMED}", f"LOCKWIPE_USER={alice.name}"), daemon.log_tail()
+        assert daemon.running()
+    assert fingerprint(daemon.outside) == before
+
+
+# --------------------------------------------------------------------------- issue 40, finding 2: the waiter
 
 # Runs as the user, on a /dev/fuse descriptor the test opened and mounted for her (as
 # fusermount3 does). Answers FUSE_INIT, then forks the waiter: it holds a descriptor of her

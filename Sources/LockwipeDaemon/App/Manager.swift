@@ -116,10 +116,14 @@ public actor Manager {
         self.authorizer = Mutex(Authorizer(adminGroup: configuration.adminGroup))
         let metrics = MetricsPublisher(path: configuration.metricsTextfile, options: configuration.metrics, logger: logger)
         self.metrics = metrics
+        // A vault that answers again gets what waited for it (`vaultAnswersAgain`), bound
+        // below once the Manager exists.
+        let answersAgain = CallbackSlot<String>()
         self.vaultCalls = VaultCalls(timeout: Self.vaultCallTimeout) { [logger] user, what in
             logger.notice(
                 "the vault of \(user) answers again (\(what) returned at last)",
                 metadata: ["user": .string(user), "message_id": MessageID.vaultUnresponsive.metadata])
+            answersAgain.call(user)
         }
         store.onUnreadable { [logger] what in
             logger.error("\(what)", metadata: ["message_id": MessageID.stateUnavailable.metadata, "path": .string(store.path)])
@@ -132,6 +136,10 @@ public actor Manager {
                 ])
         }
         checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
+        answersAgain.set { [weak self, timerEvents = self.timerEvents] user in
+            guard let self else { return }
+            timerEvents.post { await self.vaultAnswersAgain(user: user) }
+        }
         alarm.onWake = { [weak self, timerEvents = self.timerEvents] reason in
             guard let self else { return }
             timerEvents.post { await self.woke(reason) }

@@ -180,7 +180,7 @@ final class CheckedQueue: Sendable {
     private let path: String
     private let identity: (dev: UInt64, ino: UInt64)
     private let noticed: Mutex<StateStoreDamage?>
-    private let observer = StoreCallback<StateStoreDamage>()
+    private let observer = CallbackSlot<StateStoreDamage>()
     let faults = StoreFaults()
 
     init(_ queue: DatabaseQueue, path: String, damage: StateStoreDamage? = nil) throws {
@@ -196,11 +196,11 @@ final class CheckedQueue: Sendable {
 
     func setObserver(_ o: @escaping @Sendable (StateStoreDamage) -> Void) { observer.set(o) }
 
-    private let unreadableObserver = StoreCallback<String>()
+    private let unreadableObserver = CallbackSlot<String>()
     func setUnreadableObserver(_ o: @escaping @Sendable (String) -> Void) { unreadableObserver.set(o) }
     func unreadable(_ what: String) { unreadableObserver.call(what) }
 
-    private let writeObserver = StoreCallback<Void>()
+    private let writeObserver = CallbackSlot<Void>()
     func setWriteObserver(_ o: @escaping @Sendable () -> Void) { writeObserver.set { _ in o() } }
 
     var damage: StateStoreDamage? {
@@ -260,32 +260,6 @@ final class CheckedQueue: Sendable {
     func writeWithoutTransaction<T>(_ updates: (Database) throws -> T) throws -> T { try written { try queue.writeWithoutTransaction(updates) } }
     func inDatabase<T>(_ work: (Database) throws -> T) throws -> T { try written { try queue.inDatabase(work) } }
     func releaseMemory() { queue.releaseMemory() }
-}
-
-/// One callback of the store, set once by the Manager and called on the store's thread.
-///
-/// The closure is kept in a class box and the box is what the lock hands out. A closure kept
-/// in a `Mutex` directly and read with `withLock { $0 }` passes through the `inout`
-/// parameter at the generic abstraction and is written back wrapped in reabstraction
-/// thunks: every call made the next one two frames deeper, so each state write grew slower
-/// and the store's thread overflowed its stack after about 124,000 writes (issue 40,
-/// finding 6). The box's reference is copied instead; the closure is never rewritten.
-final class StoreCallback<Argument>: Sendable {
-    private final class Box: Sendable {
-        let call: @Sendable (Argument) -> Void
-        init(_ call: @escaping @Sendable (Argument) -> Void) { self.call = call }
-    }
-    private let box = Mutex<Box?>(nil)
-
-    func set(_ call: @escaping @Sendable (Argument) -> Void) {
-        let new = Box(call)
-        box.withLock { $0 = new }
-    }
-
-    func call(_ argument: Argument) {
-        let current = box.withLock { $0 }
-        current?.call(argument)
-    }
 }
 
 /// A test hook of the store: operations made to fail as a full disk or an I/O error would,

@@ -107,6 +107,35 @@ extension Manager {
 
     /// A vault call that did not answer (`VaultUnresponsive`) or failed otherwise: the
     /// journal (MESSAGE_ID `vaultUnresponsive`) and the `vault_error` in `status`.
+    /// The vault of `user` answers again (a call that had timed out returned at last): a
+    /// wipe left pending because it would not answer runs now, and a lock that failed on it
+    /// is retried, each in the registration's turn, instead of waiting for the next
+    /// start-up (issue 40, finding 2: the wipe of a vault held by a process in an
+    /// uninterruptible wait was retried only then).
+    func vaultAnswersAgain(user: String) async {
+        guard !stopped else { return }
+        let pending: StateStore.PendingWipe?
+        do {
+            pending = try await store.pendingWipe(user)
+        } catch {
+            stateNotice("what waited for the vault of \(user) is not known; it is retried at the next start", user: user, error)
+            return
+        }
+        if let pending {
+            await inTurn(named: user, "the wipe retried once the vault answers again") { turn in
+                guard turn.record.state.isWipeCommitted, turn.record.state != .wiped else { return }
+                await self.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
+                await self.resetServerIdentity(in: turn, trigger: pending.trigger)
+            }
+        } else {
+            await inTurn(named: user, "the lock retried once the vault answers again") { turn in
+                guard turn.record.state == .lockFailed else { return }
+                _ = await self.retryLock(turn.record)
+            }
+        }
+        await reschedule()
+    }
+
     func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error) async {
         let text = ErrorWords.of(error)
         if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
