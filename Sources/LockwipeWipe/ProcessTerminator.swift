@@ -245,8 +245,19 @@ extension VaultProtecting {
     package func lock(_ vaults: [VaultDirectory], uid: UInt32, ending terminator: ProcessTerminator?) throws -> [Int32] {
         var ended = Set<Int32>()
         var survivors: [Int32] = []
+        var calls = 0
         func end() -> [Int32] {
-            guard let terminator else { return [] }
+            guard var terminator else { return [] }
+            // After the first, a quick pass: kill(-1) ends what she started meanwhile at
+            // once, and what outlived the first bounded passes outlives these too. Each
+            // full pass again (the fscrypt lock asks between key-removal tries) stretched a
+            // lock with a survivor past its vault call's deadline, and the vault was marked
+            // unresponsive when it was not (issue 40, finding 2).
+            if calls > 0 {
+                terminator.grace = 0
+                terminator.limit = min(terminator.limit, 0.5)
+            }
+            calls += 1
             let outcome = terminator.terminate(uid: uid)
             ended.formUnion(outcome.ended)
             survivors = outcome.survivors
