@@ -162,6 +162,26 @@ class Processes:
                 pass
 
 
+def processes_of(uid, state=None):
+    """Pids of `uid`'s processes (any of the four uids of their `Uid:` line) that are not
+    zombies, or only those whose state letter is `state` ("D": an uninterruptible wait)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        letter = fields.get("State", "").strip()[:1]
+        if letter in ("Z", "X") or (state is not None and letter != state):
+            continue
+        if str(uid) in fields.get("Uid", "").split():
+            found.append(int(name))
+    return found
+
+
 # --------------------------------------------------------------------------- file trees
 
 

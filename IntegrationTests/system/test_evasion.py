@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from host_helpers import as_user_argv, child_env, fingerprint, run_as, wait_until
+from host_helpers import as_user_argv, child_env, fingerprint, processes_of, run_as, wait_until
 from test_vault import encrypted_fs, register_encrypted
 
 # Runs as the user. Mode "cwd": its working directory is a subdirectory of the vault,
@@ -229,25 +229,6 @@ while True:
     os.write(fd, b"%d\n" % os.getpid())
     time.sleep(0.001)
 """
-
-
-def processes_of(uid):
-    """Pids of `uid`'s processes that are not zombies."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status") as f:
-                status = f.read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if "Z" in fields.get("State", "") or "X" in fields.get("State", ""):
-            continue
-        if str(uid) in fields.get("Uid", "").split():
-            found.append(int(name))
-    return found
 
 
 def size_settles(path, seconds=1.0):

@@ -17,6 +17,7 @@ import textwrap
 
 from daemon_harness import config_text
 from host_helpers import run_as
+from test_offline_codes import setup as offline_codes_setup
 
 # A client that sends one request `count` times on one connection, as whoever runs it,
 # and prints the first and the last reply (the user's own uid is what the daemon sees).
@@ -59,12 +60,7 @@ def send_as(d, user, method, parameters, count):
 
 
 def setup(d, make_user):
-    secret = d.root / "fleet.key"
-    secret.write_text("the fleet secret of this test, 32+ bytes long\n")
-    secret.chmod(0o600)
-    user = make_user()
-    vault = d.make_vault(user, "vault")
-    d.ok("register", "--user", user.name, "--dir", vault)
+    secret, user, _ = offline_codes_setup(d, make_user)
     d.ok("offline-code", "provision", "--fleet-key-file", secret)
     # An outstanding challenge: only then is an entered code read at all.
     r = d.ctl("offline-code", "challenge", "--extend", "1", user=user)

@@ -27,7 +27,7 @@ import pytest
 
 from daemon_harness import config_text
 from fuse_helpers import fuse_unavailable, mounts_at, root_fuse_mount, user_fuse_mount
-from host_helpers import as_user_argv, child_env, fingerprint, run_as, wait_until
+from host_helpers import as_user_argv, child_env, fingerprint, processes_of, run_as, wait_until
 
 
 VAULT_UNRESPONSIVE = "37d502997d734cffb215f7ecb262366c"
@@ -99,10 +99,9 @@ def test_a_fuse_mount_inside_her_vault_is_taken_back_by_the_wipe(daemon, make_us
     assert fingerprint(daemon.outside) == before
 
 
-def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_daemon(make_daemon, make_user):
-    daemon = make_daemon(config_text(grace=1))
-    alice, bob = make_user(), make_user()
-    # Alice's vault lies on a filesystem whose server will stop answering.
+def alices_source(daemon, alice):
+    """What a pass-through FUSE filesystem serves as her vault: her directory (0700) and a
+    file of hers in it."""
     source = daemon.root / "fuse-source"
     source.mkdir(mode=0o755)
     (source / "alice").mkdir()
@@ -110,6 +109,14 @@ def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_dae
     for p in (source / "alice", source / "alice" / "notes.txt"):
         os.chown(p, alice.uid, alice.gid)
     os.chmod(source / "alice", 0o700)
+    return source
+
+
+def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_daemon(make_daemon, make_user):
+    daemon = make_daemon(config_text(grace=1))
+    alice, bob = make_user(), make_user()
+    # Alice's vault lies on a filesystem whose server will stop answering.
+    source = alices_source(daemon, alice)
     remote = daemon.data / "remote"
     remote.mkdir(mode=0o755)
     bob_vault = daemon.make_vault(bob, "bob")
@@ -160,12 +167,7 @@ def test_a_wipe_left_pending_by_a_stalled_vault_runs_once_the_vault_answers_agai
     the next start-up. Now it runs as soon as the stuck call returns."""
     daemon = make_daemon(config_text(grace=1))
     alice = make_user()
-    source = daemon.root / "fuse-source"
-    source.mkdir(mode=0o755)
-    (source / "alice").mkdir()
-    (source / "alice" / "notes.txt").write_text("alice's\n")
-    for p in (source / "alice", source / "alice" / "notes.txt"):
-        os.chown(p, alice.uid, alice.gid)
+    source = alices_source(daemon, alice)
     remote = daemon.data / "remote"
     remote.mkdir(mode=0o755)
     before = fingerprint(daemon.outside)
@@ -229,26 +231,13 @@ def fusectl_mounted():
         line.split(" ")[4] == "/sys/fs/fuse/connections" for line in open("/proc/self/mountinfo"))
 
 
-def d_state_processes(uid):
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            status = open(f"/proc/{name}/status").read()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if str(uid) in fields.get("Uid", "").split() and fields.get("State", "").strip().startswith("D"):
-            found.append(int(name))
-    return found
-
-
-def test_a_process_in_an_uninterruptible_fuse_wait_does_not_hold_the_lock_hostage(daemon, make_user, procs):
+@pytest.mark.parametrize("detached", [False, True], ids=["mounted", "detached-lazily"])
+def test_a_process_in_an_uninterruptible_fuse_wait_does_not_hold_the_lock_hostage(daemon, make_user, procs, detached):
     """Finding 2: a process of hers parked in an uninterruptible wait on a FUSE filesystem of
     her own, far from the vault, holding a vault descriptor: SIGKILL could not end it, and
     the lock failed for ever while it read and wrote through what it held. Now her FUSE
-    connections are aborted, the wait ends, and the lock holds."""
+    connections are aborted, the wait ends, and the lock holds; also when she detached the
+    filesystem lazily, so that no mount table shows it (`fusermount3 -u -z`)."""
     import ctypes
 
     from fuse_helpers import MS_NODEV, MS_NOSUID, _libc, detach
@@ -284,10 +273,13 @@ def test_a_process_in_an_uninterruptible_fuse_wait_does_not_hold_the_lock_hostag
         server.stdin.flush()
         ready, _, _ = select.select([server.stdout], [], [], 10)
         assert ready and server.stdout.readline().startswith("waiting"), "the FUSE server did not get the waiter's request"
+        if detached:
+            detach(mnt)
+            assert not mounts_at(mnt)
         # The waiter, as the audit left it: SIGKILLed in an uninterruptible wait.
         subprocess.run(["setpriv", f"--reuid={user.uid}", "--regid=65534", "--clear-groups", "--", "kill", "-KILL", "-1"])
-        wait_until(lambda: d_state_processes(user.uid), 10, "the waiter is not in an uninterruptible wait")
-        waiter = d_state_processes(user.uid)[0]
+        wait_until(lambda: processes_of(user.uid, state="D"), 10, "the waiter is not in an uninterruptible wait")
+        waiter = processes_of(user.uid, state="D")[0]
 
         r = daemon.ctl("lock", "--user", user.name)
         assert r.code == 0 and daemon.state_of(user) == "locked", r.describe() + daemon.log_tail()

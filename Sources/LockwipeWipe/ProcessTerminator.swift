@@ -88,6 +88,12 @@ public struct ProcessTerminator: Sendable {
             // waiter itself, say). Her FUSE connections are aborted: the wait ends, and
             // the SIGKILL with it (issue 40, finding 2).
             if pass > 1, only == nil { aborted.formUnion(Self.abortFUSEConnections(of: uid, seenBy: found, except: aborted)) }
+            // Still there after that: its filesystem may be in no mount table at all (she
+            // detached it lazily, and the waiter keeps the connection). Connections no
+            // mount namespace shows are aborted, whoever made them: the last resort while
+            // a process holds the lock hostage, and nothing mounted anywhere loses its
+            // filesystem by it.
+            if pass > 2, only == nil { aborted.formUnion(Self.abortOrphanFUSEConnections(except: aborted)) }
             if only == nil {
                 // All of hers at once; with a client to spare, frozen first.
                 Self.signalAll(of: uid, spared == nil ? SIGKILL : SIGSTOP)
@@ -137,6 +143,23 @@ public struct ProcessTerminator: Sendable {
             for mount in MountTable.parse(text) where mount.fuseOwner == uid { minors.insert(mount.minor) }
         }
         return Set(minors.subtracting(except).filter { VaultMountTakeback.abortFUSEConnection(minor: $0) })
+    }
+
+    /// Aborts the FUSE connections (fusectl's directories) that no mount table of any mount
+    /// namespace shows, but those in `except`; returns those aborted. Each namespace's
+    /// table is read once, through one of its processes.
+    static func abortOrphanFUSEConnections(except: Set<UInt32>) -> Set<UInt32> {
+        guard let connections = try? FileManager.default.contentsOfDirectory(atPath: "/sys/fs/fuse/connections") else { return [] }
+        var mounted = Set<UInt32>()
+        var namespaces = Set<String>()
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where entry.allSatisfy(\.isNumber) {
+            guard let ns = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/ns/mnt"), namespaces.insert(ns).inserted,
+                let text = ProcFile.read("/proc/\(entry)/mountinfo")
+            else { continue }
+            for mount in MountTable.parse(text) where mount.isFUSE && mount.major == 0 { mounted.insert(mount.minor) }
+        }
+        let orphans = Set(connections.compactMap(UInt32.init)).subtracting(mounted).subtracting(except)
+        return Set(orphans.filter { VaultMountTakeback.abortFUSEConnection(minor: $0) })
     }
 
     /// `sig` to `pid` if it is still a process of `uid`: the pidfd is opened first and the
