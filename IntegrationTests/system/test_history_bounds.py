@@ -12,7 +12,9 @@ characters): lockwipectl and lockwiped must refuse it in words that name U+00DF,
 daemon must stay up.
 """
 
+import contextlib
 import json
+import os
 import textwrap
 
 from daemon_harness import config_text
@@ -68,6 +70,48 @@ def setup(d, make_user):
     return user
 
 
+@contextlib.contextmanager
+def memory_cgroup(pid, limit):
+    """`pid` moved into a memory cgroup of its own limited to `limit` bytes, as the unit's
+    MemoryMax= puts lockwiped: cgroup v2 where this process's cgroup is one, else v1's
+    memory controller. Yields a function that reads the peak usage so far, or None where
+    neither can be made here. The cgroup is removed afterwards (its process moved back)."""
+    made = None
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
+        v1 = next((path for _, controllers, path in lines if "memory" in controllers.split(",")), None)
+        if v1 is not None and os.path.isdir(f"/sys/fs/cgroup/memory{v1}"):
+            parent, limit_file, peak_file = f"/sys/fs/cgroup/memory{v1}", "memory.limit_in_bytes", "memory.max_usage_in_bytes"
+        else:
+            v2 = next((path for hierarchy, _, path in lines if hierarchy == "0"), None)
+            parent, limit_file, peak_file = f"/sys/fs/cgroup{v2}", "memory.max", "memory.peak"
+        made = os.path.join(parent, f"lockwipe-test-{os.getpid()}")
+        os.mkdir(made)
+        with open(os.path.join(made, limit_file), "w") as f:
+            f.write(str(limit))
+        with open(os.path.join(made, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+    except OSError:
+        if made and os.path.isdir(made):
+            os.rmdir(made)
+        yield None
+        return
+    try:
+        yield lambda: int(open(os.path.join(made, peak_file)).read())
+    finally:
+        # Back to where this test runs, then the cgroup goes.
+        try:
+            with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                f.write(str(pid))
+        except OSError:
+            pass
+        try:
+            os.rmdir(made)
+        except OSError:
+            pass
+
+
 def state_bytes(d):
     """The state database with its write-ahead log."""
     return sum(p.stat().st_size for p in d.state_dir.iterdir() if p.name.startswith("state.sqlite"))
@@ -79,9 +123,18 @@ def test_many_huge_refused_codes_leave_a_small_aggregated_history_that_still_ans
     before = state_bytes(d)
     count = 1_500
 
-    sent = send_as(d, user, "io.lockwipe.Manager.OfflineCodeEnter", {"code": HUGE}, count)
-    assert sent["sent"] == count and not sent["closed"], sent
-    assert d.running(), d.log_tail()
+    # Under the unit's MemoryMax=512M, its memory (page cache of the state database
+    # included) must stay far below: what she sends is not what the daemon keeps.
+    with memory_cgroup(d.proc.pid, 512 << 20) as peak:
+        sent = send_as(d, user, "io.lockwipe.Manager.OfflineCodeEnter", {"code": HUGE}, count)
+        assert sent["sent"] == count and not sent["closed"], sent
+        assert d.running(), d.log_tail()
+        r = d.ok("history", "--json", "--user", user.name)
+        assert d.running(), d.log_tail()
+        if peak is not None:
+            used = peak()
+            print(f"lockwiped's peak memory in its cgroup over {count} refusals of 60 KB and a history: {used / 2**20:.1f} MiB")
+            assert used < 128 << 20, f"lockwiped peaked at {used / 2**20:.1f} MiB for {count} refused codes"
 
     # 1,500 x 60 KB were sent; what is stored must not grow with what she typed.
     grown = state_bytes(d) - before
