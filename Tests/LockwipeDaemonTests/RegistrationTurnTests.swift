@@ -55,10 +55,10 @@ import Testing
                 lock = Task { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
                 // The lock waits for the turn, and has changed nothing while it waits.
                 try await waitUntil(f.manager, queued: 1, on: "root")
-                #expect(try await f.manager.store.registration("root")?.state == .active)
+                #expect(try await f.manager.context.store.registration("root")?.state == .active)
             }
             #expect(try await lock?.value.state == .locked)
-            #expect(try await f.manager.store.registration("root")?.state == .locked)
+            #expect(try await f.manager.context.store.registration("root")?.state == .locked)
         }
     }
 

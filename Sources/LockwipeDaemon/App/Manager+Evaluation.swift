@@ -21,16 +21,16 @@ extension Manager {
     public func evaluate() async {
         // Fail closed: registrations that cannot be read are not retried now, and the
         // reschedule below (which cannot read them either) retries within a minute.
-        for r in await registrationsOrLog("the retry of failed locks") where recorded(r).state == .lockFailed {
+        for r in await registrationsOrLog("the retry of failed locks") where inForce(r).state == .lockFailed {
             await inTurn(of: registration(of: r), "the retry of the failed lock") { turn in
                 guard turn.record.state == .lockFailed else { return }
-                await self.retryLock(turn.record)
+                await turn.registration.retryLock(turn.record)
             }
         }
         var due = await checkpointClocks()
-        if !due.isEmpty, configuration.server.isConfigured, fetcher != nil {
+        if !due.isEmpty, context.configuration.server.isConfigured, context.fetcher != nil {
             let users = Set(due.map(\.0.user))
-            let deadline = NIODeadline.now() + .seconds(Int64(configuration.server.timeoutSeconds))
+            let deadline = NIODeadline.now() + .seconds(Int64(context.configuration.server.timeoutSeconds))
             await withTaskGroup(of: Void.self) { group in
                 for user in users {
                     group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
@@ -46,46 +46,25 @@ extension Manager {
                 // what is still due is retried at the next evaluation.
                 do {
                     switch action {
-                    case .lock: _ = try await self.lock(in: turn, trigger: .offline, reason: reason)
-                    case .wipe: _ = try await self.wipe(in: turn, trigger: .offline, reason: reason, requester: self.offlineRequester(turn.record))
+                    case .lock: _ = try await turn.registration.lock(in: turn, trigger: .offline, reason: reason)
+                    case .wipe: _ = try await turn.registration.wipe(in: turn, trigger: .offline, reason: reason, requester: self.context.offlineRequester(turn.record))
                     }
                 } catch {
-                    _ = self.failure(r.user, "offline \(action.rawValue) (retried at the next evaluation)", error)
+                    _ = context.failure(r.user, "offline \(action.rawValue) (retried at the next evaluation)", error)
                 }
             }
         }
         await reschedule()
     }
 
-    /// The offline policy that makes `r`'s wipe due, in words, for its certificate.
-    func offlineRequester(_ r: RegistrationRecord) -> WipeRequester {
-        let (p, source) = policy(for: r)
-        return WipeRequester(policy: "\(source) policy: lock after \(p.offlineDaysBeforeLock) days offline, wipe after \(p.offlineDaysBeforeWipe) days")
-    }
-
-    /// The policy in force for `r`: the server's once it sent a valid one (while a server
-    /// is configured), the local one otherwise.
-    func policy(for r: RegistrationRecord) -> (policy: Policy, source: String) {
-        if configuration.server.isConfigured, let p = r.server.policy { return (p, "server") }
-        return (configuration.policy, "local")
-    }
-
-    /// The passcode policy in force for `r`: the local `[passcode]` table with every rule
-    /// the server sent in its place (while a server is configured).
-    func passcodePolicy(for r: RegistrationRecord) -> (policy: PasscodePolicy, source: String) {
-        let server = configuration.server.isConfigured ? r.server.settings?.passcode : nil
-        let p = configuration.passcode.overridden(by: server)
-        return (p, p == configuration.passcode ? "local" : "server")
-    }
-
     /// The action due for the registration whose turn this is, right now, if any, with its reason.
     func dueNow(in turn: borrowing RegistrationTurn) -> (Action, String)? {
         let r = turn.record
         guard !r.state.isWipeCommitted else { return nil }
-        let offline = offlineNow(r, clock.now())
-        let (p, source) = policy(for: r)
-        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).due else { return nil }
-        return (action, reason(action, offline: offline, policy: p, source: source) + leaseNote(r, action, policy: p))
+        let offline = context.offlineNow(r, context.clock.now())
+        let (p, source) = context.policy(for: r)
+        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline, leaseEndsAt: context.leaseEndsAt(r)).due else { return nil }
+        return (action, reason(action, offline: offline, policy: p, source: source) + context.leaseNote(r, action, policy: p))
     }
 
     func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
@@ -95,37 +74,37 @@ extension Manager {
 
     /// Checkpoints clocks (persisted) and returns the actions now due.
     func checkpointClocks() async -> [(RegistrationRecord, Action, String)] {
-        let reading = clock.now()
+        let reading = context.clock.now()
         let checkpoints: [(registration: RegistrationRecord, advance: OfflineClock.Advance)]
         do {
-            checkpoints = try await store.checkpointClocks(at: reading)
+            checkpoints = try await context.store.checkpointClocks(at: reading)
         } catch {
-            logger.critical(
+            context.logger.critical(
                 "cannot read and checkpoint the offline clocks; nothing is enforced until this is fixed",
-                metadata: ["error": .string(ErrorWords.of(error)), "path": .string(store.path)])
+                metadata: ["error": .string(ErrorWords.of(error)), "path": .string(context.store.path)])
             return []
         }
         var due: [(RegistrationRecord, Action, String)] = []
         for (r, advance) in checkpoints {
             if let back = advance.rollbackSeconds {
-                logger.warning(
+                context.logger.warning(
                     "clock rollback of \(RelativeTime.format(seconds: back)) detected; offline time keeps counting",
                     metadata: [
                         "user": .string(r.user), "message_id": MessageID.clockRollback.metadata,
                         "rollback_seconds": "\(back)", "offline_seconds": "\(advance.clock.offlineSeconds)",
                     ])
                 do {
-                    try await store.append(
-                        event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
+                    try await context.store.append(
+                        context.event(r.user, .clockRollback, nil, "wall clock set back by \(back) s; offline time kept at \(advance.clock.offlineSeconds) s", at: reading.wall))
                 } catch {
-                    stateNotice("the clock rollback is not in the history of \(r.user)", user: r.user, error)
+                    context.stateNotice("the clock rollback is not in the history of \(r.user)", user: r.user, error)
                 }
             }
-            let (p, source) = policy(for: r)
+            let (p, source) = context.policy(for: r)
             let evaluation = PolicyEvaluator.evaluate(
-                policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds, leaseEndsAt: leaseEndsAt(r))
+                policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds, leaseEndsAt: context.leaseEndsAt(r))
             if let action = evaluation.due {
-                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + leaseNote(r, action, policy: p)))
+                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + context.leaseNote(r, action, policy: p)))
             }
         }
         // A lease whose end the clock has passed is recorded as ended before what its end
@@ -146,28 +125,28 @@ extension Manager {
         // A plan made at the end of a request (a warning it announces) is the daemon's own, not the requester's.
         if RequestingClient.current != nil { return await RequestingClient.$current.withValue(nil) { await reschedule() } }
         let plan = alarm.beginPlan()
-        if let damage = store.damage {
+        if let damage = context.store.damage {
             alarm.disarm()
-            notifier.status("DEGRADED, nothing is enforced: \(damage)")
+            context.notifier.status("DEGRADED, nothing is enforced: \(damage)")
             return
         }
         await refreshLogoutLocks()
-        let reading = clock.now()
+        let reading = context.clock.now()
         let outlooks: [Outlook]
         do {
             outlooks = try await self.outlooks(reading)
         } catch {
             // Fail closed: nothing is known to be far off, so the evaluation runs again soon.
-            stateNotice("the next threshold cannot be planned; the evaluation is retried in a minute", error)
+            context.stateNotice("the next threshold cannot be planned; the evaluation is retried in a minute", error)
             guard alarm.isNewest(plan), !stopped else { return }
-            notifier.status("the state database cannot be read: \(ErrorWords.of(error)); retried in a minute")
-            do { try alarm.arm(in: 60, plan: plan) } catch { logger.critical("cannot create the wake-up timer", metadata: ["error": .string(ErrorWords.of(error))]) }
+            context.notifier.status("the state database cannot be read: \(ErrorWords.of(error)); retried in a minute")
+            do { try alarm.arm(in: 60, plan: plan) } catch { context.logger.critical("cannot create the wake-up timer", metadata: ["error": .string(ErrorWords.of(error))]) }
             return
         }
         let entries = summaryEntries(outlooks)
         let windowOpensIn = await announceWarnings(outlooks, reading: reading)
         guard alarm.isNewest(plan), !stopped else { return }
-        notifier.status(StatusSummary.line(entries))
+        context.notifier.status(StatusSummary.line(entries))
         // Offline time grows at least as fast as real time (suspended time included), so
         // the crossing is at most this far.
         // A lock that failed is retried at least every minute (until it holds). A
@@ -182,9 +161,9 @@ extension Manager {
         let nearest = (entries.compactMap({ $0.next?.inSeconds }) + leaseEnds.filter { $0 > 0 } + [retry, windowOpensIn].compactMap { $0 }).min()
         do {
             let wake = nearest.map { WakePlan.instant(inSeconds: $0, after: reading) }
-            try alarm.arm(inNanos: wake.map { WakePlan.delay(until: $0, nowBootNanos: clock.bootNanos()) }, plan: plan)
+            try alarm.arm(inNanos: wake.map { WakePlan.delay(until: $0, nowBootNanos: context.clock.bootNanos()) }, plan: plan)
         } catch {
-            logger.critical(
+            context.logger.critical(
                 "cannot create the wake-up timer; thresholds are enforced only at the next request, check-in or restart",
                 metadata: ["error": .string(ErrorWords.of(error))])
         }
@@ -196,7 +175,7 @@ extension Manager {
     func woke(_ reason: WakeTimer.Reason) async {
         guard !stopped else { return }
         if reason == .clockChanged {
-            logger.info("the wall clock was set or the machine resumed from suspend; re-evaluating every registration")
+            context.logger.info("the wall clock was set or the machine resumed from suspend; re-evaluating every registration")
             if checkIns.isPlanning { await scheduleCheckInsForAll(now: true) }
         }
         await evaluate()

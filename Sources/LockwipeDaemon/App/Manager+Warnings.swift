@@ -11,7 +11,7 @@ extension Manager {
     func warningDecision(_ outlook: Outlook) -> WarningWindow.Decision {
         WarningWindow.decide(
             next: outlook.next, lastContact: outlook.record.clock.lastContact, offlineSeconds: outlook.offline,
-            warnBefore: Int64(configuration.warnBeforeSeconds))
+            warnBefore: Int64(context.configuration.warnBeforeSeconds))
     }
 
     /// Gives every warning not given yet, and returns in how many seconds the next
@@ -31,49 +31,39 @@ extension Manager {
         return opensIn
     }
 
-    func notificationFinished(_ number: Int) {
-        backgroundNotifications.removeValue(forKey: number)
-    }
-
     private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, offline: Int64, reading: ClockReading) async {
-        let (p, source) = policy(for: r)
+        let (p, source) = context.policy(for: r)
         let dueAt = reading.wall + warning.inSeconds
         let action = warning.action.rawValue
         let text =
             "\(action) due in \(RelativeTime.format(seconds: warning.inSeconds)) (at \(Timestamp.iso(dueAt))): "
-            + reason(warning.action, offline: offline, policy: p, source: source) + leaseNote(r, warning.action, policy: p)
+            + reason(warning.action, offline: offline, policy: p, source: source) + context.leaseNote(r, warning.action, policy: p)
         let kind: EventKind = warning.action == .lock ? .warnLock : .warnWipe
         // Recorded first, and only by the one evaluation that changes the threshold: the
         // warning is given once, and a restart does not give it again.
         do {
             guard
-                try await store.markWarned(
-                    registration: r.id, threshold: warning.threshold, event: event(r.user, kind, .offline, text, at: reading.wall))
+                try await context.store.markWarned(
+                    registration: r.id, threshold: warning.threshold, event: context.event(r.user, kind, .offline, text, at: reading.wall))
             else { return }
         } catch {
-            logger.error(
+            context.logger.error(
                 "cannot record the warning to \(r.user); it is not given now and is tried again at the next evaluation",
                 metadata: ["user": .string(r.user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.actionFailed.metadata])
             return
         }
         // LOCKWIPE_ACTION is warn-lock / warn-wipe (the history's kind): `journalctl
         // LOCKWIPE_ACTION=lock` lists locks that happened, not warnings of them.
-        var meta = journalFields(r, action: kind.rawValue, trigger: .offline, reason: text, id: .warning)
+        var meta = context.journalFields(r, action: kind.rawValue, trigger: .offline, reason: text, id: .warning)
         meta["due_action"] = .string(action)
         meta["offline_seconds"] = "\(offline)"
         meta["due"] = .string(Timestamp.iso(dueAt))
         meta["due_seconds"] = "\(warning.inSeconds)"
-        logger.warning("\(r.user): \(text); a check-in with the policy server prevents it", metadata: meta)
+        context.logger.warning("\(r.user): \(text); a check-in with the policy server prevents it", metadata: meta)
         let event = LockWipeEvent(
             user: r.user, uid: r.uid, action: warning.action, reason: text, trigger: .offline, directories: r.directories, dueAt: dueAt)
         // Observers (hooks may take `[hooks] timeout_seconds`) never hold up enforcement;
         // shutdown waits for them (`drainObservers`).
-        let observers = self.observers
-        let number = nextNotification
-        nextNotification += 1
-        backgroundNotifications[number] = Task {
-            await observers.notify(warning.action == .lock ? .warnLock : .warnWipe, event)
-            await self.notificationFinished(number)
-        }
+        context.background.post(warning.action == .lock ? .warnLock : .warnWipe, event, to: context.observers)
     }
 }

@@ -27,28 +27,14 @@ import Synchronization
 public actor Manager {
     public typealias Paths = DaemonPaths
 
-    var configuration: Configuration
-    let store: StateStore
-    let clock: any ClockSource
-    /// The permission lock (registrations with `protection: permissions`).
-    let protection: any VaultProtecting
-    /// The fscrypt lock (registrations with `protection: encrypted`).
-    let encryption: any VaultProtecting
-    /// Vault key material: the machine key, new keys, opening and wrapping again (off the actor).
-    let keys: VaultKeys
-    /// The wipes running now (each erase on its own thread; the actor is free).
-    let wipes: WipeCoordinator
-    let observers: ObserverHub
-    let logger: Logger
-    let notifier: SystemdNotifier
+    /// What every registration's operations work with (store, clock, locks, keys, wipes,
+    /// observers, vault calls, the server client, the configuration in force).
+    let context: RegistrationContext
     /// Where registration looks users up (NSS; a table in unit tests).
     let accounts: any AccountLookup
-    let paths: Paths
     /// Who is an administrator (`[daemon] admin_group`), replaced at a reload; behind a
     /// lock of its own so that finding out who calls does not wait for the actor.
     private let authorizer: Mutex<Authorizer>
-    /// The policy server client; nil in tests that need none.
-    let fetcher: (any SettingsFetching)?
     /// Uniform in [0, 1): the jitter of the check-in backoff (injected by tests).
     let random: @Sendable () -> Double
     /// When each registration checks in next, the requests in flight, the check-in timer.
@@ -64,15 +50,9 @@ public actor Manager {
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
     /// time counts), which also wakes when the wall clock is set or the machine resumes.
     let alarm: WakeAlarm
-    let timerLoop: any EventLoop
     /// What timers and watchers ask for, run as structured tasks by the daemon's service.
-    public let timerEvents = TimerEvents()
+    public nonisolated var timerEvents: TimerEvents { context.timerEvents }
     var stopped = false
-    /// Observer notifications that must not hold up enforcement (the warnings), by a
-    /// number of their own: awaited at shutdown (`drainObservers`), so a hook that is
-    /// running is not cut off by the exit. Hooks are bounded by `[hooks] timeout_seconds`.
-    var backgroundNotifications: [Int: Task<Void, Never>] = [:]
-    var nextNotification = 0
     /// The problems of the last SIGHUP reload when it was rejected (the previous
     /// configuration kept); `status` warns until a reload succeeds.
     var rejectedReload: [String] = []
@@ -83,9 +63,6 @@ public actor Manager {
     var offlineCodesKnown: OfflineCodesInfo?
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher
-    /// Every filesystem call on a vault: a thread of its own and a deadline
-    /// (`VaultCalls`), so a vault that never answers stalls nobody else.
-    let vaultCalls: VaultCalls
 
     public init(
         configuration: Configuration, store: StateStore, clock: any ClockSource, protection: any VaultProtecting,
@@ -96,35 +73,26 @@ public actor Manager {
         self.accounts = accounts
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let checkIns = CheckInScheduler(sleep: CheckInScheduler.sleeping(on: loop))
-        self.timerLoop = loop
         self.checkIns = checkIns
         let alarm = WakeAlarm()
         self.alarm = alarm
-        self.encryption = encryption
-        self.keys = VaultKeys(stateDirectory: paths.stateDirectory)
-        self.fetcher = fetcher
         self.random = random
-        self.configuration = configuration
-        self.store = store
-        self.clock = clock
-        self.protection = protection
-        self.wipes = WipeCoordinator(eraser: eraser)
-        self.observers = observers
-        self.logger = logger
-        self.notifier = notifier
-        self.paths = paths
         self.authorizer = Mutex(Authorizer(adminGroup: configuration.adminGroup))
         let metrics = MetricsPublisher(path: configuration.metricsTextfile, options: configuration.metrics, logger: logger)
         self.metrics = metrics
         // A vault that answers again gets what waited for it (`vaultAnswersAgain`), bound
         // below once the Manager exists.
         let answersAgain = CallbackSlot<String>()
-        self.vaultCalls = VaultCalls(timeout: Self.vaultCallTimeout) { [logger] user, what in
+        let vaultCalls = VaultCalls(timeout: RegistrationContext.vaultCallTimeout) { [logger] user, what in
             logger.notice(
                 "the vault of \(user) answers again (\(what) returned at last)",
                 metadata: ["user": .string(user), "message_id": MessageID.vaultUnresponsive.metadata])
             answersAgain.call(user)
         }
+        self.context = RegistrationContext(
+            configuration: configuration, store: store, clock: clock, permissions: protection, encryption: encryption,
+            keys: VaultKeys(stateDirectory: paths.stateDirectory), wipes: WipeCoordinator(eraser: eraser), observers: observers,
+            logger: logger, notifier: notifier, vaultCalls: vaultCalls, fetcher: fetcher, timerLoop: loop, paths: paths)
         store.onUnreadable { [logger] what in
             logger.error("\(what)", metadata: ["message_id": MessageID.stateUnavailable.metadata, "path": .string(store.path)])
         }
@@ -136,16 +104,16 @@ public actor Manager {
                 ])
         }
         checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
-        answersAgain.set { [weak self, timerEvents = self.timerEvents] user in
+        answersAgain.set { [weak self, timerEvents = context.timerEvents] user in
             guard let self else { return }
             timerEvents.post { await self.vaultAnswersAgain(user: user) }
         }
-        alarm.onWake = { [weak self, timerEvents = self.timerEvents] reason in
+        alarm.onWake = { [weak self, timerEvents = context.timerEvents] reason in
             guard let self else { return }
             timerEvents.post { await self.woke(reason) }
         }
         metrics.attach(
-            post: { [timerEvents = self.timerEvents] in timerEvents.post($0) },
+            post: { [timerEvents = context.timerEvents] in timerEvents.post($0) },
             snapshot: { [weak self] in
                 guard let self else { throw CancellationError() }
                 return try await self.metricsSnapshot()
@@ -153,7 +121,7 @@ public actor Manager {
         store.onWrite { [metrics] in metrics.changed() }
     }
 
-    public var currentConfiguration: Configuration { configuration }
+    public var currentConfiguration: Configuration { context.configuration }
 
     // MARK: Life cycle
 
@@ -162,50 +130,53 @@ public actor Manager {
     /// then enforce the policy for the time the daemon was not running.
     public func startUp() async {
         if !authorizer.withLock({ $0 }).adminGroupExists {
-            logger.warning(
+            context.logger.warning(
                 "the admin group does not exist; only root is an administrator",
-                metadata: ["admin_group": .string(configuration.adminGroup)])
+                metadata: ["admin_group": .string(context.configuration.adminGroup)])
         }
-        if store.damage == nil {
+        if context.store.damage == nil {
             // A crash between writing a key file and committing it, or between committing
             // a new one and destroying the old one, leaves an orphan: destroy it now.
             do {
-                let destroyed = try await store.destroyOrphanKeyFiles()
+                let destroyed = try await context.store.destroyOrphanKeyFiles()
                 if !destroyed.isEmpty {
-                    logger.notice(
+                    context.logger.notice(
                         "destroyed \(destroyed.count) wrapped key file(s) no registration uses (left by an interrupted passcode change, registration or wipe)",
                         metadata: ["files": .string(destroyed.joined(separator: " "))])
                 }
             } catch {
-                logger.error(
+                context.logger.error(
                     "cannot destroy the wrapped key files no registration uses: \(error)",
                     metadata: ["message_id": MessageID.actionFailed.metadata])
             }
             // What the history keeps (HistoryRetention; appending prunes only the
             // registration it records for).
             do {
-                let pruned = try await store.pruneHistory(now: clock.now().wall)
+                let pruned = try await context.store.pruneHistory(now: context.clock.now().wall)
                 if pruned > 0 {
-                    logger.notice("pruned \(pruned) history event(s) past what a registration keeps (docs/security.md, History a user cannot weaponise)")
+                    context.logger.notice("pruned \(pruned) history context.event(s) past what a registration keeps (docs/security.md, History a user cannot weaponise)")
                 }
             } catch {
-                logger.error("cannot prune the history: \(error)", metadata: ["message_id": MessageID.actionFailed.metadata])
+                context.logger.error("cannot prune the history: \(error)", metadata: ["message_id": MessageID.actionFailed.metadata])
             }
         }
         do {
-            for pending in try await store.pendingWipes() {
+            for pending in try await context.store.pendingWipes() {
                 await inTurn(named: pending.user, "the resumption of the interrupted wipe") { turn in
-                    await self.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
-                    await self.resetServerIdentity(in: turn, trigger: pending.trigger)
+                    await turn.registration.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
+                    await turn.registration.resetServerIdentity(in: turn, trigger: pending.trigger)
                 }
             }
             await checkVaults()
-            for r in try await store.registrations() where r.state.isLockCommitted {
-                await retryLock(r)
+            for r in try await context.store.registrations() where r.state.isLockCommitted {
+                await inTurn(of: registration(of: r), "the start-up retry of the lock") { turn in
+                    guard turn.record.state.isLockCommitted else { return }
+                    await turn.registration.retryLock(turn.record)
+                }
             }
             await reopenEncryptedVaults()
         } catch {
-            logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(store.path)])
+            context.logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(context.store.path)])
         }
         await evaluate()
         checkIns.startPlanning()
@@ -218,10 +189,10 @@ public actor Manager {
     /// arenas), off the actor. Measured in docs/benchmarks.md (idle memory at 1,000 registrations).
     public nonisolated func releaseIdleMemory() async {
         do {
-            try await store.releaseMemory()
+            try await context.store.releaseMemory()
             _ = try await BlockingPool.run { lockwipe_malloc_trim() }
         } catch {
-            logger.notice("cannot give back the memory the start-up pass used", metadata: ["error": .string(ErrorWords.of(error))])
+            context.logger.notice("cannot give back the memory the start-up pass used", metadata: ["error": .string(ErrorWords.of(error))])
         }
     }
 
@@ -233,8 +204,8 @@ public actor Manager {
 
     public func reload(_ new: Configuration) async {
         rejectedReload = []
-        let serverChanged = configuration.server != new.server
-        configuration = new
+        let serverChanged = context.configuration.server != new.server
+        context.configuration = new
         authorizer.withLock { $0 = Authorizer(adminGroup: new.adminGroup) }
         metrics.setPath(new.metricsTextfile, options: new.metrics)
         metrics.changed()
@@ -247,13 +218,12 @@ public actor Manager {
 
     /// Waits for the observer notifications still running (after `stop`).
     public func drainObservers() async {
-        // Each task removes itself as its last step, before its value is ready.
-        while let task = backgroundNotifications.values.first { await task.value }
+        await context.background.drain()
     }
 
     public func stop() {
         stopped = true
-        wipes.cancelAll()
+        context.wipes.cancelAll()
         alarm.stop()
         checkIns.stop()
         stopLockOnLogout()

@@ -40,3 +40,16 @@ public enum ManagerError: Error, Equatable, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 }
+
+extension ManagerError {
+    /// The domain error for a refusal of `UnlockRule`.
+    init(_ refusal: UnlockRule.Refusal, user: String) {
+        switch refusal.kind {
+        case .notPermitted: self = .notPermitted(refusal.message)
+        case .actionFailed: self = .actionFailed(refusal.message)
+        case .invalidParameter(let name): self = .invalidParameter(name, reason: refusal.message)
+        case .passcodeRequired: self = .passcodeRequired(user: user, reason: refusal.message)
+        case .passcodeExpired: self = .passcodeExpired(user: user, reason: refusal.message)
+        }
+    }
+}

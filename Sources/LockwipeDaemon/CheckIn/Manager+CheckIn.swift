@@ -24,7 +24,7 @@ extension Manager {
     /// `CheckIn`: the given registrations check in now, concurrently (the client bounds how
     /// many requests are in flight); one result each.
     public func checkIn(users: [String]) async throws -> [ActionResult] {
-        guard configuration.server.isConfigured else {
+        guard context.configuration.server.isConfigured else {
             throw ManagerError.actionFailed("no server configured: there is no policy server to check in with ([server] url)")
         }
         return await withTaskGroup(of: (Int, ActionResult).self) { group in
@@ -42,13 +42,13 @@ extension Manager {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
         let result = try await registration(named: user).withTurn { _ throws -> ActionResult in
-            let now = clock.now().wall
-            try await store.setCredentials(
+            let now = context.clock.now().wall
+            try await context.store.setCredentials(
                 user, credentials,
-                event: event(
+                event: context.event(
                     user, .credentials, .admin,
                     "credentials replaced (now: \(credentials.kind))", at: now))
-            logger.notice(
+            context.logger.notice(
                 "credentials of \(user) replaced",
                 metadata: [
                     "message_id": MessageID.credentialsChanged.metadata, "user": .string(user), "action": "credentials",
@@ -56,7 +56,7 @@ extension Manager {
                 ])
             return ActionResult(user: user, action: "credentials", state: nil, detail: "credentials replaced (\(credentials.kind))")
         }
-        if configuration.server.isConfigured { scheduleCheckIn(user, in: 0) }
+        if context.configuration.server.isConfigured { scheduleCheckIn(user, in: 0) }
         return result
     }
 
@@ -68,8 +68,8 @@ extension Manager {
     /// (the before-action pass: enforcement never waits longer than `[server] timeout`);
     /// nil: `[server] timeout` from when the request can start.
     func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> ActionResult {
-        let server = configuration.server
-        guard server.isConfigured, let fetcher else {
+        let server = context.configuration.server
+        guard server.isConfigured, let fetcher = context.fetcher else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
         }
         // What the request needs of the state is read first: a read that fails fails the
@@ -77,10 +77,10 @@ extension Manager {
         let found: RegistrationRecord?
         let credentials: ServerCredentials?
         do {
-            found = try await store.registration(user)
-            credentials = try await store.credentials(user)
+            found = try await context.store.registration(user)
+            credentials = try await context.store.credentials(user)
         } catch {
-            return ActionResult(user: user, action: "check-in", state: nil, detail: stateFailure(user, "check-in", error).message, failed: true)
+            return ActionResult(user: user, action: "check-in", state: nil, detail: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         guard let r = found else {
             return ActionResult(user: user, action: "check-in", state: nil, detail: "no such registration", failed: true)
@@ -95,9 +95,9 @@ extension Manager {
         let started = NIODeadline.now()
         let known: SAPConnectionRecord?
         do {
-            known = server.sapIdentity == nil ? nil : try await store.sapConnection(registration: asked)
+            known = server.sapIdentity == nil ? nil : try await context.store.sapConnection(registration: asked)
         } catch {
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: stateFailure(user, "check-in", error).message, failed: true)
+            return ActionResult(user: user, action: "check-in", state: r.state, detail: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         let request = Task {
             await Self.exchange(fetcher, user: user, credentials: credentials, known: known, server: server, deadline: deadline)
@@ -124,7 +124,7 @@ extension Manager {
                         try await turn.refresh()
                     }
                     self.notePolicyAbsence(exchanged.outcome, before: turn.record)
-                    return await self.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
+                    return await turn.registration.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
                 }
             }
         } catch ManagerError.noSuchRegistration {
@@ -134,22 +134,22 @@ extension Manager {
         } catch {
             // Not "unregistered": its record cannot be read, so the answer is not applied,
             // the check-in failed, and the next one asks again.
-            result = ActionResult(user: user, action: "check-in", state: nil, detail: stateFailure(user, "check-in", error).message, failed: true)
+            result = ActionResult(user: user, action: "check-in", state: nil, detail: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         let after: RegistrationRecord?
         do {
-            after = try await store.registration(user)
+            after = try await context.store.registration(user)
         } catch {
             // The next check-in is still planned, at the interval (the failure count is unknown).
-            stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
+            context.stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
             after = nil
-            scheduleCheckIn(user, in: Double(configuration.server.intervalSeconds))
+            scheduleCheckIn(user, in: Double(context.configuration.server.intervalSeconds))
         }
-        if !stopped, configuration.server.isConfigured, let after, after.id == asked,
+        if !stopped, context.configuration.server.isConfigured, let after, after.id == asked,
             !after.state.isWipeCommitted
         {
             let failures = after.server.failures
-            let delay = CheckInBackoff(capSeconds: Double(configuration.server.intervalSeconds))
+            let delay = CheckInBackoff(capSeconds: Double(context.configuration.server.intervalSeconds))
                 .delay(afterFailures: failures, random: random())
             scheduleCheckIn(user, in: delay)
         }
@@ -160,17 +160,17 @@ extension Manager {
     // MARK: Scheduling
 
     /// Check-ins are planned only from the start-up pass on, with a server and a client.
-    private var mayPlanCheckIns: Bool { checkIns.isPlanning && configuration.server.isConfigured && fetcher != nil && !stopped }
+    private var mayPlanCheckIns: Bool { checkIns.isPlanning && context.configuration.server.isConfigured && context.fetcher != nil && !stopped }
 
     /// Plans a check-in of every registration that has none planned (or of all, `now`).
     func scheduleCheckInsForAll(now: Bool) async {
         guard mayPlanCheckIns else { return checkIns.clear() }
         let users: [String]
         do {
-            users = try await store.registrations().filter { !$0.state.isWipeCommitted }.map(\.user)
+            users = try await context.store.registrations().filter { !$0.state.isWipeCommitted }.map(\.user)
         } catch {
             // The check-ins planned stay planned; none is dropped for a read that failed.
-            return stateNotice("the check-ins are not planned again", error)
+            return context.stateNotice("the check-ins are not planned again", error)
         }
         checkIns.planNow(users, all: now)
     }
@@ -195,7 +195,42 @@ extension Manager {
 
     /// When `r` checks in next, as wall time (nil: none planned, e.g. no server).
     func nextCheckInTime(_ r: RegistrationRecord, wall: Int64) -> Int64? {
-        guard configuration.server.isConfigured, !r.state.isWipeCommitted else { return nil }
+        guard context.configuration.server.isConfigured, !r.state.isWipeCommitted else { return nil }
         return checkIns.nextCheckIn(of: r.user, wall: wall)
+    }
+
+    /// An answer (or a request cancelled by unregister) for a registration that is gone:
+    /// applied to nobody, logged and recorded in the history of the user name.
+    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> ActionResult {
+        let current: String?
+        do {
+            current = try await context.store.registration(user)?.id
+        } catch {
+            context.stateNotice("the dropped check-in of \(user) does not say whether the name was registered again", user: user, error)
+            current = nil
+        }
+        let answer: String
+        switch outcome {
+        case .contact: answer = "a contact (settings)"
+        case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
+        case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
+        case .blocked(let code): answer = "HTTP 403 \(code)"
+        case .rejected(let status, let text): answer = "rejected (HTTP \(status): \(text))"
+        case .failure(let why): answer = "no answer (\(why))"
+        }
+        let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
+        let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
+        do {
+            try await context.store.append(context.event(user, .checkInDropped, .server, detail, at: context.clock.now().wall))
+        } catch {
+            context.stateNotice("the dropped check-in is not in the history of \(user)", user: user, error)
+        }
+        context.logger.warning(
+            "\(detail)",
+            metadata: [
+                "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
+                "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
+            ])
+        return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
     }
 }

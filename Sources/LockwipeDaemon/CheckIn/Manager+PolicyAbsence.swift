@@ -8,9 +8,9 @@ extension Manager {
     /// section while the settings stored before had one (or there were none).
     func notePolicyAbsence(_ outcome: CheckInOutcome, before: RegistrationRecord) {
         guard case .contact(let settings) = outcome,
-            ServerPolicyAbsence.shouldJournal(protocol: configuration.server.serverProtocol, before: before.server.settings, new: settings)
+            ServerPolicyAbsence.shouldJournal(protocol: context.configuration.server.serverProtocol, before: before.server.settings, new: settings)
         else { return }
-        logger.warning(
+        context.logger.warning(
             "\(before.user): \(ServerPolicyAbsence.note)",
             metadata: [
                 "user": .string(before.user), "action": "check-in", "registration_id": .string(before.id),

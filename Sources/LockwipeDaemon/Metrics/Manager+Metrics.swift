@@ -5,17 +5,17 @@ import LockwipeProtocol
 /// policy evaluation (`outlook`), as numbers.
 extension Manager {
     func metricsSnapshot() async throws -> MetricsSnapshot {
-        let reading = clock.now()
-        if store.damage != nil {
+        let reading = context.clock.now()
+        if context.store.damage != nil {
             return MetricsSnapshot(
                 version: LockwipeVersion.current, writtenAt: reading.wall, degraded: true, wipesComplete: 0, wipesIncomplete: 0, registrations: [])
         }
-        let list = try await store.registrations()
-        let wipes = try await store.wipeCounts()
+        let list = try await context.store.registrations()
+        let wipes = try await context.store.wipeCounts()
         return MetricsSnapshot(
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
             registrations: list.map { r in
-                let o = outlook(r, reading)
+                let o = context.outlook(r, reading)
                 var m = MetricsSnapshot.Registration(
                     user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
@@ -33,7 +33,7 @@ extension Manager {
     public nonisolated func refreshMetricsPeriodically() async {
         while !Task.isCancelled {
             metrics.changed()
-            let seconds = await configuration.server.intervalSeconds
+            let seconds = await context.configuration.server.intervalSeconds
             try? await Task.sleep(for: .seconds(seconds))
         }
     }

@@ -75,7 +75,7 @@ extension Manager {
         let r = turn.record
         let (user, asked) = (r.user, r.id)
         guard !r.state.isWipeCommitted else { return false }
-        let reading = clock.now()
+        let reading = context.clock.now()
         var id: String?
         var problem: String?
         switch answer {
@@ -89,24 +89,24 @@ extension Manager {
         }
         do {
             // Any successful Mobile Services response is a contact (as SAP's SDKs count it).
-            try await store.commitConnection(
+            try await context.store.commitConnection(
                 user: user, registration: asked, id: id, problem: problem,
                 contact: ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: nil, settings: nil, policyError: nil, lock: .keep,
-                    events: [event(user, .connection, .server, detail, at: reading.wall)]))
+                    events: [context.event(user, .connection, .server, detail, at: reading.wall)]))
         } catch {
-            logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
+            context.logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
             return false
         }
         let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked)]
         if let stale {
             var m = meta.merging(["message_id": MessageID.connectionReplaced.metadata, "stale_connection_id": .string(stale)]) { $1 }
             if let id { m["connection_id"] = .string(id) }
-            logger.warning("\(user): \(detail)", metadata: m)
+            context.logger.warning("\(user): \(detail)", metadata: m)
         } else if let id {
-            logger.notice("\(user): SAP application connection created", metadata: meta.merging(["connection_id": .string(id)]) { $1 })
+            context.logger.notice("\(user): SAP application connection created", metadata: meta.merging(["connection_id": .string(id)]) { $1 })
         } else {
-            logger.warning("\(user): \(detail)", metadata: meta)
+            context.logger.warning("\(user): \(detail)", metadata: meta)
         }
         return true
     }
@@ -115,9 +115,9 @@ extension Manager {
     /// background (a structured task of the daemon's service, `TimerEvents`, so shutdown
     /// cancels and awaits it); a failure is logged and changes nothing here.
     func releaseConnection(user: String, connection: SAPConnectionRecord?, credentials: ServerCredentials?) {
-        let server = configuration.server
-        guard server.sapIdentity != nil, let id = connection?.id, let fetcher else { return }
-        let logger = self.logger
+        let server = context.configuration.server
+        guard server.sapIdentity != nil, let id = connection?.id, let fetcher = context.fetcher else { return }
+        let logger = context.logger
         timerEvents.post {
             let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "connection_id": .string(id)]
             if let why = await fetcher.deleteConnection(id, user: user, credentials: credentials, server: server) {

@@ -29,7 +29,7 @@ extension Manager {
             var vault: NewVault?
             var keyRefusal: (any Error)?
             do {
-                vault = try await keys.newKey(passcode: passcode, policy: configuration.passcode, registration: registrationID, at: clock.now().wall)
+                vault = try await context.keys.newKey(passcode: passcode, policy: context.configuration.passcode, registration: registrationID, at: context.clock.now().wall)
             } catch {
                 keyRefusal = error
             }
@@ -38,15 +38,15 @@ extension Manager {
             // at a time (the registry's turn): two registrations cannot both take a directory
             // or a name.
             return try await withRegistryTurn { _ async throws -> ActionResult in
-                if let existing = try await store.registration(user) {
+                if let existing = try await context.store.registration(user) {
                     throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
                 }
-                var taken = try await store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
+                var taken = try await context.store.registrations().flatMap { r in r.directories.map { (owner: r.user, path: $0) } }
                 // A vault may neither contain nor lie in what the daemon itself needs.
                 for (what, path) in [
-                    ("state directory", paths.stateDirectory), ("hooks directory", paths.hooksDirectory),
-                    ("control socket", paths.socketPath), ("configuration", paths.configPath),
-                    ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: paths.configPath)),
+                    ("state directory", context.paths.stateDirectory), ("hooks directory", context.paths.hooksDirectory),
+                    ("control socket", context.paths.socketPath), ("configuration", context.paths.configPath),
+                    ("configuration drop-ins", ConfigurationLoader.dropInDirectory(for: context.paths.configPath)),
                 ] {
                     if let p = DirectoryRules.normalize(path) { taken.append((owner: "lockwiped (its \(what))", path: p)) }
                 }
@@ -64,7 +64,7 @@ extension Manager {
                     guard !directories.isEmpty else { throw RegistrationRefusal("at least one directory is needed") }
                     var problems: [String] = []
                     for d in directories {
-                        let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.configuration.vaultAllowedUnder)
+                        let found = DirectoryRules.problems(path: d, taken: taken, allowedUnder: self.context.configuration.vaultAllowedUnder)
                         problems += found
                         guard found.isEmpty, let n = DirectoryRules.normalize(d) else { continue }
                         problems += try await BlockingPool.run { VaultPath.ancestorProblems(n) }
@@ -149,7 +149,7 @@ extension Manager {
                         let failed = vaults.filter { seen.insert($0.identity?.device ?? 0).inserted }.compactMap { FscryptLock.removeKey(v.stored.identifier, near: $0) }
                         return failed.isEmpty ? nil : failed.joined(separator: "; ")
                     })
-                let reading = clock.now()
+                let reading = context.clock.now()
                 flow.add("persist") {
                     var record = RegistrationRecord(
                         user: user, uid: account!.uid, state: .active, protection: kind, directories: normalized,
@@ -164,16 +164,17 @@ extension Manager {
                     }
                     if let c = stored { detail += "; credentials: \(c.kind)" }
                     let trigger: Trigger = caller.isAdmin ? .admin : .user
-                    try await self.store.insert(record, credentials: stored, vaultKey: vault?.stored, event: self.event(user, .register, trigger, detail, at: reading.wall))
+                    try await self.context.store.insert(
+                        record, credentials: stored, vaultKey: vault?.stored, event: self.context.event(user, .register, trigger, detail, at: reading.wall))
                 }
                 do throws(RegistrationFlow.Failure) {
                     try await flow.execute()
                 } catch {
-                    logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
+                    context.logger.warning("registration of \(user) refused: \(error)", metadata: ["user": .string(user), "peer_uid": "\(caller.credentials.uid)"])
                     // A refusal is shown as is; any other failure names the step it happened in.
                     throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
                 }
-                logger.notice(
+                context.logger.notice(
                     "registered \(user) (\(kind.rawValue))",
                     metadata: [
                         "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
@@ -217,17 +218,17 @@ extension Manager {
             var detail = "unregistered; the directories are left as they are"
             if r.state.isLockCommitted {
                 do {
-                    let (records, vaults, protection) = (try await store.lockRecords(user), r.vaults, self.protection)
-                    try await vaultCalls.run(user: user, "the unlock at unregister") { try protection.unlock(records, directories: vaults, key: nil) }
+                    let (records, vaults, protection) = (try await context.store.lockRecords(user), r.vaults, context.permissions)
+                    try await context.vaultCalls.run(user: user, "the unlock at unregister") { try protection.unlock(records, directories: vaults, key: nil) }
                     detail = "unregistered; the lock was lifted (owner and mode restored)"
                 } catch let error as VaultOpenError {
                     // Nothing is touched: the path no longer leads to the registered vault.
-                    await vaultWarning(r, "unregister", error)
+                    await context.vaultWarning(r, "unregister", error)
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
                 } catch let error as FileSystemError where error.code == EPERM {
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
                 } catch {
-                    throw failure(user, "unregister", error)
+                    throw context.failure(user, "unregister", error)
                 }
             }
             // Read before the delete, to release the server's connection after it: a read
@@ -235,17 +236,17 @@ extension Manager {
             let connection: SAPConnectionRecord?
             let credentials: ServerCredentials?
             do {
-                connection = try await store.sapConnection(registration: r.id)
-                credentials = try await store.credentials(user)
+                connection = try await context.store.sapConnection(registration: r.id)
+                credentials = try await context.store.credentials(user)
             } catch {
-                throw stateFailure(user, "unregister", error)
+                throw context.stateFailure(user, "unregister", error)
             }
-            try await store.delete(user, event: event(user, .unregister, .admin, detail, at: clock.now().wall))
+            try await context.store.delete(user, event: context.event(user, .unregister, .admin, detail, at: context.clock.now().wall))
             forgetRegistration(turn.registration)
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
             releaseConnection(user: user, connection: connection, credentials: credentials)
-            logger.notice(
+            context.logger.notice(
                 "unregistered \(user)",
                 metadata: [
                     "user": .string(user), "action": "unregister", "message_id": MessageID.unregistered.metadata,

@@ -13,7 +13,8 @@ import LockwipeWipe
 final class Registration {
     let id: String
     let user: String
-    private let store: StateStore
+    /// What its operations work with (the Manager's, built once).
+    let context: RegistrationContext
     private let turns = TurnQueue()
     /// Counts the turns that ended, of every registration (the registry's).
     private let ended: TurnsEnded
@@ -32,10 +33,10 @@ final class Registration {
     /// The wipe running now, while it runs: how far it is (`status` reads it here).
     var runningWipe: WipeProgress?
 
-    init(id: String, user: String, store: StateStore, ended: TurnsEnded) {
+    init(id: String, user: String, context: RegistrationContext, ended: TurnsEnded) {
         self.id = id
         self.user = user
-        self.store = store
+        self.context = context
         self.ended = ended
     }
 
@@ -87,7 +88,7 @@ final class Registration {
 
     /// The record of this registration (this id) as the store has it now.
     fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
-        guard let r = try await store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await context.store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
         return inForce(r)
     }
 }
@@ -158,7 +159,7 @@ extension Manager {
     /// next turn reuses when nothing can have changed it since).
     func registration(named user: String) async throws -> FoundRegistration {
         let since = turnsEnded.count
-        guard let r = try await store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
     }
 
@@ -172,7 +173,7 @@ extension Manager {
     /// store no longer has gets one too: its turn finds it gone.
     func registration(id: String, user: String) -> Registration {
         if let known = registrations[id] { return known }
-        let made = Registration(id: id, user: user, store: store, ended: turnsEnded)
+        let made = Registration(id: id, user: user, context: context, ended: turnsEnded)
         registrations[id] = made
         return made
     }
@@ -189,7 +190,7 @@ extension Manager {
         } catch {
             // Its record could not be read: nothing is done blind; still due, so the next
             // evaluation (or start) does it.
-            stateNotice("\(what) of \(registration.user) did not run now (retried at the next evaluation)", user: registration.user, error)
+            context.stateNotice("\(what) of \(registration.user) did not run now (retried at the next evaluation)", user: registration.user, error)
         }
     }
 
@@ -200,7 +201,7 @@ extension Manager {
         } catch ManagerError.noSuchRegistration {
             return
         } catch {
-            stateNotice("\(what) of \(user) did not run now (retried at the next evaluation)", user: user, error)
+            context.stateNotice("\(what) of \(user) did not run now (retried at the next evaluation)", user: user, error)
         }
     }
 

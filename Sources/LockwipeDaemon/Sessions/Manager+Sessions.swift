@@ -14,7 +14,7 @@ extension Manager {
         logout.timers = timers ?? EventLoopDeadlines(events: timerEvents)
         guard let watcher else {
             logout.unavailable = unavailableReason ?? "no session watcher"
-            logger.notice(
+            context.logger.notice(
                 "lock on logout is disabled: \(logout.unavailable!)",
                 metadata: [
                     "message_id": MessageID.logoutLockUnavailable.metadata
@@ -28,7 +28,7 @@ extension Manager {
             }
         } catch {
             logout.unavailable = "\(error)"
-            logger.warning(
+            context.logger.warning(
                 "lock on logout is disabled: cannot watch logind: \(error)",
                 metadata: [
                     "message_id": MessageID.logoutLockUnavailable.metadata
@@ -53,7 +53,7 @@ extension Manager {
 
     /// Brings every registration's pending logout lock in line with its state, its
     /// `lock_timeout` and its user's sessions. Called on every session change and from
-    /// ``reschedule()``, i.e. after every change of registrations, policy or configuration.
+    /// ``reschedule()``, i.e. after every change of registrations, policy or context.configuration.
     func refreshLogoutLocks() async {
         guard logout.watcher != nil, !stopped else { return }
         // The Manager is free while the store is read: a refresh begun later may finish
@@ -62,22 +62,22 @@ extension Manager {
         let mine = logout.refreshes
         let registrations: [RegistrationRecord]
         do {
-            registrations = try await store.registrations()
+            registrations = try await context.store.registrations()
         } catch {
             // Fail closed: the timers stay as they are (none is dropped); the next refresh retries.
-            return stateNotice("the locks on logout are not refreshed", error)
+            return context.stateNotice("the locks on logout are not refreshed", error)
         }
         guard mine == logout.refreshes, let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
         let now = timers.now()
         var watched = Set<String>()
         for r in registrations where r.state == .active {
-            let (passcode, source) = passcodePolicy(for: r)
+            let (passcode, source) = context.passcodePolicy(for: r)
             guard passcode.lockTimeout > 0 else { continue }
             watched.insert(r.user)
             var t = logout.users[r.user] ?? LogoutLocks.Tracked(uid: r.uid)
             if watcher.loginSessions(uid: r.uid) > 0 {
                 if t.noSessionSince != nil, t.sawSession || t.timer != nil {
-                    logger.info(
+                    context.logger.info(
                         "\(r.user) logged in again; the pending lock on logout is cancelled",
                         metadata: ["user": .string(r.user)])
                 }
@@ -88,7 +88,7 @@ extension Manager {
             } else {
                 if t.noSessionSince == nil {
                     t.noSessionSince = now
-                    logger.info(
+                    context.logger.info(
                         t.sawSession
                             ? "the last session of \(r.user) ended; locking in \(passcode.lockTimeout) s unless they log in again"
                             : "\(r.user) has no login session; locking in \(passcode.lockTimeout) s unless they log in",
@@ -136,7 +136,7 @@ extension Manager {
         do {
             _ = try await lock(user: user, trigger: .logout, reason: reason)
         } catch {
-            logger.error(
+            context.logger.error(
                 "lock on logout of \(user) failed: \(error)",
                 metadata: [
                     "user": .string(user), "message_id": MessageID.actionFailed.metadata,
@@ -147,7 +147,7 @@ extension Manager {
     /// For `status`: lock on logout cannot work here but a registration asks for it.
     func logoutLockWarnings(_ list: [RegistrationRecord]) -> [String] {
         guard logout.watcher == nil, let why = logout.unavailable else { return [] }
-        let users = list.filter { $0.state == .active && passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)
+        let users = list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)
         guard !users.isEmpty else { return [] }
         return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
     }

@@ -8,23 +8,9 @@ import NIOCore
 /// clocks, next actions, key and check-in state, and the warnings an operator must read),
 /// `history`, the policy in force, and the one-line summary for systemd's STATUS=.
 extension Manager {
-    /// One registration evaluated as of a clock reading: its offline time and the next
-    /// action its policy schedules. Computed once per registration and pass, and shared
-    /// by what that pass reports (STATUS=, the wake-up, warnings, `status`).
-    struct Outlook {
-        var record: RegistrationRecord
-        var offline: Int64
-        var next: ScheduledAction?
-    }
-
-    func outlook(_ r: RegistrationRecord, _ reading: ClockReading, policy p: Policy? = nil) -> Outlook {
-        let offline = offlineNow(r, reading)
-        let next = PolicyEvaluator.evaluate(policy: p ?? policy(for: r).policy, state: r.state, offlineSeconds: offline, leaseEndsAt: leaseEndsAt(r)).next
-        return Outlook(record: r, offline: offline, next: next)
-    }
 
     func outlooks(_ reading: ClockReading) async throws -> [Outlook] {
-        try await store.registrations().map { outlook(recorded($0), reading) }
+        try await context.store.registrations().map { context.outlook(inForce($0), reading) }
     }
 
     func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
@@ -34,25 +20,18 @@ extension Manager {
         }
     }
 
-    /// The offline time of `r` as of `reading`, without persisting a checkpoint (reads
-    /// never write). Every schedule and report is computed from this, never from the stored
-    /// checkpoint alone, which is as old as the last evaluation.
-    func offlineNow(_ r: RegistrationRecord, _ reading: ClockReading) -> Int64 {
-        r.state.isWipeCommitted ? r.clock.offlineSeconds : r.clock.advanced(to: reading).clock.offlineSeconds
-    }
-
     public func statusLine() async -> String {
-        if let damage = store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
+        if let damage = context.store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
         do {
-            return StatusSummary.line(summaryEntries(try await outlooks(clock.now())))
+            return StatusSummary.line(summaryEntries(try await outlooks(context.clock.now())))
         } catch {
             return "the state database cannot be read: \(ErrorWords.of(error))"
         }
     }
 
     public func status(for caller: Caller, user: String?) async throws -> StatusReport {
-        let reading = clock.now()
-        let everyone = try await store.registrations().map(recorded)
+        let reading = context.clock.now()
+        let everyone = try await context.store.registrations().map(inForce)
         var list = everyone.filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
@@ -60,12 +39,12 @@ extension Manager {
             list = list.filter { $0.user == user }
             if list.isEmpty { throw ManagerError.noSuchRegistration(user) }
         }
-        let server = configuration.server
-        let connections = server.sapIdentity == nil ? [:] : try await store.sapConnections()
+        let server = context.configuration.server
+        let connections = server.sapIdentity == nil ? [:] : try await context.store.sapConnections()
         var infos: [RegistrationInfo] = []
         for r in list {
-            let (p, source) = policy(for: r)
-            let evaluated = outlook(r, reading, policy: p)
+            let (p, source) = context.policy(for: r)
+            let evaluated = context.outlook(r, reading, policy: p)
             let (offline, next) = (evaluated.offline, evaluated.next)
             var info = RegistrationInfo(
                 user: r.user, uid: r.uid, state: r.state, protection: r.protection, directories: r.directories,
@@ -103,7 +82,7 @@ extension Manager {
             info.registrationId = r.id
             info.lease = leaseInfo(r, offline: offline)
             let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
-            if let waits = PolicyLockLift.waitingFor(lock, user: r.user, setting: configuration.liftAfterContact, serverConfigured: server.isConfigured) {
+            if let waits = PolicyLockLift.waitingFor(lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured) {
                 info.lockLiftable = r.lockLiftable
                 info.lockWaitsFor = waits
             }
@@ -114,7 +93,7 @@ extension Manager {
             infos.append(info)
         }
         let warnings = StatusWarnings.list(
-            list, server: server, adminGroup: caller.adminGroupExists ? nil : configuration.adminGroup, logout: logoutLockWarnings(list),
+            list, server: server, adminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup, logout: logoutLockWarnings(list),
             connectionProblems: infos.compactMap { info in info.sapConnectionProblem.map { (info.user, $0) } }, rejectedReload: rejectedReload,
             serverResets: infos.compactMap { info in info.sapReset.map { (info.user, $0) } },
             policyNotes: infos.compactMap { info in info.serverPolicyNote.map { (info.user, $0) } })
@@ -132,9 +111,9 @@ extension Manager {
         // 0 means none, as journalctl's -n 0; a negative count means nothing.
         guard limit >= 0 else { throw ManagerError.invalidParameter("limit", reason: "the number of events must be 0 or more, not \(limit)") }
         // At most HistoryRetention.maxReplyBytes, whatever is stored (issue 40, finding 5).
-        let (events, truncated) = try await store.history(
+        let (events, truncated) = try await context.store.history(
             user: user, limit: min(limit, 10_000), owner: owner, since: since, maxBytes: HistoryRetention.maxReplyBytes)
-        let certificates = try await store.certificates(ids: events.compactMap(\.certificate))
+        let certificates = try await context.store.certificates(ids: events.compactMap(\.certificate))
         return HistoryReply(
             events: events.map {
                 let run = $0.repeats.flatMap { $0 > 1 ? $0 : nil }
@@ -148,32 +127,32 @@ extension Manager {
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
     /// every registration), else the local one. Each registration shows its own too.
-    public func policyInfo() async throws -> PolicyInfo { policyInfo(try await store.registrations()) }
+    public func policyInfo() async throws -> PolicyInfo { policyInfo(try await context.store.registrations()) }
 
     private func policyInfo(_ list: [RegistrationRecord]) -> PolicyInfo {
-        if configuration.server.isConfigured,
+        if context.configuration.server.isConfigured,
             let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
             let p = newest.server.policy
         {
             return PolicyInfo(policy: p, source: "server")
         }
-        return PolicyInfo(policy: configuration.policy, source: "local")
+        return PolicyInfo(policy: context.configuration.policy, source: "local")
     }
 
     /// The users an action targets: one by name, or every registration.
     public func targets(user: String?, all: Bool) async throws -> [String] {
-        if all { return try await store.registrations().map(\.user) }
+        if all { return try await context.store.registrations().map(\.user) }
         guard let user else { throw ManagerError.invalidParameter("user", reason: "give a user or all") }
-        guard try await store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
+        guard try await context.store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
         return [user]
     }
 
-    public func registrationUID(_ user: String) async throws -> UInt32? { try await store.registration(user)?.uid }
+    public func registrationUID(_ user: String) async throws -> UInt32? { try await context.store.registration(user)?.uid }
 
-    public func registration(_ user: String) async throws -> RegistrationRecord? { try await store.registration(user) }
+    public func registration(_ user: String) async throws -> RegistrationRecord? { try await context.store.registration(user) }
 
     /// The names of the registrations that are `uid`'s own (`Ownership.isOwn`).
     public func ownRegistrations(uid: UInt32) async throws -> [String] {
-        try await store.registrations().filter { Ownership.isOwn(registrationUID: $0.uid, callerUID: uid) }.map(\.user)
+        try await context.store.registrations().filter { Ownership.isOwn(registrationUID: $0.uid, callerUID: uid) }.map(\.user)
     }
 }

@@ -7,11 +7,10 @@ import Logging
 /// Offline codes (docs/offline-codes.md): a challenge for the helpdesk, its response
 /// entered once, and the machine's key. The encoding and the key derivation are
 /// `OfflineCode`'s (LockwipeCore); what a response may lift is `PolicyLockLift`'s, with
-/// proof `.offlineCode`; the lift itself is the server contact's (`unlockAfterContact`),
+/// proof `.offlineCode`; the lift itself is the server contact's (`openWithoutPasscode`),
 /// and the lease that comes with it `grantLease`'s. Wrong responses back off as wrong
 /// passcodes do (`PasscodeBackoff`) and never count toward `retry_limit`.
 extension Manager {
-    var offlineCodeKeyFile: OfflineCodeKeyFile { OfflineCodeKeyFile(stateDirectory: paths.stateDirectory) }
 
     /// Whether offline codes are provisioned, for `status` (a key that cannot be read, or was
     /// derived for another machine id, is said so in `machine`'s place).
@@ -19,12 +18,12 @@ extension Manager {
     /// at the next call. Entering a code reads the key file itself.
     public func offlineCodesInfo() async -> OfflineCodesInfo {
         if let known = offlineCodesKnown { return known }
-        let file = offlineCodeKeyFile
+        let file = context.offlineCodeKeyFile
         let stored: UInt64?
-        let now: OfflineCodeEpoch
+        let now: RegistrationContext.OfflineCodeEpoch
         do {
             stored = try await BlockingPool.run { try file.load()?.machine }
-            now = try await offlineCodeEpoch()
+            now = try await context.offlineCodeEpoch()
         } catch {
             // The key file, the counters, or /etc/machine-id, which the codes name the machine by.
             return OfflineCodesInfo(provisioned: false, machine: "cannot be checked: \(ErrorWords.of(error))")
@@ -49,34 +48,20 @@ extension Manager {
         return offlineCodesKnown ?? info
     }
 
-    /// The machine's offline codes now: the key epoch their counters are of, whether those
-    /// are used up, and this machine's field in that epoch's challenges.
-    struct OfflineCodeEpoch {
-        var epoch: Int
-        var usedUp: Bool
-        var machine: UInt64
-    }
-
-    func offlineCodeEpoch() async throws -> OfflineCodeEpoch {
-        let (epoch, usedUp) = try await store.offlineCodeEpoch()
-        let machine = try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine(epoch: epoch) }
-        return OfflineCodeEpoch(epoch: epoch, usedUp: usedUp, machine: machine)
-    }
-
     // MARK: Provision
 
     /// Stores this machine's key (derived by the caller from the fleet secret for `machine`).
     public func provisionOfflineCodes(machine: String, machineKey: String, by caller: Caller) async throws -> ProvisionOfflineCodesReply {
-        guard let key = Self.bytes(hex: machineKey), key.count == 32 else {
+        guard let key = Registration.bytes(hex: machineKey), key.count == 32 else {
             throw ManagerError.invalidParameter("machine_key", reason: "the machine key must be 32 bytes in hex (64 hex digits)")
         }
         // The key is for the current epoch, or for the next once the current one's
         // counters are used up; the counters move to it before its key is stored, so that
         // no crash leaves a used-up epoch counting again, nor the old key with new counters.
-        let now: OfflineCodeEpoch
+        let now: RegistrationContext.OfflineCodeEpoch
         let this: UInt64
         do {
-            now = try await offlineCodeEpoch()
+            now = try await context.offlineCodeEpoch()
             let target = now.usedUp ? now.epoch + 1 : now.epoch
             this = now.usedUp ? try await BlockingPool.run { try OfflineCodeKeyFile.thisMachine(epoch: target) } : now.machine
         } catch {
@@ -92,13 +77,13 @@ extension Manager {
         if now.usedUp {
             let moved: Bool
             do {
-                moved = try await store.advanceOfflineCodeEpoch(to: target, event: nil)
+                moved = try await context.store.advanceOfflineCodeEpoch(to: target, event: nil)
             } catch {
-                throw stateFailure("this machine", "provisioning the offline codes", error)
+                throw context.stateFailure("this machine", "provisioning the offline codes", error)
             }
             guard moved else { throw ManagerError.actionFailed("the offline codes were provisioned meanwhile: run provision again") }
         }
-        let file = offlineCodeKeyFile
+        let file = context.offlineCodeKeyFile
         let replaced: Bool
         do {
             replaced = try await BlockingPool.run { try file.store(.init(machine: this, key: key)) }
@@ -109,7 +94,7 @@ extension Manager {
         let detail =
             (replaced ? "offline-code key replaced" : "offline codes provisioned") + " for machine \(OfflineCode.hex(machine: this))"
             + (target > 0 ? " at key epoch \(target)" : "") + "; the fleet secret was not stored"
-        logger.notice(
+        context.logger.notice(
             "\(detail)",
             metadata: [
                 "message_id": MessageID.offlineCodesProvisioned.metadata, "machine": .string(OfflineCode.hex(machine: this)),
@@ -123,7 +108,7 @@ extension Manager {
     /// A new challenge for `user` (replacing her outstanding one): to lift her lock
     /// (`extendDays` nil), or to extend her offline lease by `extendDays`.
     public func offlineCodeChallenge(user: String, extendDays: Int?, by caller: Caller) async throws -> OfflineCodeChallengeReply {
-        let maxDays = min(configuration.offlineCodes.maxLeaseDays, OfflineCode.maxDays)
+        let maxDays = min(context.configuration.offlineCodes.maxLeaseDays, OfflineCode.maxDays)
         if let days = extendDays, days < 1 || days > maxDays {
             throw ManagerError.invalidParameter(
                 "extend_days", reason: "an extension of \(days) day\(days == 1 ? "" : "s") is refused: it must be 1 to \(maxDays) days ([offline_codes] max_lease_days)")
@@ -143,15 +128,15 @@ extension Manager {
             guard !r.state.isWipeCommitted else {
                 throw ManagerError.wrongState(user: user, current: r.state, reason: "\(user) is \(r.state.rawValue): an offline code cannot undo a wipe")
             }
-            if request == .lift, let why = Self.nothingToLift(r) { throw ManagerError.actionFailed(why) }
-            let now = clock.now().wall
+            if request == .lift, let why = Registration.nothingToLift(r) { throw ManagerError.actionFailed(why) }
+            let now = context.clock.now().wall
             let registrationBits = OfflineCode.registrationBits(ofID: r.id)
-            let detailWithout = "challenge to \(request) by \(Self.who(caller))"
+            let detailWithout = "challenge to \(request) by \(Registration.who(caller))"
             var challenge = OfflineCode.Challenge(machine: machine, registration: registrationBits, request: request, counter: 0)
-            let template = event(user, .offlineCodeChallenge, Self.trigger(caller), detailWithout, at: now)
+            let template = context.event(user, .offlineCodeChallenge, Registration.trigger(caller), detailWithout, at: now)
             let issue: OfflineChallengeIssue
             do {
-                issue = try await store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, epoch: epoch, at: now) {
+                issue = try await context.store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, epoch: epoch, at: now) {
                     [challenge] counter in
                     var c = challenge
                     c.counter = counter
@@ -160,7 +145,7 @@ extension Manager {
                     return e
                 }
             } catch {
-                throw stateFailure(user, "the offline-code challenge", error)
+                throw context.stateFailure(user, "the offline-code challenge", error)
             }
             let counter: UInt32
             switch issue {
@@ -170,7 +155,7 @@ extension Manager {
                 if Int64(c) == OfflineCode.countersPerEpoch { offlineCodesKnown = nil }
             case .usedUp(let e):
                 offlineCodesKnown = nil
-                logger.error(
+                context.logger.error(
                     "the offline codes of key epoch \(e) are used up: no challenge is given until they are provisioned again",
                     metadata: ["user": .string(user), "message_id": MessageID.offlineCodeRefused.metadata, "epoch": "\(e)"])
                 throw ManagerError.actionFailed(
@@ -185,13 +170,13 @@ extension Manager {
                 throw ManagerError.actionFailed("the offline codes were provisioned again while the challenge was asked: ask again")
             }
             challenge.counter = counter
-            var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: detailWithout, id: .offlineCodeChallenge)
+            var meta = context.journalFields(r, action: "offline-code", trigger: Registration.trigger(caller), reason: detailWithout, id: .offlineCodeChallenge)
             meta["request"] = .string(request.description)
             meta["challenge"] = .string(challenge.text)
             meta["counter"] = "\(counter)"
             meta["machine"] = .string(machineHex)
             meta["peer_uid"] = "\(caller.credentials.uid)"
-            logger.notice("offline-code challenge for \(user): \(request)", metadata: meta)
+            context.logger.notice("offline-code challenge for \(user): \(request)", metadata: meta)
             return OfflineCodeChallengeReply(user: user, challenge: challenge.text, machine: machineHex, request: request.description)
         }
     }
@@ -201,219 +186,12 @@ extension Manager {
     /// The helpdesk's response to `user`'s outstanding challenge: does what it asked, once.
     public func offlineCodeEnter(user: String, code: String, by caller: Caller) async throws -> ActionResult {
         let result = try await registration(named: user).withTurn { turn in
-            try await offlineCodeEnter(in: turn, code: code, by: caller)
+            try await turn.registration.offlineCodeEnter(in: turn, code: code, by: caller)
         }
         await reschedule()
         return result
     }
 
-    private func offlineCodeEnter(in turn: borrowing RegistrationTurn, code: String, by caller: Caller) async throws -> ActionResult {
-        let r = turn.record
-        let user = r.user
-        let now = clock.now().wall
-        let trigger = Self.trigger(caller)
-        guard let row = try await readOrFail(user, { try await self.store.offlineChallenge(user, registrationID: r.id) }), let counter = row.counter else {
-            try await refuse(
-                r, caller, "no challenge is outstanding for \(user) (it was used, or none was asked): ask for one with lockwipectl offline-code challenge",
-                as: ManagerError.actionFailed)
-        }
-        if let at = PasscodeBackoff.standard.retryAt(failures: row.failures, lastFailure: row.failedAt, now: now) {
-            try await refuse(
-                r, caller,
-                "\(row.failures) wrong offline codes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); this code was not tried and does not count",
-                failures: row.failures)
-        }
-        let canonical: String
-        do {
-            canonical = try OfflineCode.readResponse(code)
-        } catch {
-            // A code that does not read cannot be right: it is not tried and not counted.
-            try await refuse(r, caller, "the code does not read: \(error.description)", failures: row.failures) {
-                ManagerError.invalidParameter("code", reason: $0)
-            }
-        }
-        let stored: OfflineCodeKeyFile.Contents?
-        let this: UInt64
-        do {
-            let file = offlineCodeKeyFile
-            stored = try await BlockingPool.run { try file.load() }
-            this = try await offlineCodeEpoch().machine
-        } catch {
-            throw ManagerError.actionFailed("offline codes cannot be checked: \(ErrorWords.of(error))")
-        }
-        guard let stored, stored.machine == this else {
-            throw ManagerError.actionFailed("offline codes are not provisioned on this machine: an administrator runs lockwipectl offline-code provision --fleet-key-file FILE")
-        }
-        let request: OfflineCode.Request = row.days == 0 ? .lift : .extend(days: row.days)
-        let challenge = OfflineCode.Challenge(machine: this, registration: OfflineCode.registrationBits(ofID: r.id), request: request, counter: counter)
-        guard OfflineCode.accepts(canonical, challenge: challenge, machineKey: stored.key) else {
-            let count: Int
-            do {
-                let template = event(user, .offlineCodeRefused, trigger, "", at: now)
-                let wrong = "wrong offline code from \(Self.who(caller)) for \(challenge.text)"
-                count = try await store.recordOfflineCodeFailure(user, registrationID: r.id, at: now) { count in
-                    var e = template
-                    e.detail = "\(wrong) (\(count) in a row)"
-                    return e
-                }
-            } catch {
-                throw stateFailure(user, "the offline code (a wrong code was given and could not be counted)", error)
-            }
-            let wait = PasscodeBackoff.standard.delay(afterFailures: count)
-            logRefusal(r, caller, "wrong offline code", failures: count, challenge: challenge.text)
-            throw ManagerError.notPermitted(
-                "wrong offline code for \(challenge.text) (\(count) in a row"
-                    + (wait > 0 ? "; the next attempt is allowed in \(wait) s" : "") + "); wrong codes never wipe: check what was read out, or ask for a new challenge")
-        }
-        // Right: the challenge is used up first, so that no failure below leaves it usable twice.
-        let accepted = "offline code for \(challenge.text) (\(request)) accepted from \(Self.who(caller))"
-        let used: Bool
-        do {
-            used = try await store.useOfflineChallenge(user, registrationID: r.id, counter: counter, event: event(user, .offlineCodeAccepted, trigger, accepted, at: now))
-        } catch {
-            throw stateFailure(user, "the offline code", error)
-        }
-        guard used else { try await refuse(r, caller, "the challenge \(challenge.text) was used meanwhile", as: ManagerError.actionFailed) }
-        var meta = journalFields(r, action: "offline-code", trigger: trigger, reason: accepted, id: .offlineCodeAccepted)
-        meta["request"] = .string(request.description)
-        meta["challenge"] = .string(challenge.text)
-        meta["counter"] = "\(counter)"
-        meta["peer_uid"] = "\(caller.credentials.uid)"
-        logger.notice("\(accepted)", metadata: meta)
-        let requester = "the helpdesk's code entered by \(Self.who(caller))"
-        switch request {
-        case .extend(let days):
-            let lease = try await grantLease(
-                until: now + Int64(days) * OfflineLease.day, source: .offlineCode, reference: challenge.text, requester: requester, in: turn)
-            return ActionResult(
-                user: user, action: "offline-code", state: turn.record.state, detail: "offline lease extended: offline until \(Timestamp.iso(lease.until))")
-        case .lift:
-            return try await liftWithOfflineCode(in: turn, challenge: challenge.text, requester: requester, caller: caller)
-        }
-    }
-
-    /// Lifts `turn`'s policy lock (`PolicyLockLift`, proof `.offlineCode`), as a server
-    /// contact does, and grants the lease of `unlock_lease_days` that comes with it.
-    private func liftWithOfflineCode(in turn: borrowing RegistrationTurn, challenge: String, requester: String, caller: Caller) async throws -> ActionResult {
-        let r = turn.record
-        let user = r.user
-        var opens = r.protection != .encrypted
-        if !opens, let key = try await readOrFail(user, { try await self.store.vaultKey(user) }) { opens = key.wrapped.wrapping == .machine }
-        // The setting and `liftable` do not change what an offline code does.
-        let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)
-        let now = clock.now().wall
-        let reason = "lifted with the helpdesk's offline code for \(challenge), entered by \(Self.who(caller))"
-        var detail: String
-        var state = r.state
-        switch PolicyLockLift.decide(lock, proof: .offlineCode, setting: .atLogin, opens: opens) {
-        case .notAPolicyLock, .stays, .becomesLiftable:
-            throw ManagerError.actionFailed("the code was right but there is nothing to lift: \(Self.nothingToLift(r) ?? "\(user) is \(r.state.rawValue)")")
-        case .lift:
-            do {
-                guard try await unlockAfterContact(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
-            } catch {
-                throw failure(user, "unlock", error)
-            }
-            do {
-                try await store.commitUnlock(user, clock: nil, event: event(user, .unlock, Self.trigger(caller), reason, at: now))
-            } catch {
-                throw stateFailure(user, "unlock", error)
-            }
-            var meta = journalFields(r, action: "unlock", trigger: Self.trigger(caller), reason: reason, id: .unlocked)
-            meta["peer_uid"] = "\(caller.credentials.uid)"
-            logger.notice("unlocked \(user): \(reason)", metadata: meta)
-            detail = "unlocked with the offline code"
-            state = .active
-        case .handBack:
-            let handed = reason + "; the vault stays locked until its passcode is given (lockwipectl unlock)"
-            do {
-                try await store.commitHandBack(user, event: event(user, .lockLifted, Self.trigger(caller), handed, at: now))
-            } catch {
-                throw stateFailure(user, "unlock", error)
-            }
-            logger.notice("\(user): \(handed)", metadata: journalFields(r, action: "unlock", trigger: Self.trigger(caller), reason: handed, id: .unlocked))
-            detail = "the policy lock was lifted with the offline code; unlock the vault with its passcode (lockwipectl unlock)"
-        }
-        try await turn.refresh()
-        let days = configuration.offlineCodes.unlockLeaseDays
-        if days > 0 {
-            do {
-                let lease = try await grantLease(
-                    until: now + Int64(days) * OfflineLease.day, source: .offlineCode, reference: challenge, requester: requester, in: turn)
-                detail += "; offline until \(Timestamp.iso(lease.until))"
-            } catch {
-                detail += "; the offline lease that comes with it FAILED: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
-            }
-        }
-        return ActionResult(user: user, action: "offline-code", state: state, detail: detail)
-    }
-
     // MARK: Helpers
 
-    /// Why there is no lock for an offline code to lift in `r`, or nil when there is one.
-    static func nothingToLift(_ r: RegistrationRecord) -> String? {
-        let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)
-        if lock.isPolicyLock { return nil }
-        guard r.state.isLockCommitted else { return "\(r.user) is \(r.state.rawValue), not locked: an offline code lifts a lock (ask with --extend DAYS for a lease)" }
-        return "the lock of \(r.user) was set by \(r.lockTrigger?.rawValue ?? "an unknown trigger"), not by the policy server or the offline policy: "
-            + "an offline code lifts only those (the passcode or an administrator lifts this one)"
-    }
-
-    static func trigger(_ caller: Caller) -> Trigger { caller.isAdmin ? .admin : .user }
-
-    static func who(_ caller: Caller) -> String {
-        "\(caller.userName ?? "uid \(caller.credentials.uid)") (uid \(caller.credentials.uid))"
-    }
-
-    private func readOrFail<T>(_ user: String, _ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch {
-            throw stateFailure(user, "the offline code", error)
-        }
-    }
-
-    /// Records a refused code (history and journal) and throws the refusal; nothing is
-    /// counted. Such refusals are not held back by anything, so a run of them is one history
-    /// event with a count (`StateStore.appendRepeatable`, issue 40).
-    private func refuse(
-        _ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int? = nil, as error: (String) -> ManagerError = ManagerError.notPermitted
-    ) async throws -> Never {
-        let run: Int
-        do {
-            run = try await store.appendRepeatable(
-                event(r.user, .offlineCodeRefused, Self.trigger(caller), "offline code from \(Self.who(caller)) refused: \(why)", at: clock.now().wall))
-        } catch {
-            throw stateFailure(r.user, "the offline code", error)
-        }
-        if HistoryRetention.journals(repeat: run) {
-            logRefusal(r, caller, why, failures: failures, challenge: nil, run: run)
-        }
-        throw error(why)
-    }
-
-    private func logRefusal(_ r: RegistrationRecord, _ caller: Caller, _ why: String, failures: Int?, challenge: String?, run: Int = 1) {
-        var meta = journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: why, id: .offlineCodeRefused)
-        meta["peer_uid"] = "\(caller.credentials.uid)"
-        // A run of the same refusal: the journal has its first ten and every hundredth.
-        if run > 1 { meta["repeats"] = "\(run)" }
-        if let failures { meta["failed_attempts"] = "\(failures)" }
-        if let challenge { meta["challenge"] = .string(challenge) }
-        let repeated = run > 10 ? " (refused \(run) times in a row; the journal shows the first ten and every hundredth)" : ""
-        logger.warning("offline code for \(r.user) refused: \(why)\(repeated)", metadata: meta)
-    }
-
-    static func bytes(hex: String) -> [UInt8]? {
-        let chars = Array(hex.utf8)
-        guard chars.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(chars.count / 2)
-        var i = 0
-        while i < chars.count {
-            guard let b = UInt8(String(decoding: chars[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            out.append(b)
-            i += 2
-        }
-        return out
-    }
 }

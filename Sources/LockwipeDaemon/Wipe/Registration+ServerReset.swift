@@ -11,36 +11,36 @@ import Logging
 /// (`TimerEvents`, as unregister does), with the credentials read before. The wipe never
 /// waits on the DELETE; a failed DELETE is journalled and recorded in `status`, and does
 /// not bring the credentials back: the wipe is SAP's order to give the enrolment up.
-extension Manager {
+extension Registration {
     /// Resets `turn`'s registration after a wipe with `trigger`, once: a registration that
     /// has no token, refresh token nor connection id left has nothing to reset (a resumed
     /// wipe after a crash calls it again).
-    func resetServerIdentity(in turn: borrowing RegistrationTurn, trigger: Trigger) async {
-        let server = configuration.server
+    nonisolated(nonsending) func resetServerIdentity(in turn: borrowing RegistrationTurn, trigger: Trigger) async {
+        let server = context.configuration.server
         guard ServerReset.applies(protocol: server.serverProtocol, trigger: trigger), server.sapIdentity != nil else { return }
         let r = turn.record
         let (user, asked) = (r.user, r.id)
         let credentials: ServerCredentials?
         let connection: SAPConnectionRecord?
         do {
-            credentials = try await store.credentials(user)
-            connection = try await store.sapConnection(registration: asked)
+            credentials = try await context.store.credentials(user)
+            connection = try await context.store.sapConnection(registration: asked)
         } catch {
-            return stateNotice("the SAP full reset of \(user) after its wipe is not made (its credentials are kept)", user: user, error)
+            return context.stateNotice("the SAP full reset of \(user) after its wipe is not made (its credentials are kept)", user: user, error)
         }
         let id = connection?.id
         guard credentials?.token != nil || credentials?.refreshToken != nil || id != nil else { return }
         let enrol = ServerReset.enrolCommands(user: user, oauth: server.oauth != nil)
-        let now = clock.now().wall
+        let now = context.clock.now().wall
         let detail =
             "SAP full reset after the \(trigger.rawValue) wipe: token, refresh token and connection id forgotten"
             + (id.map { ", connection \($0) to be deleted on the server" } ?? "") + "; enrol \(user) again: \(enrol)"
         do {
-            try await store.commitServerReset(
+            try await context.store.commitServerReset(
                 user: user, registration: asked, connection: id, result: ServerReset.pendingResult(connection: id),
-                event: event(user, .connection, trigger, detail, at: now))
+                event: context.event(user, .connection, trigger, detail, at: now))
         } catch {
-            logger.error(
+            context.logger.error(
                 "the SAP full reset of \(user) after its wipe could not be recorded; its credentials are kept: \(ErrorWords.of(error))",
                 metadata: ["user": .string(user), "action": "reset", "message_id": MessageID.actionFailed.metadata])
             return
@@ -50,14 +50,14 @@ extension Manager {
             "message_id": MessageID.serverReset.metadata,
         ]
         if let id { meta["connection_id"] = .string(id) }
-        guard let id, let fetcher else {
+        guard let id, let fetcher = context.fetcher else {
             meta["result"] = .string(ServerReset.pendingResult(connection: id))
-            return logger.notice("\(user): \(detail)", metadata: meta)
+            return context.logger.notice("\(user): \(detail)", metadata: meta)
         }
         meta["result"] = "pending"
-        logger.notice("\(user): \(detail)", metadata: meta)
-        let (logger, store, base) = (self.logger, self.store, meta)
-        timerEvents.post {
+        context.logger.notice("\(user): \(detail)", metadata: meta)
+        let (logger, store, base) = (context.logger, context.store, meta)
+        context.timerEvents.post {
             let failure = await fetcher.deleteConnection(id, user: user, credentials: credentials, server: server)
             let result = ServerReset.result(deleteFailure: failure)
             var m = base

@@ -8,19 +8,19 @@ import Logging
 /// it does (no I/O), this carries the effects out in the registration's turn, in the decision's
 /// order: journal lines, the lock change, one store transaction, the answer's journal
 /// line, then a lock or wipe the server ordered.
-extension Manager {
+extension Registration {
     /// Applies one answer in the turn of the registration that asked (an answer to a
     /// registration gone meanwhile is dropped before: `dropStale`).
-    func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: CheckInPurpose, elapsedUSEC: Int64) async -> ActionResult {
+    nonisolated(nonsending) func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: Manager.CheckInPurpose, elapsedUSEC: Int64) async -> ActionResult {
         let r = turn.record
         let user = r.user
         if r.state.isWipeCommitted {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
         }
-        let reading = clock.now()
+        let reading = context.clock.now()
         let meta: Logger.Metadata = [
             "user": .string(user), "uid": "\(r.uid)", "action": "check-in", "purpose": .string(purpose.rawValue),
-            "server": .string(configuration.server.url ?? ""), "elapsed_usec": "\(elapsedUSEC)",
+            "server": .string(context.configuration.server.url ?? ""), "elapsed_usec": "\(elapsedUSEC)",
         ]
         let decision = CheckInDecision.decide(await decisionInput(r, outcome), outcome)
         for line in decision.before { log(line, meta) }
@@ -41,15 +41,15 @@ extension Manager {
         case .lift(let unlocked):
             // The filesystem first, then the record (as unlock does).
             do {
-                guard try await unlockAfterContact(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
+                guard try await openWithoutPasscode(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
                 lock = .lifted
                 events.append(event(user, unlocked, at: reading.wall))
-                var m = journalFields(r, action: "unlock", trigger: .server, reason: unlocked.detail, id: .unlocked)
+                var m = context.journalFields(r, action: "unlock", trigger: .server, reason: unlocked.detail, id: .unlocked)
                 m["server"] = meta["server"]
-                logger.notice("unlocked \(user): \(unlocked.detail)", metadata: m)
+                context.logger.notice("unlocked \(user): \(unlocked.detail)", metadata: m)
                 notes.append("unlocked")
             } catch {
-                logger.error(
+                context.logger.error(
                     "unlock of \(user) after a server contact failed: \(ErrorWords.of(error))",
                     metadata: [
                         "user": .string(user), "action": "unlock", "message_id": MessageID.actionFailed.metadata,
@@ -60,22 +60,22 @@ extension Manager {
         do {
             try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
-            logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
+            context.logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
         if decision.newlyRejected, case .rejected(let status, let text) = outcome { announceRejection(r, status: status, text: text, reading: reading) }
         if case .becomesLiftable(let liftable) = decision.lockChange {
-            var m = journalFields(r, action: "lock-liftable", trigger: .server, reason: liftable.detail, id: .lockLiftable)
+            var m = context.journalFields(r, action: "lock-liftable", trigger: .server, reason: liftable.detail, id: .lockLiftable)
             m["server"] = meta["server"]
-            logger.notice("the lock of \(user) can be lifted: \(liftable.detail)", metadata: m)
+            context.logger.notice("the lock of \(user) can be lifted: \(liftable.detail)", metadata: m)
         }
         // Committed: the lock or wipe the server ordered, and the policy said below, start
         // from the record after it.
         do {
             try await turn.refresh()
         } catch {
-            logger.error(
+            context.logger.error(
                 "cannot read the registration of \(user) again after recording a server contact: \(ErrorWords.of(error))",
                 metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
             return ActionResult(
@@ -89,12 +89,12 @@ extension Manager {
         case .lock(let code, let reason):
             return await carryOut(r, "lock", code: code) {
                 // A lock the server orders again is no longer liftable by an earlier contact.
-                if turn.record.lockLiftable { try await self.store.clearLockLiftable(user) }
+                if turn.record.lockLiftable { try await context.store.clearLockLiftable(user) }
                 return try await self.lock(in: turn, trigger: .server, reason: reason)
             }
         case .wipe(let code, let reason):
             return await carryOut(r, "wipe", code: code) {
-                try await self.wipe(in: turn, trigger: .server, reason: reason, requester: WipeRequester(server: self.configuration.server.url))
+                try await wipe(in: turn, trigger: .server, reason: reason, requester: WipeRequester(server: context.configuration.server.url))
             }
         case .settingsLock, nil:
             break
@@ -110,16 +110,16 @@ extension Manager {
                 notes.append("locked by the server")
             } catch {
                 // In the journal and the result; the server's settings order it again at the next check-in.
-                notes.append("the lock the server ordered FAILED: \(failure(user, "lock", error).message)")
+                notes.append("the lock the server ordered FAILED: \(context.failure(user, "lock", error).message)")
             }
         }
-        let (p, source) = policy(for: turn.record)
+        let (p, source) = context.policy(for: turn.record)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
         return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
     }
 
     /// A lock or wipe the server ordered (403), carried out as any other lock or wipe.
-    private func carryOut(_ r: RegistrationRecord, _ action: String, code: String, _ body: () async throws -> ActionResult) async -> ActionResult {
+    private nonisolated(nonsending) func carryOut(_ r: RegistrationRecord, _ action: String, code: String, _ body: () async throws -> ActionResult) async -> ActionResult {
         let ordered = "the server ordered a \(action) (\(code))"
         do {
             let done = try await body()
@@ -133,22 +133,24 @@ extension Manager {
     /// What the decision reads of `r`. Whether the vault opens without its user is read only
     /// for an encrypted vault that is locked; a key that cannot be read counts as one the
     /// machine key wraps, so that the unlock meets (and reports) the same error.
-    private func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) async -> CheckInDecision.Registration {
+    private nonisolated(nonsending) func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) async -> CheckInDecision.Registration {
         var opens = true
         if outcome.isContact, r.protection == .encrypted, r.state.isLockCommitted {
-            do { opens = try await store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
+            do { opens = try await context.store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
         }
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
             lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens,
-            rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: configuration.liftAfterContact)
+            rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: context.configuration.liftAfterContact)
     }
 
     /// The decision's one write, in one transaction with its events.
-    private func record(_ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]) async throws {
+    private nonisolated(nonsending) func record(
+        _ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]
+    ) async throws {
         switch write {
         case .contact(let policy, let settings, let lastError):
-            try await store.commitContact(
+            try await context.store.commitContact(
                 user,
                 ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
@@ -156,23 +158,23 @@ extension Manager {
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
             do {
-                try await store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+                try await context.store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
             } catch {
-                stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
+                context.stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
             }
         case .blocked(let code, let failures):
             // The server says it again at the next check-in.
             do {
-                try await store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+                try await context.store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
             } catch {
-                stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
+                context.stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
             }
         case .rejected(let status, let text, let failures):
             // Not a contact: the server says it again at the next check-in.
             do {
-                try await store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
+                try await context.store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
             } catch {
-                stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
+                context.stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
             }
         }
     }
@@ -192,50 +194,29 @@ extension Manager {
         }
         m["message_id"] = id.metadata
         switch line.level {
-        case .info: logger.info("\(line.message)", metadata: m)
-        case .notice: logger.notice("\(line.message)", metadata: m)
-        case .warning: logger.warning("\(line.message)", metadata: m)
-        case .error: logger.error("\(line.message)", metadata: m)
+        case .info: context.logger.info("\(line.message)", metadata: m)
+        case .notice: context.logger.notice("\(line.message)", metadata: m)
+        case .warning: context.logger.warning("\(line.message)", metadata: m)
+        case .error: context.logger.error("\(line.message)", metadata: m)
         }
     }
 
     private func event(_ user: String, _ e: CheckInDecision.Event, at time: Int64) -> StoredEvent {
-        event(user, e.kind, .server, e.detail, at: time)
+        context.event(user, e.kind, .server, e.detail, at: time)
     }
 
-    /// An answer (or a request cancelled by unregister) for a registration that is gone:
-    /// applied to nobody, logged and recorded in the history of the user name.
-    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> ActionResult {
-        let current: String?
-        do {
-            current = try await store.registration(user)?.id
-        } catch {
-            stateNotice("the dropped check-in of \(user) does not say whether the name was registered again", user: user, error)
-            current = nil
+    /// Tells the observers, in the background (hooks never hold up a check-in), that the
+    /// server started rejecting `r`: what it answered and what to check, and what the
+    /// offline clock, which runs on, does next and when.
+    func announceRejection(_ r: RegistrationRecord, status: Int, text: String, reading: ClockReading) {
+        let next = context.outlook(r, reading).next
+        var reason = "the policy server rejects the check-ins (HTTP \(status): \(text)); \(CheckInDecision.rejectionAdvice)"
+        if let next {
+            reason += "; until a check-in succeeds the offline clock runs on: \(next.action.rawValue) in \(RelativeTime.format(seconds: next.inSeconds))"
         }
-        let answer: String
-        switch outcome {
-        case .contact: answer = "a contact (settings)"
-        case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
-        case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
-        case .blocked(let code): answer = "HTTP 403 \(code)"
-        case .rejected(let status, let text): answer = "rejected (HTTP \(status): \(text))"
-        case .failure(let why): answer = "no answer (\(why))"
-        }
-        let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
-        let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        do {
-            try await store.append(event(user, .checkInDropped, .server, detail, at: clock.now().wall))
-        } catch {
-            stateNotice("the dropped check-in is not in the history of \(user)", user: user, error)
-        }
-        logger.warning(
-            "\(detail)",
-            metadata: [
-                "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
-                "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
-            ])
-        return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
+        let event = LockWipeEvent(
+            user: r.user, uid: r.uid, action: next?.action ?? .lock, reason: reason, trigger: .server, directories: r.directories,
+            dueAt: next.map { reading.wall + $0.inSeconds })
+        context.background.post(.warnRejected, event, to: context.observers)
     }
-
 }

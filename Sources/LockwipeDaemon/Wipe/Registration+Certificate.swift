@@ -7,7 +7,7 @@ import LockwipeWipe
 /// Sanitization certificates: one for every wipe attempt, complete or not, built from the
 /// attempt's report and stored with its result (`StateStore.finishWipe`). Shown by
 /// `lockwipectl certificate` and in `history --json`.
-extension Manager {
+extension Registration {
     /// What a finished attempt certifies, with the checks made after it.
     struct Attempt {
         var record: RegistrationRecord
@@ -20,10 +20,10 @@ extension Manager {
     }
 
     /// The certificate of `attempt`, after verifying its result: the vaults are re-walked,
-    /// and for an encrypted vault the key is checked gone from the store.
-    func certificate(_ attempt: Attempt, summary: WipeSummary) async -> SanitizationCertificate {
+    /// and for an encrypted vault the key is checked gone from the context.store.
+    nonisolated(nonsending) func certificate(_ attempt: Attempt, summary: WipeSummary) async -> SanitizationCertificate {
         let r = attempt.record
-        let (vaults, removeRoot) = (r.vaults, configuration.wipe.removeRoot)
+        let (vaults, removeRoot) = (r.vaults, context.configuration.wipe.removeRoot)
         var verification: [SanitizationCertificate.Verification] = []
         if r.protection == .encrypted {
             let removed = attempt.keyRemovedFromKernel ?? false
@@ -38,20 +38,20 @@ extension Manager {
             var absent = false
             let detail: String
             do {
-                absent = try await store.vaultKeyStatus(r.user) == nil
+                absent = try await context.store.vaultKeyStatus(r.user) == nil
                 detail = absent ? "no wrapped copy of the vault key is left in the state directory" : "a wrapped copy of the vault key is still stored"
             } catch {
-                stateNotice("the wipe certificate of \(r.user) cannot show the wrapped key absent", user: r.user, error)
+                context.stateNotice("the wipe certificate of \(r.user) cannot show the wrapped key absent", user: r.user, error)
                 detail = "whether a wrapped copy of the vault key is left could not be read from the state database"
             }
             verification.append(.init(check: "wrapped-key-absent", passed: absent, detail: detail))
         }
         do {
-            verification.append(try await vaultCalls.run(user: r.user, "the certificate's re-walk") { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
+            verification.append(try await context.vaultCalls.run(user: r.user, "the certificate's re-walk") { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
         } catch {
             verification.append(.init(check: "vault-empty", passed: false, detail: "the re-walk could not run: \(error)"))
         }
-        let finished = clock.now().wall
+        let finished = context.clock.now().wall
         let hostname = Self.hostname()
         return SanitizationCertificate.make(
             id: UUID().uuidString.lowercased(),
@@ -60,22 +60,12 @@ extension Manager {
             trigger: attempt.trigger, reason: attempt.reason, requestedAt: Timestamp.iso(attempt.pending?.startedAt ?? attempt.started),
             requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
             started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,
-            toolVersion: LockwipeVersion.current, lease: certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started))
+            toolVersion: LockwipeVersion.current, lease: context.certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started))
     }
 
-    nonisolated static func hostname() -> String {
+    static func hostname() -> String {
         var buffer = [CChar](repeating: 0, count: 256)
         guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
         return String(cString: buffer)
-    }
-
-    /// The newest certificate of `user` (or the one with `id`); with an `owner`, only one
-    /// made for that uid's registration (as `history`), so a new account with an old name
-    /// finds none. Who may ask is decided before (`WhoMay`, `.readCertificate`).
-    public func certificate(user: String, id: String?, owner: UInt32?) async throws -> SanitizationCertificate {
-        guard let certificate = try await store.certificate(user: user, id: id, owner: owner) else {
-            throw ManagerError.noSuchCertificate(user: user, id: id)
-        }
-        return certificate
     }
 }

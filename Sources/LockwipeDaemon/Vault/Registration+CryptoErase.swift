@@ -7,53 +7,55 @@ import Logging
 
 /// Crypto-erase: the wipe of an encrypted vault destroys its key, after which what is
 /// left is ciphertext and the files are only unlinked.
-extension Manager {
+extension Registration {
     /// Destroys the vault key of a committed wipe: the lock already removed it from the
-    /// kernel (checked here), and every wrapped copy is deleted from the store. Returns when
+    /// kernel (checked here), and every wrapped copy is deleted from the context.store. Returns when
     /// and how long after the request, or nil when the key is not verifiably gone from
     /// the kernel (files held open by processes that were not ended): the wrapped copies
     /// are destroyed anyway, and the wipe then falls back to overwriting, which cannot open
     /// such files and so stays incomplete and pending until they close.
-    func destroyVaultKey(_ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant) async -> (at: Int64, seconds: Double?)? {
+    nonisolated(nonsending) func destroyVaultKey(
+        _ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant
+    ) async -> (at: Int64, seconds: Double?)? {
         let user = r.user
         // Decided from the key itself (key status on the recorded vault's filesystem), never
         // from the path: a vault that cannot be opened is not known to be locked.
-        let (encryption, vaults) = (self.encryption, r.vaults)
+        let (encryption, vaults) = (context.encryption, r.vaults)
         let kernelGone: Bool
         do {
-            kernelGone = try await vaultCalls.run(user: user, "the check that the key left the kernel") { encryption.isLocked(vaults) }
+            kernelGone = try await context.vaultCalls.run(user: user, "the check that the key left the kernel") { encryption.isLocked(vaults) }
         } catch {
-            await vaultStalled(r, "wipe", error)
+            await context.vaultStalled(r, "wipe", error)
             kernelGone = false
         }
         let elapsed = ContinuousClock.now - requested
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let now = clock.now().wall
+        let now = context.clock.now().wall
         do {
             let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
-            if try await store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: event(user, .keyDestroyed, trigger, detail, at: now)) {
-                var meta = journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
+            if try await context.store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: context.event(user, .keyDestroyed, trigger, detail, at: now)) {
+                var meta = context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
                 meta["key_destroyed_usec"] = .string(JournalFields.microseconds(seconds: seconds))
                 meta["key_in_kernel"] = kernelGone ? "absent" : "still in use"
-                logger.notice("vault key of \(user) destroyed: its data is unrecoverable", metadata: meta)
+                context.logger.notice("vault key of \(user) destroyed: its data is unrecoverable", metadata: meta)
             }
         } catch {
-            logger.critical(
+            context.logger.critical(
                 "cannot destroy the wrapped vault key; overwriting the files instead",
                 metadata: ["user": .string(user), "error": .string(ErrorWords.of(error)), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         guard kernelGone else {
-            logger.error(
+            context.logger.error(
                 "the vault key of \(user) is still in kernel memory: files in the vault are held open by processes that were not ended",
                 metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
             return nil
         }
         do {
             // nil: not destroyed by this call (an earlier attempt did), as recorded then.
-            return try await store.keyDestroyed(user) ?? (now, seconds)
+            return try await context.store.keyDestroyed(user) ?? (now, seconds)
         } catch {
-            stateNotice("the time the vault key of \(user) was destroyed is not read back; the certificate gives this attempt's", user: user, error)
+            context.stateNotice("the time the vault key of \(user) was destroyed is not read back; the certificate gives this attempt's", user: user, error)
             return (now, seconds)
         }
     }

@@ -11,26 +11,11 @@ import Logging
 /// (the caller is root: `WhoMay`), so a password that does not open a passcode-wrapped
 /// vault key is not a wrong passcode: it never counts toward `retry_limit` nor its back-off,
 /// and the back-off does not hold it up.
-extension Manager {
-    /// Every registration of `uid`, each in its turn. A registration whose turn fails says
-    /// so in its result; the login itself never waits for more than these turns.
-    public func liftAtLogin(uid: UInt32, password: String, by caller: Caller) async throws -> [ActionResult] {
-        var results: [ActionResult] = []
-        for r in try await store.registrations() where r.uid == uid {
-            do {
-                results.append(try await registration(named: r.user).withTurn { turn in try await liftAtLogin(in: turn, password: password) })
-            } catch let error as ManagerError {
-                results.append(ActionResult(user: r.user, action: "login", state: r.state, detail: error.message, failed: true))
-            }
-        }
-        await reschedule()
-        return results
-    }
-
-    private func liftAtLogin(in turn: borrowing RegistrationTurn, password: String) async throws -> ActionResult {
+extension Registration {
+    nonisolated(nonsending) func liftAtLogin(in turn: borrowing RegistrationTurn, password: String) async throws -> ActionResult {
         let r = turn.record
         let user = r.user
-        let setting = configuration.liftAfterContact
+        let setting = context.configuration.liftAfterContact
         let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
         switch PolicyLockLift.decide(lock, proof: .login, setting: setting, opens: true) {
         case .notAPolicyLock:
@@ -46,18 +31,18 @@ extension Manager {
         var stored: StoredVaultKey?
         var notOpened = ""
         if r.protection == .encrypted {
-            guard let found = try await store.vaultKey(user) else {
+            guard let found = try await context.store.vaultKey(user) else {
                 throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
             }
             stored = found
             do {
                 switch found.wrapped.wrapping {
                 case .machine:
-                    key = try await keys.openWithMachineKey(found.wrapped, binding: keyBinding(r))
+                    key = try await context.keys.openWithMachineKey(found.wrapped, binding: keyBinding(r))
                 case .passcode:
-                    key = try await keys.open(found.wrapped, passcode: password, binding: keyBinding(r))
-                    let policy = passcodePolicy(for: r).policy
-                    if let setAt = found.passcodeSetAt, policy.isExpired(setAt: setAt, now: clock.now().wall) {
+                    key = try await context.keys.open(found.wrapped, passcode: password, binding: keyBinding(r))
+                    let policy = context.passcodePolicy(for: r).policy
+                    if let setAt = found.passcodeSetAt, policy.isExpired(setAt: setAt, now: context.clock.now().wall) {
                         key?.wipe()
                         key = nil
                         notOpened = "the passcode has expired: replace it with lockwipectl unlock"
@@ -66,30 +51,30 @@ extension Manager {
             } catch KeyWrapError.wrongPasscode {
                 notOpened = "the login password is not the vault passcode (not counted toward retry_limit): unlock with lockwipectl unlock and the passcode"
             } catch {
-                throw failure(user, "lift at login", error)
+                throw context.failure(user, "lift at login", error)
             }
         }
         defer { key?.wipe() }
-        let reading = clock.now()
+        let reading = context.clock.now()
         switch PolicyLockLift.decide(lock, proof: .login, setting: setting, opens: r.protection != .encrypted || key != nil) {
         case .lift:
             let by = lock.trigger == .server ? "server" : "offline"
             if let stored, let key {
-                if stored.wrapped.wrapping == .passcode { try await store.resetFailedUnlocks(user) }
+                if stored.wrapped.wrapping == .passcode { try await context.store.resetFailedUnlocks(user) }
                 await bindToRegistration(r, stored, key: key, passcode: stored.wrapped.wrapping == .passcode ? password : nil, trigger: .user)
             }
-            try await liftLock(r, r.protection == .encrypted ? encryption : protection, records: try await store.lockRecords(user), key: key)
+            try await liftLock(r, context.lock(for: r), records: try await context.store.lockRecords(user), key: key)
             let reason = "the \(by) lock, made liftable by a contact with the policy server, was lifted at the login of \(user)"
-            try await store.commitUnlock(user, clock: nil, event: event(user, .unlock, .user, reason, at: reading.wall))
-            logger.notice("lifted the lock of \(user) at login", metadata: journalFields(r, action: "unlock", trigger: .user, reason: reason, id: .liftedAtLogin))
+            try await context.store.commitUnlock(user, clock: nil, event: context.event(user, .unlock, .user, reason, at: reading.wall))
+            context.logger.notice("lifted the lock of \(user) at login", metadata: context.journalFields(r, action: "unlock", trigger: .user, reason: reason, id: .liftedAtLogin))
             return ActionResult(user: user, action: "login", state: .active, detail: "unlocked at login")
         case .handBack:
             let by = lock.trigger == .server ? "server" : "offline"
             let reason = "the \(by) lock was lifted at the login of \(user); the encrypted vault stays locked: \(notOpened)"
-            try await store.commitHandBack(user, event: event(user, .lockLifted, .user, reason, at: reading.wall))
-            logger.notice(
+            try await context.store.commitHandBack(user, event: context.event(user, .lockLifted, .user, reason, at: reading.wall))
+            context.logger.notice(
                 "lifted the \(by) lock of \(user) at login; the vault stays locked",
-                metadata: journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))
+                metadata: context.journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))
             return ActionResult(user: user, action: "login", state: r.state, detail: "lock lifted; the vault stays locked: \(notOpened)")
         case .notAPolicyLock, .stays, .becomesLiftable:
             return ActionResult(user: user, action: "login", state: r.state, detail: "nothing lifted")

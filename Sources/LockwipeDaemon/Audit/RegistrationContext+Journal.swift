@@ -4,9 +4,9 @@ import LockwipeCore
 import LockwipeSystemd
 import Logging
 
-/// How the Manager records what it does: history events (one kind per `EventKind`), the
+/// How lockwiped records what it does: history events (one kind per `EventKind`), the
 /// journal fields every action carries, and failures turned into `ManagerError`.
-extension Manager {
+extension RegistrationContext {
     /// A history event; one asked for on the control socket records who asked
     /// (`RequestingClient.current`), as its journal entries do.
     func event(_ user: String, _ kind: EventKind, _ trigger: Trigger?, _ detail: String, at time: Int64) -> StoredEvent {

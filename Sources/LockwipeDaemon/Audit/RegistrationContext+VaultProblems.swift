@@ -1,0 +1,49 @@
+import Foundation
+import LockwipeBase
+import LockwipeCore
+import LockwipeProtocol
+import LockwipeVaultIO
+import Logging
+
+extension RegistrationContext {
+    /// Records `text` as the vault error of `user`, or logs that it could not.
+    func setVaultErrorOrLog(_ user: String, _ text: String?) async {
+        do {
+            try await store.setVaultError(user, text)
+        } catch {
+            stateNotice("cannot record the vault state of \(user)", user: user, error)
+        }
+    }
+
+    func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error) async {
+        let text = ErrorWords.of(error)
+        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
+        logger.warning(
+            "\(action) of \(r.user): \(text)",
+            metadata: [
+                "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(r.directories.joined(separator: " ")),
+                "error": .string(text),
+                "message_id": (error is VaultUnresponsive ? MessageID.vaultUnresponsive : MessageID.vaultUnreachable).metadata,
+            ])
+    }
+
+    /// An unlock (or other action) that could not reach the vault: the warning, the reason
+    /// in `status`, and the caller's `ActionFailed`. Other errors are plain failures.
+    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) async -> ManagerError {
+        guard let vaultError = error as? VaultOpenError else { return failure(r.user, action, error) }
+        await vaultWarning(r, action, vaultError)
+        return ManagerError.actionFailed("\(action) of \(r.user) failed, nothing was touched: \(vaultError)")
+    }
+
+    /// The journal warning (MESSAGE_ID `vaultUnreachable`) and the `vault_error` of `r`.
+    func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) async {
+        let text = "\(error)"
+        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
+        logger.warning(
+            "\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)",
+            metadata: [
+                "user": .string(r.user), "uid": "\(r.uid)", "action": .string(action), "path": .string(error.path),
+                "error": .string(text), "message_id": MessageID.vaultUnreachable.metadata,
+            ])
+    }
+}
