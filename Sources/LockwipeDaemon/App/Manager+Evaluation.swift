@@ -40,36 +40,10 @@ extension Manager {
         }
         for (r, action, _) in due {
             await inTurn(of: registration(of: r), "the offline \(action.rawValue)") { turn in
-                // Decided again now: a check-in may have answered while this waited its turn.
-                guard let (current, reason) = self.dueNow(in: turn), current == action else { return }
-                // A failure is in the journal (and in status, lock-failed or wipe-pending);
-                // what is still due is retried at the next evaluation.
-                do {
-                    switch action {
-                    case .lock: _ = try await turn.registration.lock(in: turn, trigger: .offline, reason: reason)
-                    case .wipe: _ = try await turn.registration.wipe(in: turn, trigger: .offline, reason: reason, requester: self.context.offlineRequester(turn.record))
-                    }
-                } catch {
-                    _ = context.failure(r.user, "offline \(action.rawValue) (retried at the next evaluation)", error)
-                }
+                await turn.registration.enforceOffline(action, in: turn)
             }
         }
         await reschedule()
-    }
-
-    /// The action due for the registration whose turn this is, right now, if any, with its reason.
-    func dueNow(in turn: borrowing RegistrationTurn) -> (Action, String)? {
-        let r = turn.record
-        guard !r.state.isWipeCommitted else { return nil }
-        let offline = context.offlineNow(r, context.clock.now())
-        let (p, source) = context.policy(for: r)
-        guard let action = PolicyEvaluator.evaluate(policy: p, state: r.state, offlineSeconds: offline, leaseEndsAt: context.leaseEndsAt(r)).due else { return nil }
-        return (action, reason(action, offline: offline, policy: p, source: source) + context.leaseNote(r, action, policy: p))
-    }
-
-    func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
-        let days = action == .lock ? p.offlineDaysBeforeLock : p.offlineDaysBeforeWipe
-        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(Policy.threshold(action, days: days)))"
     }
 
     /// Checkpoints clocks (persisted) and returns the actions now due.
@@ -104,7 +78,7 @@ extension Manager {
             let evaluation = PolicyEvaluator.evaluate(
                 policy: p, state: r.state, offlineSeconds: advance.clock.offlineSeconds, leaseEndsAt: context.leaseEndsAt(r))
             if let action = evaluation.due {
-                due.append((r, action, reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + context.leaseNote(r, action, policy: p)))
+                due.append((r, action, context.reason(action, offline: advance.clock.offlineSeconds, policy: p, source: source) + context.leaseNote(r, action, policy: p)))
             }
         }
         // A lease whose end the clock has passed is recorded as ended before what its end

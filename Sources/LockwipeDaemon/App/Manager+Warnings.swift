@@ -37,7 +37,7 @@ extension Manager {
         let action = warning.action.rawValue
         let text =
             "\(action) due in \(RelativeTime.format(seconds: warning.inSeconds)) (at \(Timestamp.iso(dueAt))): "
-            + reason(warning.action, offline: offline, policy: p, source: source) + context.leaseNote(r, warning.action, policy: p)
+            + context.reason(warning.action, offline: offline, policy: p, source: source) + context.leaseNote(r, warning.action, policy: p)
         let kind: EventKind = warning.action == .lock ? .warnLock : .warnWipe
         // Recorded first, and only by the one evaluation that changes the threshold: the
         // warning is given once, and a restart does not give it again.

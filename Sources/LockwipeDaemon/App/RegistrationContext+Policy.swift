@@ -38,4 +38,9 @@ extension RegistrationContext {
             until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
             inForce: !ended && lease.until > requestedAt)
     }
+
+    func reason(_ action: Action, offline: Int64, policy p: Policy, source: String) -> String {
+        let days = action == .lock ? p.offlineDaysBeforeLock : p.offlineDaysBeforeWipe
+        return "offline for \(RelativeTime.format(seconds: offline)) (\(source) policy: \(Policy.threshold(action, days: days)))"
+    }
 }

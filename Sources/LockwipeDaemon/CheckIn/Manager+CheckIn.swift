@@ -41,21 +41,7 @@ extension Manager {
     public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> ActionResult {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
-        let result = try await registration(named: user).withTurn { _ throws -> ActionResult in
-            let now = context.clock.now().wall
-            try await context.store.setCredentials(
-                user, credentials,
-                event: context.event(
-                    user, .credentials, .admin,
-                    "credentials replaced (now: \(credentials.kind))", at: now))
-            context.logger.notice(
-                "credentials of \(user) replaced",
-                metadata: [
-                    "message_id": MessageID.credentialsChanged.metadata, "user": .string(user), "action": "credentials",
-                    "credentials": .string(credentials.kind), "peer_uid": "\(caller.credentials.uid)",
-                ])
-            return ActionResult(user: user, action: "credentials", state: nil, detail: "credentials replaced (\(credentials.kind))")
-        }
+        let result = try await registration(named: user).withTurn { turn in try await turn.registration.setCredentials(credentials, in: turn, by: caller) }
         if context.configuration.server.isConfigured { scheduleCheckIn(user, in: 0) }
         return result
     }
