@@ -137,6 +137,6 @@ extension Manager {
     /// `r` as it is in force: a lock whose failure could not be recorded reads lock-failed
     /// (`Registration.unrecordedLockFailure`), never locked.
     func inForce(_ r: RegistrationRecord) -> RegistrationRecord {
-        registrations[r.id]?.inForce(r) ?? r
+        registry.byID[r.id]?.inForce(r) ?? r
     }
 }

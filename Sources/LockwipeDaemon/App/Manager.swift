@@ -41,12 +41,8 @@ public actor Manager {
     let checkIns: CheckInScheduler
 
     /// The registry: the registrations operations were handed to, by registration id,
-    /// each owning its turn (`Registration`). Made when first asked for, forgotten at
-    /// unregister.
-    var registrations: [String: Registration] = [:]
-    let turnsEnded = TurnsEnded()
-    /// The registry's own turn: registering (`RegistryTurn`).
-    let registryTurns = TurnQueue()
+    /// each owning its turn (`Registration`), and the registry's own turn (registering).
+    let registry = Registry()
     /// The one pending wake-up at the next threshold crossing (CLOCK_BOOTTIME, so suspended
     /// time counts), which also wakes when the wall clock is set or the machine resumes.
     let alarm: WakeAlarm

@@ -109,7 +109,7 @@ extension Manager {
                     if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
                         try await turn.refresh()
                     }
-                    self.notePolicyAbsence(exchanged.outcome, before: turn.record)
+                    turn.registration.notePolicyAbsence(exchanged.outcome, before: turn.record)
                     return await turn.registration.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
                 }
             }

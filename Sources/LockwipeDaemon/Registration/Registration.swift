@@ -113,6 +113,16 @@ final class TurnsEnded {
     var count = 0
 }
 
+/// The registry the Manager keeps: the object of each registration operations were handed
+/// to, by registration id (made when first asked for, forgotten at unregister), the count
+/// of turns ended, and the registry's own turn (registering). Used in the Manager's
+/// isolation only.
+final class Registry {
+    var byID: [String: Registration] = [:]
+    let turnsEnded = TurnsEnded()
+    let turns = TurnQueue()
+}
+
 /// Holding a registration's turn, as a value (swift-nio's `NIOIsolatedEventLoop` is the
 /// model): only `Registration.withTurn` makes one, and it is not `Sendable`, so a function
 /// that takes it as a parameter cannot be called outside the turn. It carries the record
@@ -150,15 +160,15 @@ struct RegistryTurn {
 extension Manager {
     /// Runs `body` in the registry's turn (registering; see `RegistryTurn`).
     func withRegistryTurn<T>(_ body: (borrowing RegistryTurn) async throws -> T) async rethrows -> T {
-        await registryTurns.take()
-        defer { registryTurns.release() }
+        await registry.turns.take()
+        defer { registry.turns.release() }
         return try await body(RegistryTurn())
     }
 
     /// The registration `user` names now, found once from the store's record (which its
     /// next turn reuses when nothing can have changed it since).
     func registration(named user: String) async throws -> FoundRegistration {
-        let since = turnsEnded.count
+        let since = registry.turnsEnded.count
         guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
     }
@@ -172,9 +182,9 @@ extension Manager {
     /// The object of registration `id` of `user`, made when first asked for. An id the
     /// store no longer has gets one too: its turn finds it gone.
     func registration(id: String, user: String) -> Registration {
-        if let known = registrations[id] { return known }
-        let made = Registration(id: id, user: user, context: context, ended: turnsEnded)
-        registrations[id] = made
+        if let known = registry.byID[id] { return known }
+        let made = Registration(id: id, user: user, context: context, ended: registry.turnsEnded)
+        registry.byID[id] = made
         return made
     }
 
@@ -209,7 +219,7 @@ extension Manager {
     /// or found gone by a turn): ids are never used again, so every turn still waiting for
     /// it finds it gone, and a name registered again is another registration.
     func forgetRegistration(_ registration: Registration) {
-        if registrations[registration.id] === registration { registrations[registration.id] = nil }
+        if registry.byID[registration.id] === registration { registry.byID[registration.id] = nil }
     }
 }
 

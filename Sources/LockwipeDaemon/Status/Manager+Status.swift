@@ -51,7 +51,7 @@ extension Manager {
                 blocked: r.blocked, lastContact: Timestamp.iso(r.clock.lastContact), offlineSeconds: offline,
                 nextAction: next.map { NextAction(action: $0.action, at: Timestamp.iso(reading.wall + $0.inSeconds)) },
                 lockTrigger: r.state.isLockCommitted ? r.lockTrigger : nil, wipe: r.lastWipe,
-                wipeProgress: registrations[r.id]?.runningWipe?.info())
+                wipeProgress: registry.byID[r.id]?.runningWipe?.info())
             info.policy = PolicyInfo(policy: p, source: source)
             info.policySource = source
             info.blockedCode = r.blocked ? r.server.blockedCode : nil

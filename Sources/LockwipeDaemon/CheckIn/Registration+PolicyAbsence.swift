@@ -3,7 +3,7 @@ import Logging
 
 /// SAP settings without `blockWipingPolicy` (`ServerPolicyAbsence`): said in the journal
 /// once, when the section goes missing; `status` says it for as long as it is missing.
-extension Manager {
+extension Registration {
     /// Journals that `outcome`, a contact for `before`'s registration, has no policy
     /// section while the settings stored before had one (or there were none).
     func notePolicyAbsence(_ outcome: CheckInOutcome, before: RegistrationRecord) {
