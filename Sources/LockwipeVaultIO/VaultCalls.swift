@@ -19,41 +19,55 @@ package struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
     }
 }
 
+/// Whose vault a call is on: the registration (by id, what the unresponsive mark is kept
+/// by) and its user (for the words).
+package struct VaultOwner: Hashable, Sendable {
+    package var registration: String
+    package var user: String
+
+    package init(registration: String, user: String) {
+        self.registration = registration
+        self.user = user
+    }
+}
+
 /// Where every filesystem call on a user's vault runs: on a thread of its own, never on
 /// an actor or a pool thread, with a deadline. A user controls what her vault's path
 /// leads to (a FUSE server that never answers, a stalled network filesystem), so any
 /// call on it may block for ever; the caller waits at most `timeout`, then the call is
-/// left to its thread and the vault is *unresponsive*: further calls for that user fail
-/// at once (no second thread is left behind) until the stuck one returns. Everyone
-/// else's calls are never queued behind it.
+/// left to its thread and the vault is *unresponsive*: further calls for that registration
+/// fail at once (no second thread is left behind) until the stuck one returns. Everyone
+/// else's calls are never queued behind it, nor those of a registration made again for
+/// the same user name (another id).
 package final class VaultCalls: Sendable {
     package let timeout: Duration
     private let stuck = Mutex<[String: (what: String, since: ContinuousClock.Instant)]>([:])
-    private let recovered: @Sendable (_ user: String, _ what: String) -> Void
+    private let recovered: @Sendable (_ owner: VaultOwner, _ what: String) -> Void
 
     /// `recovered` is told when a call that had timed out returns at last.
-    package init(timeout: Duration, recovered: @escaping @Sendable (_ user: String, _ what: String) -> Void = { _, _ in }) {
+    package init(timeout: Duration, recovered: @escaping @Sendable (_ owner: VaultOwner, _ what: String) -> Void = { _, _ in }) {
         self.timeout = timeout
         self.recovered = recovered
     }
 
-    /// Whether a call on `user`'s vault is stuck now, and since what.
-    package func unresponsive(_ user: String) -> String? { stuck.withLock { $0[user]?.what } }
+    /// Whether a call on the vault of registration `id` is stuck now, and since what.
+    package func unresponsive(_ id: String) -> String? { stuck.withLock { $0[id]?.what } }
 
     /// Runs `body` (`what`: the words for it, "the lock") on a new thread and returns its
     /// result, or throws `VaultUnresponsive` after `timeout` (the default one unless given). The call is not abandoned
     /// when the caller's task is cancelled: it runs to its end or its deadline.
     package func run<T: Sendable>(
-        user: String, _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable () throws -> T
+        for owner: VaultOwner, _ what: String, timeout: Duration? = nil, _ body: @escaping @Sendable () throws -> T
     ) async throws -> T {
-        if let earlier = stuck.withLock({ $0[user] }) {
+        let (id, user) = (owner.registration, owner.user)
+        if let earlier = stuck.withLock({ $0[id] }) {
             let seconds = Int((ContinuousClock.now - earlier.since).components.seconds) + Int(self.timeout.components.seconds)
             throw VaultUnresponsive(user: user, what: earlier.what, seconds: seconds, earlier: true)
         }
         let seconds = Int((timeout ?? self.timeout).components.seconds)
         return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             // One outcome: whichever of the thread and the deadline comes first resumes the
-            // caller; the state of the call and the user's mark change under one lock.
+            // caller; the state of the call and the registration's mark change under one lock.
             let call = Call()
             // The deadline is cancelled when the call returns first, so that what it holds
             // (the caller's continuation) is freed then, not when the deadline passes.
@@ -63,7 +77,7 @@ package final class VaultCalls: Sendable {
                     guard !state.done else { return false }
                     state.done = true
                     state.timedOut = true
-                    stuck.withLock { $0[user] = (what, ContinuousClock.now) }
+                    stuck.withLock { $0[id] = (what, ContinuousClock.now) }
                     return true
                 }
                 if timedOut {
@@ -83,8 +97,8 @@ package final class VaultCalls: Sendable {
                     deadline.cancel()
                     continuation.resume(with: result)
                 } else if outcome.recover {
-                    stuck.withLock { _ = $0.removeValue(forKey: user) }
-                    recovered(user, what)
+                    stuck.withLock { _ = $0.removeValue(forKey: id) }
+                    recovered(owner, what)
                 }
             }
         }

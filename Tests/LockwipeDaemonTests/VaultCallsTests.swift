@@ -11,18 +11,19 @@ import Testing
 @Suite struct VaultCallsTests {
     @Test func aCallThatDoesNotReturnFailsAtItsDeadlineAndBlocksOnlyItsUser() async throws {
         let recovered = Mutex<[String]>([])
-        let calls = VaultCalls(timeout: .seconds(1)) { user, what in recovered.withLock { $0.append("\(user): \(what)") } }
+        let calls = VaultCalls(timeout: .seconds(1)) { owner, what in recovered.withLock { $0.append("\(owner.user) (\(owner.registration)): \(what)") } }
+        let (alice, bob) = (VaultOwner(registration: "r-alice", user: "alice"), VaultOwner(registration: "r-bob", user: "bob"))
         let release = DispatchSemaphore(value: 0)
 
         // The call never returns by itself: that this returns at all is the deadline's doing.
         await #expect(throws: VaultUnresponsive.self) {
-            try await calls.run(user: "alice", "the lock") { release.wait() }
+            try await calls.run(for: alice, "the lock") { release.wait() }
         }
-        #expect(calls.unresponsive("alice") == "the lock")
+        #expect(calls.unresponsive("r-alice") == "the lock")
 
         // Her next call fails at once (it is refused before any thread is made for it).
         do {
-            try await calls.run(user: "alice", "the unlock") {}
+            try await calls.run(for: alice, "the unlock") {}
             Issue.record("a call on an unresponsive vault ran")
         } catch let error as VaultUnresponsive {
             #expect(error.earlier && error.what == "the lock")
@@ -30,21 +31,38 @@ import Testing
         }
 
         // Everyone else is served meanwhile.
-        #expect(try await calls.run(user: "bob", "the lock") { 42 } == 42)
+        #expect(try await calls.run(for: bob, "the lock") { 42 } == 42)
 
         // When the stuck call returns at last, the vault answers again.
         release.signal()
-        for _ in 0..<100 where calls.unresponsive("alice") != nil { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(calls.unresponsive("alice") == nil)
-        #expect(recovered.withLock { $0 } == ["alice: the lock"])
-        #expect(try await calls.run(user: "alice", "the unlock") { "done" } == "done")
+        for _ in 0..<100 where calls.unresponsive("r-alice") != nil { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(calls.unresponsive("r-alice") == nil)
+        #expect(recovered.withLock { $0 } == ["alice (r-alice): the lock"])
+        #expect(try await calls.run(for: alice, "the unlock") { "done" } == "done")
     }
 
     @Test func errorsAndResultsComeBackAsTheyWere() async throws {
         let calls = VaultCalls(timeout: .seconds(5))
+        let carol = VaultOwner(registration: "r-carol", user: "carol")
         struct Refused: Error {}
-        await #expect(throws: Refused.self) { try await calls.run(user: "carol", "x") { throw Refused() } }
-        #expect(calls.unresponsive("carol") == nil)
-        #expect(try await calls.run(user: "carol", "y", timeout: .seconds(1)) { [1, 2] } == [1, 2])
+        await #expect(throws: Refused.self) { try await calls.run(for: carol, "x") { throw Refused() } }
+        #expect(calls.unresponsive("r-carol") == nil)
+        #expect(try await calls.run(for: carol, "y", timeout: .seconds(1)) { [1, 2] } == [1, 2])
+    }
+
+    /// The mark is the registration's: a name unregistered and registered again (another
+    /// id) is not held by the earlier registration's stuck call, and what the stuck call
+    /// returns to names the registration it was made for.
+    @Test func aStuckCallHoldsItsRegistrationNotTheName() async throws {
+        let recovered = Mutex<[VaultOwner]>([])
+        let calls = VaultCalls(timeout: .seconds(1)) { owner, _ in recovered.withLock { $0.append(owner) } }
+        let release = DispatchSemaphore(value: 0)
+        let (before, again) = (VaultOwner(registration: "r-1", user: "dave"), VaultOwner(registration: "r-2", user: "dave"))
+        await #expect(throws: VaultUnresponsive.self) { try await calls.run(for: before, "the lock") { release.wait() } }
+        await #expect(throws: VaultUnresponsive.self) { try await calls.run(for: before, "the unlock") {} }
+        #expect(try await calls.run(for: again, "the start-up check") { "answered" } == "answered")
+        release.signal()
+        for _ in 0..<100 where calls.unresponsive("r-1") != nil { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(recovered.withLock { $0 } == [before])
     }
 }

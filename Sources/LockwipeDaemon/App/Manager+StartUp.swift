@@ -20,7 +20,7 @@ extension Manager {
                 let path = v.path
                 let found: (problems: [String], identity: VaultDirectory.Identity?)
                 do {
-                    found = try await context.vaultCalls.run(user: r.user, "the start-up check") {
+                    found = try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: r.user), "the start-up check") {
                         let problems = VaultPath.ancestorProblems(path)
                         guard problems.isEmpty else { return (problems, nil) }
                         do {
@@ -58,7 +58,7 @@ extension Manager {
             let vaults = r.vaults
             let errors: [VaultOpenError]
             do {
-                errors = try await context.vaultCalls.run(user: r.user, "the start-up check") {
+                errors = try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: r.user), "the start-up check") {
                     vaults.compactMap { v -> VaultOpenError? in
                         do throws(VaultOpenError) {
                             try VaultPath.open(v).close()
@@ -103,33 +103,15 @@ extension Manager {
         }
     }
 
-    /// A vault call that did not answer (`VaultUnresponsive`) or failed otherwise: the
-    /// journal (MESSAGE_ID `vaultUnresponsive`) and the `vault_error` in `status`.
-    /// The vault of `user` answers again (a call that had timed out returned at last): a
-    /// wipe left pending because it would not answer runs now, and a lock that failed on it
-    /// is retried, each in the registration's turn, instead of waiting for the next
-    /// start-up (issue 40, finding 2: the wipe of a vault held by a process in an
-    /// uninterruptible wait was retried only then).
-    func vaultAnswersAgain(user: String) async {
+    /// The vault of a registration answers again (a call that had timed out returned at
+    /// last): what waited for it runs now, in that registration's turn (never in that of a
+    /// registration made again for the same name), instead of at the next start-up (issue
+    /// 40, finding 2: the wipe of a vault held by a process in an uninterruptible wait was
+    /// retried only then).
+    func vaultAnswersAgain(_ owner: VaultOwner) async {
         guard !stopped else { return }
-        let pending: StateStore.PendingWipe?
-        do {
-            pending = try await context.store.pendingWipe(user)
-        } catch {
-            context.stateNotice("what waited for the vault of \(user) is not known; it is retried at the next start", user: user, error)
-            return
-        }
-        if let pending {
-            await inTurn(named: user, "the wipe retried once the vault answers again") { turn in
-                guard turn.record.state.isWipeCommitted, turn.record.state != .wiped else { return }
-                await turn.registration.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
-                await turn.registration.resetServerIdentity(in: turn, trigger: pending.trigger)
-            }
-        } else {
-            await inTurn(named: user, "the lock retried once the vault answers again") { turn in
-                guard turn.record.state == .lockFailed else { return }
-                _ = await turn.registration.retryLock(turn.record)
-            }
+        await inTurn(of: registration(id: owner.registration, user: owner.user), "what waited for the vault") { turn in
+            await turn.registration.vaultAnswersAgain(in: turn)
         }
         await reschedule()
     }

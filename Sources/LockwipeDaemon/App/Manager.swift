@@ -78,12 +78,12 @@ public actor Manager {
         self.metrics = metrics
         // A vault that answers again gets what waited for it (`vaultAnswersAgain`), bound
         // below once the Manager exists.
-        let answersAgain = CallbackSlot<String>()
-        let vaultCalls = VaultCalls(timeout: RegistrationContext.vaultCallTimeout) { [logger] user, what in
+        let answersAgain = CallbackSlot<VaultOwner>()
+        let vaultCalls = VaultCalls(timeout: RegistrationContext.vaultCallTimeout) { [logger] owner, what in
             logger.notice(
-                "the vault of \(user) answers again (\(what) returned at last)",
-                metadata: ["user": .string(user), "message_id": MessageID.vaultUnresponsive.metadata])
-            answersAgain.call(user)
+                "the vault of \(owner.user) answers again (\(what) returned at last)",
+                metadata: ["user": .string(owner.user), "message_id": MessageID.vaultUnresponsive.metadata])
+            answersAgain.call(owner)
         }
         self.context = RegistrationContext(
             configuration: configuration, store: store, clock: clock, permissions: protection, encryption: encryption,
@@ -100,9 +100,9 @@ public actor Manager {
                 ])
         }
         checkIns.onDue = { [weak self] in await self?.runDueCheckIns() }
-        answersAgain.set { [weak self, timerEvents = context.timerEvents] user in
+        answersAgain.set { [weak self, timerEvents = context.timerEvents] owner in
             guard let self else { return }
-            timerEvents.post { await self.vaultAnswersAgain(user: user) }
+            timerEvents.post { await self.vaultAnswersAgain(owner) }
         }
         alarm.onWake = { [weak self, timerEvents = context.timerEvents] reason in
             guard let self else { return }

@@ -219,7 +219,9 @@ extension Manager {
             if r.state.isLockCommitted {
                 do {
                     let (records, vaults, protection) = (try await context.store.lockRecords(user), r.vaults, context.permissions)
-                    try await context.vaultCalls.run(user: user, "the unlock at unregister") { try protection.unlock(records, directories: vaults, key: nil) }
+                    try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: user), "the unlock at unregister") {
+                        try protection.unlock(records, directories: vaults, key: nil)
+                    }
                     detail = "unregistered; the lock was lifted (owner and mode restored)"
                 } catch let error as VaultOpenError {
                     // Nothing is touched: the path no longer leads to the registered vault.

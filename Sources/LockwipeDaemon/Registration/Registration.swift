@@ -1,5 +1,6 @@
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 import LockwipeWipe
 
 /// One registration, as the Manager holds it while it exists (systemd-homed's `Home` is the
@@ -81,6 +82,10 @@ final class Registration {
         let record: RegistrationRecord
         init(_ record: RegistrationRecord) { self.record = record }
     }
+
+    /// Whose vault a vault call of this registration is on (`VaultCalls` keeps a stuck call's
+    /// mark by registration id, so a name registered again is not held by it).
+    var vaultOwner: VaultOwner { VaultOwner(registration: id, user: user) }
 
     /// Whether an operation holds the turn now, and how many wait for it.
     var isBusy: Bool { turns.isBusy }

@@ -23,7 +23,7 @@ extension Registration {
         let (encryption, vaults) = (context.encryption, r.vaults)
         let kernelGone: Bool
         do {
-            kernelGone = try await context.vaultCalls.run(user: user, "the check that the key left the kernel") { encryption.isLocked(vaults) }
+            kernelGone = try await context.vaultCalls.run(for: vaultOwner, "the check that the key left the kernel") { encryption.isLocked(vaults) }
         } catch {
             await context.vaultStalled(r, "wipe", error)
             kernelGone = false

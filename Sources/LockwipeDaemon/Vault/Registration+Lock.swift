@@ -67,7 +67,7 @@ extension Registration {
         let outcome: Result<[Int32], any Error>
         let takebacks: [VaultMountTakeback.Report]
         do {
-            (outcome, takebacks) = try await context.vaultCalls.run(user: r.user, "the lock", timeout: RegistrationContext.vaultCallTimeout + ending) {
+            (outcome, takebacks) = try await context.vaultCalls.run(for: vaultOwner, "the lock", timeout: RegistrationContext.vaultCallTimeout + ending) {
                 let takebacks = vaults.map(VaultMountTakeback.takeBack)
                 return (Result { try p.lock(vaults, uid: uid, ending: terminator) }, takebacks)
             }
@@ -112,7 +112,7 @@ extension Registration {
     nonisolated(nonsending) func recordableState(_ r: RegistrationRecord) async -> [LockRecord] {
         let (p, vaults, user) = (context.lock(for: r), r.vaults, r.user)
         do {
-            let (records, takebacks) = try await context.vaultCalls.run(user: user, "reading the vault's owner and mode") {
+            let (records, takebacks) = try await context.vaultCalls.run(for: vaultOwner, "reading the vault's owner and mode") {
                 let takebacks = vaults.map(VaultMountTakeback.takeBack)
                 return (vaults.map { v in Result { try p.recordState(of: [v], user: user).first } }, takebacks)
             }
@@ -192,7 +192,7 @@ extension Registration {
                 do {
                     found = readableLockRecords(
                         r,
-                        try await context.vaultCalls.run(user: user, "reading the vault's owner and mode") {
+                        try await context.vaultCalls.run(for: vaultOwner, "reading the vault's owner and mode") {
                             missing.map { v in Result { try protection.recordState(of: [v], user: user).first } }
                         }, level: .debug)
                 } catch {
@@ -268,5 +268,25 @@ extension Registration {
             context.logger.warning("the lock of \(r.user) FAILED and is not in force (it is retried): \(text)", metadata: meta)
         }
         return ManagerError.actionFailed("lock of \(r.user) FAILED, the vault is not locked (the lock is retried): \(text)")
+    }
+
+    /// Its vault answers again (`Manager.vaultAnswersAgain`): a wipe left pending because
+    /// the vault would not answer runs now, and a lock that failed on it is retried.
+    nonisolated(nonsending) func vaultAnswersAgain(in turn: borrowing RegistrationTurn) async {
+        let r = turn.record
+        if r.state.isWipeCommitted {
+            guard r.state != .wiped else { return }
+            let pending: StateStore.PendingWipe?
+            do {
+                pending = try await context.store.pendingWipe(user)
+            } catch {
+                return context.stateNotice("the wipe that waited for the vault of \(user) is retried at the next start", user: user, error)
+            }
+            guard let pending else { return }
+            await performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
+            await resetServerIdentity(in: turn, trigger: pending.trigger)
+        } else if r.state == .lockFailed {
+            _ = await retryLock(r)
+        }
     }
 }

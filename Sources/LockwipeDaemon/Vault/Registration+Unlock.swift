@@ -101,7 +101,7 @@ extension Registration {
     nonisolated(nonsending) func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
         let vaults = r.vaults
         do {
-            let takebacks = try await context.vaultCalls.run(user: r.user, "the unlock") {
+            let takebacks = try await context.vaultCalls.run(for: vaultOwner, "the unlock") {
                 let takebacks = vaults.map(VaultMountTakeback.takeBack)
                 try lock.unlock(records, directories: vaults, key: key)
                 return takebacks
@@ -144,7 +144,7 @@ extension Registration {
         await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
         let dirs = r.vaults
         let encryption = context.encryption
-        try await context.vaultCalls.run(user: r.user, "adding the vault key") {
+        try await context.vaultCalls.run(for: vaultOwner, "adding the vault key") {
             var k = key
             defer { k.wipe() }
             try encryption.unlock([], directories: dirs, key: k)
@@ -162,7 +162,7 @@ extension Registration {
         let (vaults, encryption) = (r.vaults, context.encryption)
         let keyGone: Bool
         do {
-            keyGone = try await context.vaultCalls.run(user: r.user, "the start-up check") {
+            keyGone = try await context.vaultCalls.run(for: vaultOwner, "the start-up check") {
                 vaults.allSatisfy { v in
                     do {
                         try VaultPath.open(v).close()

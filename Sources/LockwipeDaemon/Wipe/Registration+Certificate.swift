@@ -47,7 +47,7 @@ extension Registration {
             verification.append(.init(check: "wrapped-key-absent", passed: absent, detail: detail))
         }
         do {
-            verification.append(try await context.vaultCalls.run(user: r.user, "the certificate's re-walk") { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
+            verification.append(try await context.vaultCalls.run(for: vaultOwner, "the certificate's re-walk") { WipeVerification.remaining(vaults, removeRoot: removeRoot) })
         } catch {
             verification.append(.init(check: "vault-empty", passed: false, detail: "the re-walk could not run: \(error)"))
         }
