@@ -86,7 +86,7 @@ extension Registration {
         registration.runningWipe = progress
         defer { registration.runningWipe = nil }
         let (notifier, loop) = (context.notifier, context.timerLoop)
-        let erased = await context.wipes.erase(user: user, directories: r.vaults, options: options, progress: progress) { progress in
+        let erased = await context.wipes.erase(registration: id, directories: r.vaults, options: options, progress: progress) { progress in
             guard resumed else { return nil }
             let ticker = Self.startupTicker(user: user, progress: progress, notifier: notifier, loop: loop)
             return { ticker.cancel() }
