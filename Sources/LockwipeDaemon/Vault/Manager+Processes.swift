@@ -1,8 +1,8 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeProcesses
 import LockwipeProtocol
-import LockwipeWipe
 import Logging
 import Synchronization
 
