@@ -64,6 +64,10 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // Ending a user's processes (ProcessTerminator), for the lock and for whatever else
+        // must cut her off: /proc read with readdir, signals by pidfd and as her, her FUSE
+        // connections aborted (VaultIO's). Knows neither the Manager nor the store.
+        .target(name: "LockwipeProcesses", dependencies: ["LockwipeBase", "LockwipeCore", "LockwipeVaultIO", "CLockwipeFS"]),
         // The Prometheus metrics file: who may read it (MetricsFileOptions), the atomic write
         // (MetricsTextfile), and the publisher that coalesces changes into writes. Knows
         // neither the Manager, the store nor the configuration: it is given a reading.
@@ -90,9 +94,9 @@ let package = Package(
         // The varlink wire protocol shared by daemon and CLI.
         .target(name: "LockwipeProtocol", dependencies: ["LockwipeCore"]),
         // The wipe engine: the erase (SecureEraser, WipeRun) on its thread and writer threads,
-        // progress, the survey and media probe, the certificate's verification walk, ending a
-        // user's processes, the wipes running now (WipeCoordinator). Knows neither the
-        // Manager nor the store; its progress is reported in the wire's WipeProgressInfo.
+        // progress, the survey and media probe, the certificate's verification walk, the
+        // wipes running now (WipeCoordinator). Knows neither the Manager nor the store; its
+        // progress is reported in the wire's WipeProgressInfo.
         .target(
             name: "LockwipeWipe",
             dependencies: [
@@ -104,8 +108,8 @@ let package = Package(
         .target(
             name: "LockwipeDaemon",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeCore", "LockwipeProtocol", "LockwipeSystemd", "CSystemd",
-                "CLockwipeFS", "CLibcrypto",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeProcesses", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeCore", "LockwipeProtocol",
+                "LockwipeSystemd", "CSystemd", "CLockwipeFS", "CLibcrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -159,7 +163,8 @@ let package = Package(
         .testTarget(
             name: "LockwipeDaemonTests",
             dependencies: [
-                "LockwipeBase", "LockwipeVaultIO", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeDaemon", "LockwipeTestSupport",
+                "LockwipeBase", "LockwipeVaultIO", "LockwipeProcesses", "LockwipeWipe", "LockwipeMetrics", "LockwipeCheckIn", "LockwipeDaemon",
+                "LockwipeTestSupport",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),

@@ -10,9 +10,6 @@ public struct OfflineCodesConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    /// The longest lease in seconds.
-    public var maxLeaseSeconds: Int64 { Int64(maxLeaseDays) * OfflineLease.day }
-
     /// Every reason these settings cannot be used, as (key, message); empty when valid.
     public var problems: [(key: String, message: String)] {
         var found: [(key: String, message: String)] = []

@@ -80,7 +80,6 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let invalidParameterName = "org.varlink.service.InvalidParameter"
     public static let methodNotFoundName = "org.varlink.service.MethodNotFound"
     public static let interfaceNotFoundName = "org.varlink.service.InterfaceNotFound"
-    public static let methodNotImplementedName = "org.varlink.service.MethodNotImplemented"
     // io.lockwipe.Manager errors.
     public static let notPermittedName = "io.lockwipe.Manager.NotPermitted"
     public static let noSuchRegistrationName = "io.lockwipe.Manager.NoSuchRegistration"

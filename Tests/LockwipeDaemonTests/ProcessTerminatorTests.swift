@@ -4,7 +4,7 @@ import LockwipeCore
 import Testing
 
 @testable import LockwipeDaemon
-@testable import LockwipeWipe
+@testable import LockwipeProcesses
 
 @Suite struct ProcessTerminatorTests {
     /// A lock of uid 0 (which registration refuses anyway) must never signal root's

@@ -211,16 +211,4 @@ extension StateStore {
             }
         }
     }
-
-    /// Moves a registration to `state` and records `event`, atomically.
-    public nonisolated(nonsending) func transition(_ user: String, to state: RegistrationState, lockTrigger: Trigger?, event: StoredEvent?) async throws {
-        try await perform { [self] in
-            try db.write { db in
-                try db.execute(
-                    sql: "UPDATE registrations SET state = ?, lock_trigger = ? WHERE user = ?",
-                    arguments: [state.rawValue, lockTrigger?.rawValue, user])
-                if let event { try Self.append(event, db) }
-            }
-        }
-    }
 }

@@ -247,7 +247,6 @@ final class CheckedQueue: Sendable {
     }
 
     private func written<T>(_ body: () throws -> T) throws -> T {
-        try faults.checkWrite()
         defer {
             writes.add(1, ordering: .releasing)
             writeObserver.call(())
@@ -273,7 +272,7 @@ public final class StoreFaults: Sendable {
     }
 
     private let armed = Atomic<Bool>(false)
-    private let plan = Mutex<(calls: [String: Int], writes: Bool)>(([:], false))
+    private let plan = Mutex<[String: Int]>([:])
 
     init() {}
 
@@ -281,35 +280,24 @@ public final class StoreFaults: Sendable {
     /// arguments (`"registrations"`, `"setVaultError"`); `registration(_:)` reads through
     /// `registrations`. `.max`: every call until `reset()`.
     public func failNext(_ count: Int = 1, of operation: String) {
-        plan.withLock { $0.calls[operation, default: 0] = count }
-        armed.store(true, ordering: .releasing)
-    }
-
-    /// Every write fails (reads still work) until `failWrites(false)` or `reset()`.
-    public func failWrites(_ on: Bool = true) {
-        plan.withLock { $0.writes = on }
+        plan.withLock { $0[operation, default: 0] = count }
         armed.store(true, ordering: .releasing)
     }
 
     /// No fault any more.
     public func reset() {
-        plan.withLock { $0 = ([:], false) }
+        plan.withLock { $0 = [:] }
         armed.store(false, ordering: .releasing)
     }
 
     func check(_ operation: StaticString) throws(Injected) {
         guard armed.load(ordering: .acquiring) else { return }
         let name = "\(operation)".prefix { $0 != "(" }
-        let fail = plan.withLock { p -> Bool in
-            guard let left = p.calls[String(name)], left > 0 else { return false }
-            if left != .max { p.calls[String(name)] = left - 1 }
+        let fail = plan.withLock { calls -> Bool in
+            guard let left = calls[String(name)], left > 0 else { return false }
+            if left != .max { calls[String(name)] = left - 1 }
             return true
         }
         if fail { throw Injected(operation: String(name)) }
-    }
-
-    func checkWrite() throws(Injected) {
-        guard armed.load(ordering: .acquiring), plan.withLock({ $0.writes }) else { return }
-        throw Injected(operation: "a write")
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeProcesses
 import LockwipeProtocol
 import LockwipeVaultIO
 import LockwipeWipe

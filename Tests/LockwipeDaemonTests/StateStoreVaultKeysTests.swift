@@ -9,7 +9,7 @@ import Testing
 
 @testable import LockwipeDaemon
 
-@Suite struct VaultKeyStoreTests {
+@Suite struct StateStoreVaultKeysTests {
     func withStore(_ body: (StateStore, String) async throws -> Void) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwvault-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
