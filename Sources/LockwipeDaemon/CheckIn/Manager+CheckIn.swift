@@ -86,7 +86,7 @@ extension Manager {
             return ActionResult(user: user, action: "check-in", state: r.state, detail: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         let request = Task {
-            await Self.exchange(fetcher, user: user, credentials: credentials, known: known, server: server, deadline: deadline)
+            await ServerExchange.run(fetcher, user: user, credentials: credentials, known: known?.id, server: server, deadline: deadline)
         }
         let ticket = checkIns.begin(user, registration: asked, request)
         let exchanged = await withTaskCancellationHandler {

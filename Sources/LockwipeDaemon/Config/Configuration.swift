@@ -85,62 +85,52 @@ public enum ConfigurationLoader {
         public var machineProblems: [ConfigurationProblem] = []
     }
 
-    private enum Kind {
-        case nonNegativeInt, positiveInt, bool, groupName, passes, pattern, serverURL, readableFile, characterClasses, vaultAllowances, serverProtocol, headerValue,
-            metricsTextfile, fileMode, liftAfterContact
-    }
+    private typealias Key = ConfigurationKey
 
-    private struct Key {
-        var table: String
-        var name: String
-        var kind: Kind
-        var apply: @Sendable (inout Configuration, TOMLValue) -> Void
-    }
-
+    /// The keys of `lockwiped.toml` but `[server.oauth]` (`ConfigurationLoader+OAuth.swift`):
+    /// each with the reader of its kind and where its value, read as that kind, goes.
     private static let keys: [Key] = [
-        Key(table: "policy", name: "offline_days_before_lock", kind: .nonNegativeInt) { $0.policy.offlineDaysBeforeLock = $1.int! },
-        Key(table: "policy", name: "offline_days_before_wipe", kind: .nonNegativeInt) { $0.policy.offlineDaysBeforeWipe = $1.int! },
-        Key(table: "lock", name: "terminate_processes", kind: .bool) { $0.terminateProcesses = $1.bool! },
-        Key(table: "lock", name: "terminate_grace_seconds", kind: .nonNegativeInt) { $0.terminateGraceSeconds = $1.int! },
-        Key(table: "lock", name: "lift_after_contact", kind: .liftAfterContact) { $0.liftAfterContact = PolicyLockLift.Setting(rawValue: $1.string!)! },
-        Key(table: "hooks", name: "timeout_seconds", kind: .positiveInt) { $0.hookTimeoutSeconds = $1.int! },
-        Key(table: "notify", name: "warn_before", kind: .nonNegativeInt) { $0.warnBeforeSeconds = $1.int! },
-        Key(table: "control", name: "admin_group", kind: .groupName) { $0.adminGroup = $1.string! },
-        Key(table: "control", name: "max_connections", kind: .positiveInt) { $0.maxConnections = $1.int! },
-        Key(table: "control", name: "max_message_bytes", kind: .positiveInt) { $0.maxMessageBytes = $1.int! },
-        Key(table: "control", name: "idle_timeout_seconds", kind: .positiveInt) { $0.idleTimeoutSeconds = $1.int! },
-        Key(table: "wipe", name: "passes", kind: .passes) { $0.wipe.passes = $1.int! },
-        Key(table: "wipe", name: "pattern", kind: .pattern) { $0.wipe.pattern = WipeOptions.Pattern(rawValue: $1.string!)! },
-        Key(table: "wipe", name: "remove_root", kind: .bool) { $0.wipe.removeRoot = $1.bool! },
-        Key(table: "server", name: "url", kind: .serverURL) { $0.server.url = $1.string! },
-        Key(table: "server", name: "interval", kind: .positiveInt) { $0.server.intervalSeconds = $1.int! },
-        Key(table: "server", name: "timeout", kind: .positiveInt) { $0.server.timeoutSeconds = $1.int! },
-        Key(table: "server", name: "ca_file", kind: .readableFile) { $0.server.caFile = $1.string! },
-        Key(table: "server", name: "allow_insecure_http", kind: .bool) { $0.server.allowInsecureHTTP = $1.bool! },
-        Key(table: "server", name: "protocol", kind: .serverProtocol) { $0.server.serverProtocol = ServerProtocol(rawValue: $1.string!)! },
-        Key(table: "server", name: "application_id", kind: .headerValue) { $0.server.applicationID = $1.string! },
-        Key(table: "server", name: "device_id", kind: .headerValue) { $0.server.deviceID = $1.string! },
-        Key(table: "server", name: "application_version", kind: .headerValue) { $0.server.applicationVersion = $1.string! },
-        Key(table: "passcode", name: "min_length", kind: .nonNegativeInt) { $0.passcode.minLength = $1.int! },
-        Key(table: "passcode", name: "requires_digit", kind: .bool) { $0.passcode.requiresDigit = $1.bool! },
-        Key(table: "passcode", name: "requires_lower", kind: .bool) { $0.passcode.requiresLower = $1.bool! },
-        Key(table: "passcode", name: "requires_upper", kind: .bool) { $0.passcode.requiresUpper = $1.bool! },
-        Key(table: "passcode", name: "requires_special", kind: .bool) { $0.passcode.requiresSpecial = $1.bool! },
-        Key(table: "passcode", name: "min_unique_chars", kind: .nonNegativeInt) { $0.passcode.minUniqueChars = $1.int! },
-        Key(table: "passcode", name: "min_character_classes", kind: .characterClasses) { $0.passcode.minCharacterClasses = $1.int! },
-        Key(table: "passcode", name: "expiration_days", kind: .nonNegativeInt) { $0.passcode.expirationDays = $1.int! },
-        Key(table: "passcode", name: "retry_limit", kind: .nonNegativeInt) { $0.passcode.retryLimit = $1.int! },
-        Key(table: "passcode", name: "lock_timeout", kind: .nonNegativeInt) { $0.passcode.lockTimeout = $1.int! },
-        Key(table: "passcode", name: "default_password_allowed", kind: .bool) { $0.passcode.defaultPasswordAllowed = $1.bool! },
-        Key(table: "vault", name: "allow_under", kind: .vaultAllowances) {
-            $0.vaultAllowedUnder = ($1.array ?? []).compactMap { $0.string.flatMap(DirectoryRules.normalize) }
-        },
-        Key(table: "metrics", name: "textfile", kind: .metricsTextfile) { $0.metricsTextfile = $1.string! },
-        Key(table: "metrics", name: "mode", kind: .fileMode) { $0.metrics.mode = MetricsFileOptions.parseMode($1.string!)! },
-        Key(table: "metrics", name: "group", kind: .groupName) { $0.metrics.group = $1.string! },
-        Key(table: "metrics", name: "user_labels", kind: .bool) { $0.metrics.userLabels = $1.bool! },
-        Key(table: "offline_codes", name: "unlock_lease_days", kind: .nonNegativeInt) { $0.offlineCodes.unlockLeaseDays = $1.int! },
-        Key(table: "offline_codes", name: "max_lease_days", kind: .positiveInt) { $0.offlineCodes.maxLeaseDays = $1.int! },
+        Key(table: "policy", name: "offline_days_before_lock", .nonNegativeInt) { $0.policy.offlineDaysBeforeLock = $1 },
+        Key(table: "policy", name: "offline_days_before_wipe", .nonNegativeInt) { $0.policy.offlineDaysBeforeWipe = $1 },
+        Key(table: "lock", name: "terminate_processes", .bool) { $0.terminateProcesses = $1 },
+        Key(table: "lock", name: "terminate_grace_seconds", .nonNegativeInt) { $0.terminateGraceSeconds = $1 },
+        Key(table: "lock", name: "lift_after_contact", .liftAfterContact) { $0.liftAfterContact = $1 },
+        Key(table: "hooks", name: "timeout_seconds", .positiveInt) { $0.hookTimeoutSeconds = $1 },
+        Key(table: "notify", name: "warn_before", .nonNegativeInt) { $0.warnBeforeSeconds = $1 },
+        Key(table: "control", name: "admin_group", .groupName) { $0.adminGroup = $1 },
+        Key(table: "control", name: "max_connections", .positiveInt) { $0.maxConnections = $1 },
+        Key(table: "control", name: "max_message_bytes", .positiveInt) { $0.maxMessageBytes = $1 },
+        Key(table: "control", name: "idle_timeout_seconds", .positiveInt) { $0.idleTimeoutSeconds = $1 },
+        Key(table: "wipe", name: "passes", .passes) { $0.wipe.passes = $1 },
+        Key(table: "wipe", name: "pattern", .pattern) { $0.wipe.pattern = $1 },
+        Key(table: "wipe", name: "remove_root", .bool) { $0.wipe.removeRoot = $1 },
+        Key(table: "server", name: "url", .serverURL) { $0.server.url = $1 },
+        Key(table: "server", name: "interval", .positiveInt) { $0.server.intervalSeconds = $1 },
+        Key(table: "server", name: "timeout", .positiveInt) { $0.server.timeoutSeconds = $1 },
+        Key(table: "server", name: "ca_file", .readableFile) { $0.server.caFile = $1 },
+        Key(table: "server", name: "allow_insecure_http", .bool) { $0.server.allowInsecureHTTP = $1 },
+        Key(table: "server", name: "protocol", .serverProtocol) { $0.server.serverProtocol = $1 },
+        Key(table: "server", name: "application_id", .headerValue) { $0.server.applicationID = $1 },
+        Key(table: "server", name: "device_id", .headerValue) { $0.server.deviceID = $1 },
+        Key(table: "server", name: "application_version", .headerValue) { $0.server.applicationVersion = $1 },
+        Key(table: "passcode", name: "min_length", .nonNegativeInt) { $0.passcode.minLength = $1 },
+        Key(table: "passcode", name: "requires_digit", .bool) { $0.passcode.requiresDigit = $1 },
+        Key(table: "passcode", name: "requires_lower", .bool) { $0.passcode.requiresLower = $1 },
+        Key(table: "passcode", name: "requires_upper", .bool) { $0.passcode.requiresUpper = $1 },
+        Key(table: "passcode", name: "requires_special", .bool) { $0.passcode.requiresSpecial = $1 },
+        Key(table: "passcode", name: "min_unique_chars", .nonNegativeInt) { $0.passcode.minUniqueChars = $1 },
+        Key(table: "passcode", name: "min_character_classes", .characterClasses) { $0.passcode.minCharacterClasses = $1 },
+        Key(table: "passcode", name: "expiration_days", .nonNegativeInt) { $0.passcode.expirationDays = $1 },
+        Key(table: "passcode", name: "retry_limit", .nonNegativeInt) { $0.passcode.retryLimit = $1 },
+        Key(table: "passcode", name: "lock_timeout", .nonNegativeInt) { $0.passcode.lockTimeout = $1 },
+        Key(table: "passcode", name: "default_password_allowed", .bool) { $0.passcode.defaultPasswordAllowed = $1 },
+        Key(table: "vault", name: "allow_under", .vaultAllowances) { $0.vaultAllowedUnder = $1 },
+        Key(table: "metrics", name: "textfile", .metricsTextfile) { $0.metricsTextfile = $1 },
+        Key(table: "metrics", name: "mode", .fileMode) { $0.metrics.mode = $1 },
+        Key(table: "metrics", name: "group", .groupName) { $0.metrics.group = $1 },
+        Key(table: "metrics", name: "user_labels", .bool) { $0.metrics.userLabels = $1 },
+        Key(table: "offline_codes", name: "unlock_lease_days", .nonNegativeInt) { $0.offlineCodes.unlockLeaseDays = $1 },
+        Key(table: "offline_codes", name: "max_lease_days", .positiveInt) { $0.offlineCodes.maxLeaseDays = $1 },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -341,91 +331,14 @@ public enum ConfigurationLoader {
                     problems.append(ConfigurationProblem(file: file, line: line, key: fullKey, message: "unknown key; [\(tableName)] knows \(known)"))
                     continue
                 }
-                if let message = check(value.tomlValue, kind: key.kind) {
+                if let message = key.apply(&configuration, value.tomlValue) {
                     problems.append(ConfigurationProblem(file: file, line: line, key: fullKey, message: message))
                     continue
                 }
-                key.apply(&configuration, value.tomlValue)
                 lastSetIn[fullKey] = (file, line)
             }
         }
         return problems
-    }
-
-    private static func check(_ value: TOMLValue, kind: Kind) -> String? {
-        switch kind {
-        case .nonNegativeInt, .positiveInt:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
-            if kind == .nonNegativeInt, n < 0 { return "must be 0 or more, not \(n)" }
-            if kind == .positiveInt, n <= 0 { return "must be 1 or more, not \(n)" }
-            if n > Int(Int32.max) { return "is too large (\(n))" }
-            return nil
-        case .passes:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
-            return (0...WipeOptions.maxPasses).contains(n) ? nil : "must be 0 (unlink only) to \(WipeOptions.maxPasses), not \(n)"
-        case .characterClasses:
-            guard value.type == .int, let n = value.int else { return "must be an integer, not \(value.type.withArticle) (\(value.debugDescription))" }
-            return (0...4).contains(n) ? nil : "must be 0 (no rule) to 4 (all of digits, lower case, upper case, special), not \(n)"
-        case .pattern:
-            let names = WipeOptions.Pattern.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
-            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
-            return WipeOptions.Pattern(rawValue: s) == nil ? "must be \(names), not \"\(s)\"" : nil
-        case .bool:
-            return value.type == .bool ? nil : "must be true or false, not \(value.type.withArticle) (\(value.debugDescription))"
-        case .serverURL:
-            guard value.type == .string, let s = value.string else { return "must be a string (a URL), not \(value.type.withArticle)" }
-            return ServerURL.problem(s)
-        case .readableFile:
-            guard value.type == .string, let s = value.string else { return "must be a string (a path), not \(value.type.withArticle)" }
-            guard s.hasPrefix("/") else { return "must be an absolute path, not \"\(s)\"" }
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: s, isDirectory: &isDirectory), !isDirectory.boolValue else {
-                return "\(s): no such file"
-            }
-            return FileManager.default.isReadableFile(atPath: s) ? nil : "\(s): not readable"
-        case .vaultAllowances:
-            guard value.type == .array, let list = value.array else {
-                return "must be a list of directories ([\"/opt/fieldapp/data\"]), not \(value.type.withArticle)"
-            }
-            for item in list {
-                guard item.type == .string, let s = item.string else { return "must hold only strings (paths), not \(item.type.withArticle)" }
-                if let problem = DirectoryRules.allowanceProblem(s) { return problem }
-            }
-            return nil
-        case .liftAfterContact:
-            let names = PolicyLockLift.Setting.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
-            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
-            return PolicyLockLift.Setting(rawValue: s) == nil ? "must be \(names), not \"\(s.prefix(60))\"" : nil
-        case .serverProtocol:
-            let names = ServerProtocol.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
-            guard value.type == .string, let s = value.string else { return "must be \(names), not \(value.type.withArticle)" }
-            return ServerProtocol(rawValue: s) == nil ? "must be \(names), not \"\(s.prefix(60))\"" : nil
-        case .headerValue:
-            guard value.type == .string, let s = value.string else { return "must be a string, not \(value.type.withArticle)" }
-            if s.isEmpty { return "must not be empty" }
-            if s.utf8.count > 256 { return "must be at most 256 characters long" }
-            // Sent as a header value: visible ASCII only, so it can never split a request.
-            return s.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })
-                ? nil : "may only contain visible ASCII characters (no spaces, control characters or non-ASCII), not \"\(s.prefix(60))\""
-        case .metricsTextfile:
-            guard value.type == .string, let s = value.string else { return "must be a string (a path ending in .prom), not \(value.type.withArticle)" }
-            return MetricsTextfile.pathProblem(s)
-        case .fileMode:
-            guard value.type == .string, let s = value.string else {
-                return "must be an octal file mode as a string (\"0640\"), not \(value.type.withArticle) (\(value.debugDescription))"
-            }
-            guard let mode = MetricsFileOptions.parseMode(s) else {
-                return "must be an octal file mode of 3 or 4 digits such as \"0640\" (no setuid, setgid or sticky bit), not \"\(s.prefix(20))\""
-            }
-            if mode & 0o022 != 0 {
-                return "\"\(s)\" lets others than root write the file (they could feed the fleet false readings); use \"0640\" or \"0644\""
-            }
-            return nil
-        case .groupName:
-            guard value.type == .string, let s = value.string else { return "must be a string, not \(value.type.withArticle)" }
-            let allowed = s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_-.".contains($0)) }
-            return (!s.isEmpty && allowed) ? nil : "must be a group name ([A-Za-z0-9_.-]+), not \"\(s)\""
-        }
     }
 
     /// The line (1-based) where `key` is assigned in `[table]`, found by reading the text,
