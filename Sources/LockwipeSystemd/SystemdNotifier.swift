@@ -18,11 +18,21 @@ import CSystemd
 /// NOTIFY_SOCKET is read at every call, never cached, and never unset: a reload or a
 /// watchdog ping late in the process still reaches systemd.
 public struct SystemdNotifier: Sendable {
-    public init() {}
+    /// False for `silent`: it never reads NOTIFY_SOCKET, never sends.
+    private let speaks: Bool
 
-    /// NOTIFY_SOCKET is set and non-empty.
+    public init() { speaks = true }
+
+    private init(speaks: Bool) { self.speaks = speaks }
+
+    /// A notifier that never sends, whatever NOTIFY_SOCKET says: for a daemon under test in a
+    /// process whose other tests set NOTIFY_SOCKET to sockets of their own (a Manager under
+    /// test then never sends them its STATUS= lines).
+    public static let silent = SystemdNotifier(speaks: false)
+
+    /// NOTIFY_SOCKET is set and non-empty (and this notifier is not `silent`).
     public var isActive: Bool {
-        guard let socket = getenv("NOTIFY_SOCKET") else { return false }
+        guard speaks, let socket = getenv("NOTIFY_SOCKET") else { return false }
         return socket.pointee != 0
     }
 

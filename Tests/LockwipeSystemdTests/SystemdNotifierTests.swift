@@ -70,6 +70,17 @@ import Testing
         }
     }
 
+    /// The notifier a Manager under test is given: another test's NOTIFY_SOCKET never gets
+    /// its STATUS= lines (they once arrived in the middle of the test below and failed it).
+    @Test func aSilentNotifierNeverSends() throws {
+        try withNotifySocket { socket in
+            #expect(SystemdNotifier.silent.isActive == false)
+            SystemdNotifier.silent.status("1 user; next: lock root in 5d")
+            SystemdNotifier.silent.ready(status: "enforcing")
+            #expect(socket.receive() == nil)
+        }
+    }
+
     @Test func statusIsKeptOnOneLine() throws {
         try withNotifySocket { socket in
             SystemdNotifier().status("config broken:\nkept old one")

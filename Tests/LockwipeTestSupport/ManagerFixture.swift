@@ -44,7 +44,7 @@ public struct ManagerFixture: Sendable {
         let logs = CapturedLogs()
         let manager = Manager(
             configuration: configuration, store: store, clock: clock, protection: PermissionLock(),
-            eraser: SecureEraser(), observers: ObserverHub(observers), logger: logs.logger, notifier: SystemdNotifier(),
+            eraser: SecureEraser(), observers: ObserverHub(observers), logger: logs.logger, notifier: .silent,
             paths: .init(configPath: dir + "/c.toml", stateDirectory: dir + "/state", socketPath: dir + "/sock", hooksDirectory: dir + "/hooks"),
             fetcher: fetcher, random: { 0.5 }, encryption: encryption ?? FscryptLock(), accounts: accounts)
         // What timers and background requests post runs as it does in the daemon's service.
