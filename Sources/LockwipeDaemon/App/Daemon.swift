@@ -3,7 +3,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
 import LockwipeWipe

@@ -1,5 +1,4 @@
 import LockwipeBase
-import LockwipeProtocol
 import Logging
 import Synchronization
 

@@ -1,6 +1,5 @@
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// Offline leases (`OfflineLease`): granted by a helpdesk's offline code or by the policy

@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 import NIOCore
 

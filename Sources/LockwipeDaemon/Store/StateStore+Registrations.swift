@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 import Synchronization
 

@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import LockwipeCore
-import LockwipeProtocol
 
 extension StateStore {
     public struct PendingWipe: Sendable, Equatable {

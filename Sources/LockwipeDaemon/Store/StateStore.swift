@@ -2,7 +2,6 @@ import Foundation
 import GRDB
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Synchronization
 
 /// The daemon's durable state: one SQLite database (WAL, `secure_delete`) in the state

@@ -2,7 +2,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// SAP's full reset after a server or offline wipe (`ServerReset`): the registration's

@@ -1,5 +1,4 @@
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 
 /// A registration as the daemon keeps it.
