@@ -58,7 +58,7 @@ struct PamAuth: ParsableCommand {
             // The key work (one scrypt run per vault a passcode wraps) takes about a second.
             let client = try VarlinkClient(path: global.socketPath, timeout: 30)
             let reply = try client.call(.liftAtLogin, LoginLiftRequest(uid: uid, password: password))
-            for r in reply.results where r.state == .active || r.detail.hasPrefix("lock lifted") {
+            for r in reply.results where r.lifted == true {
                 print("lockwipe: \(r.user): \(r.detail)")
                 PamAccount.syslog(LOG_NOTICE, "login of \(name): \(r.user): \(r.detail)")
             }

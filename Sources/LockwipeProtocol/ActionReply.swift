@@ -15,12 +15,17 @@ public struct ActionResult: Codable, Sendable, Equatable {
     public var failed: Bool?
     /// A lock's preview (`Lock` with `preview`): the processes of the user it would end.
     public var processes: [ProcessEntry]?
+    /// True on a `LiftAtLogin` result whose server or offline lock the login lifted (also
+    /// when it was handed back to the passcode and the encrypted vault stays locked);
+    /// absent otherwise. `lockwipectl pam-auth` tells the user only about these.
+    public var lifted: Bool?
 
     public init(
         user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil, failed: Bool? = nil,
-        processes: [ProcessEntry]? = nil
+        processes: [ProcessEntry]? = nil, lifted: Bool? = nil
     ) {
         self.processes = processes
+        self.lifted = lifted
         self.user = user
         self.action = action
         self.state = state

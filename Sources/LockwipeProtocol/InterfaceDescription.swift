@@ -127,7 +127,8 @@ public enum InterfaceDescription {
           detail: string,
           wipe: ?WipeSummary,
           failed: ?bool,
-          processes: ?[]ProcessEntry
+          processes: ?[]ProcessEntry,
+          lifted: ?bool
         )
 
         # Who asked for a wipe: the lockwipectl peer, the policy server, the offline

@@ -33,7 +33,7 @@ import Testing
             let result = try #require(try await pending.value.first)
 
             #expect(result.failed == true)
-            #expect(result.detail.contains("dropped"))
+            #expect(result.reason.contains("dropped"))
             let now = try #require(try await m.status(for: root, user: "root").registrations.first)
             #expect(now.state == .active)
             #expect(FileManager.default.fileExists(atPath: dir + "/data/new/canary.txt"))

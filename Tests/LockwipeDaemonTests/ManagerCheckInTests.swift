@@ -40,7 +40,7 @@ import Testing
             clock.advance(seconds: day)
             fetcher.answer(.contact(settings(lock: 5, wipe: 9)))
             let r = try await m.checkIn(users: ["root"])
-            #expect(r.first?.failed == nil)
+            #expect(r.first?.failed == false)
             let info = try await reg(m)
             #expect(info.offlineSeconds == 0)
             #expect(info.policySource == "server")
@@ -167,7 +167,7 @@ import Testing
             var info = try await reg(m)
             #expect(info.state == .locked && info.lockTrigger == .server && info.lockLiftable == false)
             let before = try await m.liftAtLogin(uid: 0, password: "pw", by: root)
-            #expect(before.map(\.detail).first?.hasPrefix("the lock stays") == true)
+            #expect(before.map(\.reason).first?.hasPrefix("the lock stays") == true)
             #expect(try await reg(m).state == .locked)
 
             fetcher.answer(.contact(settings(lock: 5, wipe: 9, locked: false)))

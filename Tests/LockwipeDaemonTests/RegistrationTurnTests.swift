@@ -50,7 +50,7 @@ import Testing
 
     @Test func operationsOnOneRegistrationRunOneAtATime() async throws {
         try await withTwo { f in
-            var lock: Task<ActionResult, any Error>?
+            var lock: Task<Outcome, any Error>?
             try await whileHeld(f, "root") {
                 lock = Task { try await f.manager.lock(user: "root", trigger: .admin, reason: "test") }
                 // The lock waits for the turn, and has changed nothing while it waits.

@@ -70,7 +70,7 @@ import Testing
             f.faults.failNext(1, of: "credentials")
             let result = try #require(try await f.manager.checkIn(users: ["root"]).first)
             #expect(result.failed == true)
-            #expect(result.detail.contains("the state database cannot be read or written"))
+            #expect(result.reason.contains("the state database cannot be read or written"))
             #expect(fetcher.calls.count == before, "a check-in was sent without its credentials")
         }
     }

@@ -37,3 +37,34 @@ struct WireErrorTests {
         #expect(ControlServer.wireError(.passcodeExpired(user: "bob", reason: "r")).parameters["user"] == "bob")
     }
 }
+
+/// The other half of the wall: every `Outcome` becomes the `ActionResult` clients read, in
+/// the JSON they read before the domain stopped building it.
+struct WireOutcomeTests {
+    static func json(_ outcome: Outcome) throws -> String {
+        String(decoding: try VarlinkCoding.encoder().encode(ActionResult(outcome)), as: UTF8.self)
+    }
+
+    @Test func anOperationThatDidWhatWasAskedSaysNothingOfFailureOrLift() throws {
+        let o = Outcome(user: "alice", operation: .checkIn, state: .active, reason: "contact ok")
+        #expect(try Self.json(o) == #"{"action":"check-in","detail":"contact ok","state":"active","user":"alice"}"#)
+    }
+
+    @Test func failureLiftAndProcessesAreCarriedOnlyWhenSet() throws {
+        let failed = ActionResult(Outcome(user: "alice", operation: .checkIn, state: nil, reason: "refused", failed: true))
+        #expect(failed.failed == true && failed.lifted == nil && failed.state == nil)
+        let lifted = ActionResult(Outcome(user: "alice", operation: .login, state: .locked, reason: "lock lifted", lift: .handedBack))
+        #expect(lifted.lifted == true && lifted.action == "login")
+        let preview = ActionResult(
+            Outcome(user: "alice", operation: .lock, state: .active, reason: "ends 1 process", processes: [.init(pid: 7, comm: "sh", uid: 1000)]))
+        #expect(preview.processes == [ProcessEntry(pid: 7, comm: "sh", uid: 1000)])
+    }
+
+    @Test(arguments: [
+        (Outcome.Operation.checkIn, "check-in"), (.offlineCode, "offline-code"), (.passcodeSet, "passcode-set"),
+        (.passcodeChanged, "passcode-changed"), (.lock, "lock"), (.unregister, "unregister"),
+    ])
+    func operationsKeepTheirWireNames(_ operation: Outcome.Operation, _ name: String) {
+        #expect(ActionResult(Outcome(user: "a", operation: operation, state: nil, reason: "")).action == name)
+    }
+}

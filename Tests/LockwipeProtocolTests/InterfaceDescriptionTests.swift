@@ -137,7 +137,8 @@ import Testing
           detail: string,
           wipe: ?WipeSummary,
           failed: ?bool,
-          processes: ?[]ProcessEntry
+          processes: ?[]ProcessEntry,
+          lifted: ?bool
         )
 
         # Who asked for a wipe: the lockwipectl peer, the policy server, the offline

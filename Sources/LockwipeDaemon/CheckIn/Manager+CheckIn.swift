@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 import NIOCore
 
@@ -23,22 +22,22 @@ extension Manager {
 
     /// `CheckIn`: the given registrations check in now, concurrently (the client bounds how
     /// many requests are in flight); one result each.
-    public func checkIn(users: [String]) async throws -> [ActionResult] {
+    public func checkIn(users: [String]) async throws -> [Outcome] {
         guard context.configuration.server.isConfigured else {
             throw ManagerError.actionFailed("no server configured: there is no policy server to check in with ([server] url)")
         }
-        return await withTaskGroup(of: (Int, ActionResult).self) { group in
+        return await withTaskGroup(of: (Int, Outcome).self) { group in
             for (i, user) in users.enumerated() {
                 group.addTask { (i, await self.checkIn(user: user, purpose: .requested)) }
             }
-            var results: [(Int, ActionResult)] = []
+            var results: [(Int, Outcome)] = []
             for await r in group { results.append(r) }
             return results.sorted { $0.0 < $1.0 }.map(\.1)
         }
     }
 
     /// `SetCredentials`: replaces a registration's credentials, then checks in with them.
-    public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> ActionResult {
+    public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> Outcome {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
         let result = try await registration(named: user).withTurn { turn in try await turn.registration.setCredentials(credentials, in: turn, by: caller) }
@@ -53,10 +52,10 @@ extension Manager {
     /// `deadline` bounds the whole attempt, the wait for a free request slot included
     /// (the before-action pass: enforcement never waits longer than `[server] timeout`);
     /// nil: `[server] timeout` from when the request can start.
-    func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> ActionResult {
+    func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> Outcome {
         let server = context.configuration.server
         guard server.isConfigured, let fetcher = context.fetcher else {
-            return ActionResult(user: user, action: "check-in", state: nil, detail: "no server configured", failed: true)
+            return Outcome(user: user, operation: .checkIn, state: nil, reason: "no server configured", failed: true)
         }
         // What the request needs of the state is read first: a read that fails fails the
         // check-in (said in the journal and the result), it never reads as "nothing there".
@@ -66,14 +65,14 @@ extension Manager {
             found = try await context.store.registration(user)
             credentials = try await context.store.credentials(user)
         } catch {
-            return ActionResult(user: user, action: "check-in", state: nil, detail: context.stateFailure(user, "check-in", error).message, failed: true)
+            return Outcome(user: user, operation: .checkIn, state: nil, reason: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         guard let r = found else {
-            return ActionResult(user: user, action: "check-in", state: nil, detail: "no such registration", failed: true)
+            return Outcome(user: user, operation: .checkIn, state: nil, reason: "no such registration", failed: true)
         }
         if r.state.isWipeCommitted {
             checkIns.forget(user)
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: "not checked in: the registration is \(r.state.rawValue)")
+            return Outcome(user: user, operation: .checkIn, state: r.state, reason: "not checked in: the registration is \(r.state.rawValue)")
         }
         // The answer belongs to this registration (this id), not to whoever has the user
         // name when it arrives; unregister cancels the request (`cancelRequests(of:)`).
@@ -83,7 +82,7 @@ extension Manager {
         do {
             known = server.sapIdentity == nil ? nil : try await context.store.sapConnection(registration: asked)
         } catch {
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: context.stateFailure(user, "check-in", error).message, failed: true)
+            return Outcome(user: user, operation: .checkIn, state: r.state, reason: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         let request = Task {
             await ServerExchange.run(fetcher, user: user, credentials: credentials, known: known?.id, server: server, deadline: deadline)
@@ -101,7 +100,7 @@ extension Manager {
         // orders is recorded as the server's and spares no client of hers (issue 40,
         // finding 4: a check-in she asked ran the server's lock as if it were her own).
         let registration = registration(id: asked, user: user)
-        let result: ActionResult
+        let result: Outcome
         do {
             result = try await RequestingClient.$current.withValue(nil) {
                 try await registration.withTurn { turn in
@@ -120,7 +119,7 @@ extension Manager {
         } catch {
             // Not "unregistered": its record cannot be read, so the answer is not applied,
             // the check-in failed, and the next one asks again.
-            result = ActionResult(user: user, action: "check-in", state: nil, detail: context.stateFailure(user, "check-in", error).message, failed: true)
+            result = Outcome(user: user, operation: .checkIn, state: nil, reason: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         let after: RegistrationRecord?
         do {
@@ -187,7 +186,7 @@ extension Manager {
 
     /// An answer (or a request cancelled by unregister) for a registration that is gone:
     /// applied to nobody, logged and recorded in the history of the user name.
-    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> ActionResult {
+    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> Outcome {
         let current: String?
         do {
             current = try await context.store.registration(user)?.id
@@ -217,6 +216,6 @@ extension Manager {
                 "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
                 "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
             ])
-        return ActionResult(user: user, action: "check-in", state: nil, detail: detail, failed: true)
+        return Outcome(user: user, operation: .checkIn, state: nil, reason: detail, failed: true)
     }
 }

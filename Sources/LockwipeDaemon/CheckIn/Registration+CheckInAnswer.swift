@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// A check-in answer applied to the registration that asked: `CheckInDecision` decides what
@@ -11,11 +10,11 @@ import Logging
 extension Registration {
     /// Applies one answer in the turn of the registration that asked (an answer to a
     /// registration gone meanwhile is dropped before: `dropStale`).
-    nonisolated(nonsending) func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: Manager.CheckInPurpose, elapsedUSEC: Int64) async -> ActionResult {
+    nonisolated(nonsending) func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: Manager.CheckInPurpose, elapsedUSEC: Int64) async -> Outcome {
         let r = turn.record
         let user = r.user
         if r.state.isWipeCommitted {
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: "answer ignored: the registration is \(r.state.rawValue)")
+            return Outcome(user: user, operation: .checkIn, state: r.state, reason: "answer ignored: the registration is \(r.state.rawValue)")
         }
         let reading = context.clock.now()
         let meta: Logger.Metadata = [
@@ -61,7 +60,7 @@ extension Registration {
             try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
             context.logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
+            return Outcome(user: user, operation: .checkIn, state: r.state, reason: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
         }
         log(decision.after, meta)
         if decision.newlyRejected, case .rejected(let status, let text) = outcome { announceRejection(r, status: status, text: text, reading: reading) }
@@ -78,8 +77,8 @@ extension Registration {
             context.logger.error(
                 "cannot read the registration of \(user) again after recording a server contact: \(ErrorWords.of(error))",
                 metadata: ["user": .string(user), "message_id": MessageID.actionFailed.metadata])
-            return ActionResult(
-                user: user, action: "check-in", state: r.state, detail: "contact recorded, but the registration cannot be read again: \(ErrorWords.of(error))",
+            return Outcome(
+                user: user, operation: .checkIn, state: r.state, reason: "contact recorded, but the registration cannot be read again: \(ErrorWords.of(error))",
                 failed: true)
         }
 
@@ -100,7 +99,7 @@ extension Registration {
             break
         }
         if let detail = decision.detail {
-            return ActionResult(user: user, action: "check-in", state: r.state, detail: detail, failed: decision.failed)
+            return Outcome(user: user, operation: .checkIn, state: r.state, reason: detail, failed: decision.failed)
         }
         var state: RegistrationState = lock == .lifted ? .active : r.state
         if case .settingsLock(let reason) = decision.order {
@@ -115,18 +114,18 @@ extension Registration {
         }
         let (p, source) = context.policy(for: turn.record)
         let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
-        return ActionResult(user: user, action: "check-in", state: state, detail: ([summary] + notes).joined(separator: "; "))
+        return Outcome(user: user, operation: .checkIn, state: state, reason: ([summary] + notes).joined(separator: "; "))
     }
 
     /// A lock or wipe the server ordered (403), carried out as any other lock or wipe.
-    private nonisolated(nonsending) func carryOut(_ r: RegistrationRecord, _ action: String, code: String, _ body: () async throws -> ActionResult) async -> ActionResult {
+    private nonisolated(nonsending) func carryOut(_ r: RegistrationRecord, _ action: String, code: String, _ body: () async throws -> Outcome) async -> Outcome {
         let ordered = "the server ordered a \(action) (\(code))"
         do {
             let done = try await body()
-            return ActionResult(user: r.user, action: "check-in", state: done.state, detail: "\(ordered): \(done.detail)", wipe: done.wipe)
+            return Outcome(user: r.user, operation: .checkIn, state: done.state, reason: "\(ordered): \(done.reason)", wipe: done.wipe)
         } catch {
             let why = (error as? ManagerError)?.message ?? ErrorWords.of(error)
-            return ActionResult(user: r.user, action: "check-in", state: r.state, detail: "\(ordered) and it failed: \(why)", failed: true)
+            return Outcome(user: r.user, operation: .checkIn, state: r.state, reason: "\(ordered) and it failed: \(why)", failed: true)
         }
     }
 

@@ -2,7 +2,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 import Logging
 
@@ -12,14 +11,14 @@ extension Manager {
     public func register(
         user: String, directories: [String], credentials: ServerCredentials? = nil, requireEncryption: Bool = false, passcode: String? = nil,
         by caller: Caller
-    ) async throws -> ActionResult {
+    ) async throws -> Outcome {
         if let credentials {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
         // A closure of its own, so that the new vault key is wiped (`defer` below) as soon as
         // the registration is made or refused.
-        let result = try await { () async throws -> ActionResult in
+        let result = try await { () async throws -> Outcome in
             // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
             let registrationID = RegistrationRecord.newID()
             // The vault key is made (scrypt for a passcode) off the actor before anything is
@@ -37,7 +36,7 @@ extension Manager {
             // From the check of which directories are taken to the insert, one registration
             // at a time (the registry's turn): two registrations cannot both take a directory
             // or a name.
-            return try await withRegistryTurn { _ async throws -> ActionResult in
+            return try await withRegistryTurn { _ async throws -> Outcome in
                 if let existing = try await context.store.registration(user) {
                     throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
                 }
@@ -196,7 +195,7 @@ extension Manager {
                     detail += "; protection: permissions"
                     if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
                 }
-                return ActionResult(user: user, action: "register", state: .active, detail: detail)
+                return Outcome(user: user, operation: .register, state: .active, reason: detail)
             }
         }()
         // A new registration fetches its settings at once (SAP onboarding: settings download).
@@ -204,7 +203,7 @@ extension Manager {
         return result
     }
 
-    public func unregister(user: String, by caller: Caller) async throws -> ActionResult {
+    public func unregister(user: String, by caller: Caller) async throws -> Outcome {
         try await registration(named: user).withTurn { turn in
             let r = turn.record
             if r.state == .wipePending || r.state == .wiping {
@@ -255,7 +254,7 @@ extension Manager {
                     "peer_uid": "\(caller.credentials.uid)",
                 ])
             await reschedule()
-            return ActionResult(user: user, action: "unregister", state: nil, detail: detail)
+            return Outcome(user: user, operation: .unregister, state: nil, reason: detail)
         }
     }
 }

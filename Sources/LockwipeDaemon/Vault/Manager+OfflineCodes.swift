@@ -184,7 +184,7 @@ extension Manager {
     // MARK: Enter
 
     /// The helpdesk's response to `user`'s outstanding challenge: does what it asked, once.
-    public func offlineCodeEnter(user: String, code: String, by caller: Caller) async throws -> ActionResult {
+    public func offlineCodeEnter(user: String, code: String, by caller: Caller) async throws -> Outcome {
         let result = try await registration(named: user).withTurn { turn in
             try await turn.registration.offlineCodeEnter(in: turn, code: code, by: caller)
         }

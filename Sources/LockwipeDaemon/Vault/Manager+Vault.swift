@@ -11,17 +11,17 @@ import Logging
 /// operation to it, in its turn (`Registration+Lock.swift`, `+Unlock`, `+Passcode`,
 /// `+LoginLift`), then plans the next wake-up; and what a lock would end, read without a turn.
 extension Manager {
-    public func lock(user: String, trigger: Trigger, reason: String) async throws -> ActionResult {
+    public func lock(user: String, trigger: Trigger, reason: String) async throws -> Outcome {
         let result = try await registration(named: user).withTurn { turn in try await turn.registration.lock(in: turn, trigger: trigger, reason: reason) }
         await reschedule()
         return result
     }
 
-    public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> ActionResult {
+    public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> Outcome {
         if try await checkInBeforeUserUnlock(user: user, caller: caller) {
-            return ActionResult(
-                user: user, action: "unlock", state: .active,
-                detail: "unlocked: the policy server lifted the lock at the check-in just made")
+            return Outcome(
+                user: user, operation: .unlock, state: .active,
+                reason: "unlocked: the policy server lifted the lock at the check-in just made")
         }
         let result = try await registration(named: user).withTurn { turn in
             try await turn.registration.unlock(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
@@ -45,11 +45,11 @@ extension Manager {
 
     /// What a lock of `user` would end now (`lockwipectl lock` lists it first): her
     /// processes, but the client asking when it is hers (a lock spares it). Changes nothing.
-    public func lockPreview(user: String) async throws -> ActionResult {
+    public func lockPreview(user: String) async throws -> Outcome {
         guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         guard context.configuration.terminateProcesses else {
-            return ActionResult(
-                user: user, action: "lock", state: r.state, detail: "ends no processes ([lock] terminate_processes = false)", processes: [])
+            return Outcome(
+                user: user, operation: .lock, state: r.state, reason: "ends no processes ([lock] terminate_processes = false)", processes: [])
         }
         let client = RequestingClient.current
         let spared = client.flatMap { $0.uid == r.uid ? $0.pid : nil }
@@ -60,11 +60,11 @@ extension Manager {
                 // passed on to an administrator's terminal.
                 let raw = ProcFile.read("/proc/\(pid)/comm")?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "?"
                 let comm = String(String.UnicodeScalarView(raw.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : $0 }))
-                return ProcessEntry(pid: pid, comm: comm, uid: uid)
+                return Outcome.Process(pid: pid, comm: comm, uid: uid)
             }
         }
         let detail = entries.isEmpty ? "ends no processes (none running)" : "ends \(entries.count) process\(entries.count == 1 ? "" : "es")"
-        return ActionResult(user: user, action: "lock", state: r.state, detail: detail, processes: entries)
+        return Outcome(user: user, operation: .lock, state: r.state, reason: detail, processes: entries)
     }
 
     /// After a request that ended its own user's processes has been answered and its
@@ -101,13 +101,13 @@ extension Manager {
 
     /// Every registration of `uid`, each in its turn. A registration whose turn fails says
     /// so in its result; the login itself never waits for more than these turns.
-    public func liftAtLogin(uid: UInt32, password: String, by caller: Caller) async throws -> [ActionResult] {
-        var results: [ActionResult] = []
+    public func liftAtLogin(uid: UInt32, password: String, by caller: Caller) async throws -> [Outcome] {
+        var results: [Outcome] = []
         for r in try await context.store.registrations() where r.uid == uid {
             do {
                 results.append(try await registration(named: r.user).withTurn { turn in try await turn.registration.liftAtLogin(in: turn, password: password) })
             } catch let error as ManagerError {
-                results.append(ActionResult(user: r.user, action: "login", state: r.state, detail: error.message, failed: true))
+                results.append(Outcome(user: r.user, operation: .login, state: r.state, reason: error.message, failed: true))
             }
         }
         await reschedule()
@@ -117,7 +117,7 @@ extension Manager {
     /// `passcode set` (no `current`: only while the machine key wraps the key) and
     /// `passcode change` (with the current passcode, which counts toward `retry_limit`).
     /// Works locked or unlocked: only the wrapped key changes.
-    public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> ActionResult {
+    public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> Outcome {
         try await registration(named: user).withTurn { turn in try await turn.registration.setPasscode(in: turn, current: current, new: new, by: caller) }
     }
 

@@ -2,7 +2,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCore
 import LockwipeProcesses
-import LockwipeProtocol
 import LockwipeVaultIO
 import LockwipeWipe
 import Logging
@@ -15,14 +14,14 @@ import Synchronization
 /// answers again.
 extension Registration {
     /// Locks the registration whose turn this is.
-    nonisolated(nonsending) func lock(in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String) async throws -> ActionResult {
+    nonisolated(nonsending) func lock(in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         switch r.state.lockStep {
-        case .alreadyLocked: return ActionResult(user: user, action: "lock", state: .locked, detail: "already locked")
+        case .alreadyLocked: return Outcome(user: user, operation: .lock, state: .locked, reason: "already locked")
         case .retry:
             if let failed = await retryLock(r) { throw failed }
-            return ActionResult(user: user, action: "lock", state: .locked, detail: "locked (the lock that had failed was applied and verified)")
+            return Outcome(user: user, operation: .lock, state: .locked, reason: "locked (the lock that had failed was applied and verified)")
         case .refuse:
             throw ManagerError.wrongState(
                 user: user, current: r.state, reason: "\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
@@ -48,7 +47,7 @@ extension Registration {
         context.logger.notice("locked \(user): \(reason)", metadata: meta)
         await context.observers.notify(.didLock, event)
         let detail = ended.isEmpty ? "locked" : "locked; ended \(ended.count) process(es) of \(user)"
-        return ActionResult(user: user, action: "lock", state: .locked, detail: detail)
+        return Outcome(user: user, operation: .lock, state: .locked, reason: detail)
     }
 
     /// Applies `r`'s lock (idempotent), ending all of the user's processes when

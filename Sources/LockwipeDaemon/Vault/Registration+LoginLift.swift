@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 import Logging
 
@@ -12,16 +11,16 @@ import Logging
 /// vault key is not a wrong passcode: it never counts toward `retry_limit` nor its back-off,
 /// and the back-off does not hold it up.
 extension Registration {
-    nonisolated(nonsending) func liftAtLogin(in turn: borrowing RegistrationTurn, password: String) async throws -> ActionResult {
+    nonisolated(nonsending) func liftAtLogin(in turn: borrowing RegistrationTurn, password: String) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         let setting = context.configuration.liftAfterContact
         let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
         switch PolicyLockLift.decide(lock, proof: .login, setting: setting, opens: true) {
         case .notAPolicyLock:
-            return ActionResult(user: user, action: "login", state: r.state, detail: "no lock by the policy server or the offline policy to lift")
+            return Outcome(user: user, operation: .login, state: r.state, reason: "no lock by the policy server or the offline policy to lift")
         case .stays(let why):
-            return ActionResult(user: user, action: "login", state: r.state, detail: "the lock stays: \(why)")
+            return Outcome(user: user, operation: .login, state: r.state, reason: "the lock stays: \(why)")
         case .becomesLiftable, .lift, .handBack:
             break
         }
@@ -67,7 +66,7 @@ extension Registration {
             let reason = "the \(by) lock, made liftable by a contact with the policy server, was lifted at the login of \(user)"
             try await context.store.commitUnlock(user, clock: nil, event: context.event(user, .unlock, .user, reason, at: reading.wall))
             context.logger.notice("lifted the lock of \(user) at login", metadata: context.journalFields(r, action: "unlock", trigger: .user, reason: reason, id: .liftedAtLogin))
-            return ActionResult(user: user, action: "login", state: .active, detail: "unlocked at login")
+            return Outcome(user: user, operation: .login, state: .active, reason: "unlocked at login", lift: .lifted)
         case .handBack:
             let by = lock.trigger == .server ? "server" : "offline"
             let reason = "the \(by) lock was lifted at the login of \(user); the encrypted vault stays locked: \(notOpened)"
@@ -75,9 +74,9 @@ extension Registration {
             context.logger.notice(
                 "lifted the \(by) lock of \(user) at login; the vault stays locked",
                 metadata: context.journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))
-            return ActionResult(user: user, action: "login", state: r.state, detail: "lock lifted; the vault stays locked: \(notOpened)")
+            return Outcome(user: user, operation: .login, state: r.state, reason: "lock lifted; the vault stays locked: \(notOpened)", lift: .handedBack)
         case .notAPolicyLock, .stays, .becomesLiftable:
-            return ActionResult(user: user, action: "login", state: r.state, detail: "nothing lifted")
+            return Outcome(user: user, operation: .login, state: r.state, reason: "nothing lifted")
         }
     }
 }

@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// An offline code's response entered for this registration (docs/offline-codes.md): what
@@ -10,7 +9,7 @@ import Logging
 /// (`openWithoutPasscode`), the lease that comes with it `grantLease`'s. Wrong responses back
 /// off as wrong passcodes do (`PasscodeBackoff`) and never count toward `retry_limit`.
 extension Registration {
-    nonisolated(nonsending) func offlineCodeEnter(in turn: borrowing RegistrationTurn, code: String, by caller: Caller) async throws -> ActionResult {
+    nonisolated(nonsending) func offlineCodeEnter(in turn: borrowing RegistrationTurn, code: String, by caller: Caller) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         let now = context.clock.now().wall
@@ -89,8 +88,8 @@ extension Registration {
         case .extend(let days):
             let lease = try await grantLease(
                 until: now + Int64(days) * OfflineLease.day, source: .offlineCode, reference: challenge.text, requester: requester, in: turn)
-            return ActionResult(
-                user: user, action: "offline-code", state: turn.record.state, detail: "offline lease extended: offline until \(Timestamp.iso(lease.until))")
+            return Outcome(
+                user: user, operation: .offlineCode, state: turn.record.state, reason: "offline lease extended: offline until \(Timestamp.iso(lease.until))")
         case .lift:
             return try await liftWithOfflineCode(in: turn, challenge: challenge.text, requester: requester, caller: caller)
         }
@@ -98,8 +97,7 @@ extension Registration {
 
     /// Lifts `turn`'s policy lock (`PolicyLockLift`, proof `.offlineCode`), as a server
     /// contact does, and grants the lease of `unlock_lease_days` that comes with it.
-    private nonisolated(nonsending) func liftWithOfflineCode(in turn: borrowing RegistrationTurn, challenge: String, requester: String, caller: Caller) async throws -> ActionResult
-    {
+    private nonisolated(nonsending) func liftWithOfflineCode(in turn: borrowing RegistrationTurn, challenge: String, requester: String, caller: Caller) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         var opens = r.protection != .encrypted
@@ -150,7 +148,7 @@ extension Registration {
                 detail += "; the offline lease that comes with it FAILED: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
             }
         }
-        return ActionResult(user: user, action: "offline-code", state: state, detail: detail)
+        return Outcome(user: user, operation: .offlineCode, state: state, reason: detail)
     }
 
     /// Why there is no lock for an offline code to lift in `r`, or nil when there is one.

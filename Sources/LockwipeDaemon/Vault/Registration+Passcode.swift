@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 import Logging
 
@@ -137,7 +136,7 @@ extension Registration {
     /// `passcode set` (no `current`: only while the machine key wraps the key) and
     /// `passcode change` (with the current passcode, which counts toward `retry_limit`),
     /// in this registration's turn. Works locked or unlocked: only the wrapped key changes.
-    nonisolated(nonsending) func setPasscode(in turn: borrowing RegistrationTurn, current: String?, new: String, by caller: Caller) async throws -> ActionResult {
+    nonisolated(nonsending) func setPasscode(in turn: borrowing RegistrationTurn, current: String?, new: String, by caller: Caller) async throws -> Outcome {
         let user = turn.user
         let r = turn.record
         guard r.protection == .encrypted else {
@@ -173,6 +172,6 @@ extension Registration {
         try await rewrap(r, key: key, new: new, kind: kind, caller: caller, detail: current == nil ? "passcode set (was the default passcode)" : "passcode changed")
         var detail = current == nil ? "passcode set; the vault key is now wrapped by it" : "passcode changed"
         if policy.expirationDays > 0 { detail += "; expires in \(policy.expirationDays)d" }
-        return ActionResult(user: user, action: kind.rawValue, state: r.state, detail: detail)
+        return Outcome(user: user, operation: current == nil ? .passcodeSet : .passcodeChanged, state: r.state, reason: detail)
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeVaultIO
 import Logging
 
@@ -16,7 +15,7 @@ extension Registration {
     }
 
     /// The unlock itself, in the registration's turn (any check-in it needed was made before).
-    nonisolated(nonsending) func unlock(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult {
+    nonisolated(nonsending) func unlock(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         switch UnlockRule.access(unlockRequest(r, caller)) {
@@ -31,13 +30,12 @@ extension Registration {
         }
         try await liftLock(r, context.permissions, records: try await context.store.lockRecords(user), key: nil)
         try await commitUnlock(r, by: caller)
-        return ActionResult(user: user, action: "unlock", state: .active, detail: "unlocked; offline clock restarted")
+        return Outcome(user: user, operation: .unlock, state: .active, reason: "unlocked; offline clock restarted")
     }
 
     /// Opens the key of an encrypted vault the caller may unlock (`UnlockRule.access`),
     /// as `UnlockRule.opening` and `afterPasscode` say, and adds it to the kernel.
-    private nonisolated(nonsending) func unlockEncrypted(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> ActionResult
-    {
+    private nonisolated(nonsending) func unlockEncrypted(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         guard let stored = try await context.store.vaultKey(user) else {
@@ -92,7 +90,7 @@ extension Registration {
         try await commitUnlock(r, by: caller, metadata: ["protection": "encrypted"])
         var detail = caller.isAdmin ? "unlocked (encryption key added); offline clock restarted" : "unlocked (encryption key added)"
         if !notes.isEmpty { detail += "; " + notes.joined(separator: "; ") }
-        return ActionResult(user: user, action: "unlock", state: .active, detail: detail)
+        return Outcome(user: user, operation: .unlock, state: .active, reason: detail)
     }
 
     /// Lifts the lock of `r` from its vaults (a vault call, after taking back what was

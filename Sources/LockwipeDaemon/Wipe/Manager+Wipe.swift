@@ -12,7 +12,7 @@ import NIOCore
 /// Wipes: the request, the committed intent, the erase on its own thread, the honest
 /// report, and the resumption of an interrupted wipe at start-up.
 extension Manager {
-    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> ActionResult {
+    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> Outcome {
         let requested = ContinuousClock.now
         let result = try await registration(named: user).withTurn { turn in
             try await turn.registration.wipe(in: turn, trigger: trigger, reason: reason, requester: requester, requested: requested)

@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
 import LockwipeWipe
@@ -15,11 +14,11 @@ extension Registration {
     nonisolated(nonsending) func wipe(
         in turn: borrowing RegistrationTurn, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester(),
         requested: ContinuousClock.Instant = .now
-    ) async throws -> ActionResult {
+    ) async throws -> Outcome {
         let r = turn.record
         let user = r.user
         if r.state == .wiped {
-            return ActionResult(user: user, action: "wipe", state: .wiped, detail: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
+            return Outcome(user: user, operation: .wipe, state: .wiped, reason: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
         }
         let now = context.clock.now().wall
         try await context.store.commitWipeIntent(
@@ -31,7 +30,7 @@ extension Registration {
         await resetServerIdentity(in: turn, trigger: trigger)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
         let state: RegistrationState = summary.complete ? .wiped : .wipePending
-        return ActionResult(user: user, action: "wipe", state: state, detail: summary.resultText, wipe: summary)
+        return Outcome(user: user, operation: .wipe, state: state, reason: summary.resultText, wipe: summary)
     }
 
     /// Carries out a committed wipe: lock first (so nobody writes while it runs), erase,

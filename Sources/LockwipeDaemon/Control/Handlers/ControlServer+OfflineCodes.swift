@@ -10,7 +10,7 @@ extension ControlServer {
 
     func offlineCodeEnter(_ p: OfflineCodeEnterRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.offlineCode, caller, user: p.user))
-        return ActionReply(results: [try await manager.offlineCodeEnter(user: user, code: p.code, by: caller)])
+        return ActionReply([try await manager.offlineCodeEnter(user: user, code: p.code, by: caller)])
     }
 
     func provisionOfflineCodes(_ p: ProvisionOfflineCodesRequest, caller: Caller) async throws -> ProvisionOfflineCodesReply {

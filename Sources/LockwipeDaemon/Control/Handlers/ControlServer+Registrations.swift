@@ -6,7 +6,7 @@ extension ControlServer {
     func register(_ p: RegisterRequest, caller: Caller) async throws -> ActionReply {
         _ = try await authorize(.register, caller, user: p.user)
         let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
-        return ActionReply(results: [
+        return ActionReply([
             try await manager.register(
                 user: p.user, directories: p.directories, credentials: credentials.kind == "none" && p.clientKey == nil ? nil : credentials,
                 requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)
@@ -16,17 +16,17 @@ extension ControlServer {
     func setCredentials(_ p: CredentialsRequest, caller: Caller) async throws -> ActionReply {
         _ = try await authorize(.setCredentials, caller, user: p.user)
         let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
-        return ActionReply(results: [try await manager.setCredentials(user: p.user, credentials, by: caller)])
+        return ActionReply([try await manager.setCredentials(user: p.user, credentials, by: caller)])
     }
 
     func unregister(_ p: UserParameter, caller: Caller) async throws -> ActionReply {
         _ = try await authorize(.unregister, caller, user: p.user)
-        return ActionReply(results: [try await manager.unregister(user: p.user, by: caller)])
+        return ActionReply([try await manager.unregister(user: p.user, by: caller)])
     }
 
     /// Naming none: every registration for an administrator, all of her own for a user.
     func checkIn(_ p: UserFilter, caller: Caller) async throws -> ActionReply {
         let users = try await users(authorize(.checkIn, caller, user: p.user))
-        return ActionReply(results: try await manager.checkIn(users: users))
+        return ActionReply(try await manager.checkIn(users: users))
     }
 }

@@ -9,34 +9,34 @@ extension ControlServer {
         let targets = try await authorize(.lock, caller, user: p.user, all: p.all ?? false)
         let users = if case .user(let user) = targets { [user] } else { try await users(targets) }
         if p.preview == true {
-            var previews: [ActionResult] = []
+            var previews: [Outcome] = []
             for user in users { previews.append(try await manager.lockPreview(user: user)) }
-            return ActionReply(results: previews)
+            return ActionReply(previews)
         }
-        var results: [ActionResult] = []
+        var results: [Outcome] = []
         for user in users {
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
             results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
         }
-        return ActionReply(results: results)
+        return ActionReply(results)
     }
 
     /// Users may unlock their own encrypted vault with its passcode; what each lock needs
     /// is decided in the user's turn (`UnlockRule`; README.md "Encrypted vaults", lockwipectl(1)).
     func unlock(_ p: UnlockRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.unlock, caller, user: p.user))
-        return ActionReply(results: [try await manager.unlock(user: user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)])
+        return ActionReply([try await manager.unlock(user: user, by: caller, passcode: p.passcode, newPasscode: p.newPasscode)])
     }
 
     /// The PAM auth stack's password for the uid's registrations (root only: `WhoMay`).
     func liftAtLogin(_ p: LoginLiftRequest, caller: Caller) async throws -> ActionReply {
         _ = try await authorize(.liftAtLogin, caller, user: nil)
-        return ActionReply(results: try await manager.liftAtLogin(uid: p.uid, password: p.password, by: caller))
+        return ActionReply(try await manager.liftAtLogin(uid: p.uid, password: p.password, by: caller))
     }
 
     func setPasscode(_ p: PasscodeRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.setPasscode, caller, user: p.user))
-        return ActionReply(results: [try await manager.setPasscode(user: user, current: p.current, new: p.new, by: caller)])
+        return ActionReply([try await manager.setPasscode(user: user, current: p.current, new: p.new, by: caller)])
     }
 }

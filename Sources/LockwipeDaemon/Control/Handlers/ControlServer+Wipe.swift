@@ -7,7 +7,7 @@ extension ControlServer {
     /// administrators (`WhoMay`).
     func wipe(_ p: TargetSelection, caller: Caller) async throws -> ActionReply {
         let users = try await users(authorize(.wipe, caller, user: p.user, all: p.all ?? false))
-        var results: [ActionResult] = []
+        var results: [Outcome] = []
         for user in users {
             results.append(
                 caller.isAdmin
@@ -18,7 +18,7 @@ extension ControlServer {
                         user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
                         requester: WipeRequester(peerUID: caller.credentials.uid)))
         }
-        return ActionReply(results: results)
+        return ActionReply(results)
     }
 
     /// A user may survey her own vault whatever its protection (she may read it all
