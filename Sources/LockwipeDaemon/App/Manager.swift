@@ -54,9 +54,6 @@ public actor Manager {
     var rejectedReload: [String] = []
     /// Lock on logout (Sessions/Manager+Sessions.swift).
     var logout = LogoutLocks()
-    /// Whether offline codes are provisioned, as `status` shows it: read once (the key file
-    /// and /etc/machine-id), again after a provisioning (`Manager+OfflineCodes.swift`).
-    var offlineCodesKnown: OfflineCodesInfo?
     /// The metrics file (`[metrics] textfile`), rewritten after every store write.
     let metrics: MetricsPublisher
 

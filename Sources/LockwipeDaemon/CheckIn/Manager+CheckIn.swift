@@ -105,7 +105,7 @@ extension Manager {
             result = try await RequestingClient.$current.withValue(nil) {
                 try await registration.withTurn { turn in
                     // A connection recorded is a contact committed: the answer is applied to the record after it.
-                    if let connection = exchanged.connection, await self.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
+                    if let connection = exchanged.connection, await turn.registration.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
                         try await turn.refresh()
                     }
                     turn.registration.notePolicyAbsence(exchanged.outcome, before: turn.record)

@@ -9,16 +9,6 @@ import Logging
 /// `leaseRefused`, `lease-ended` / `leaseEnded`).
 extension Manager {
 
-    /// `grantLease(until:...in:)` in the registration's own turn, then the plan made again.
-    @discardableResult
-    public func grantLease(user: String, until: Int64, source: OfflineLease.Source, reference: String, requester: String) async throws -> OfflineLease {
-        let lease = try await registration(named: user).withTurn { turn in
-            try await turn.registration.grantLease(until: until, source: source, reference: reference, requester: requester, in: turn)
-        }
-        await reschedule()
-        return lease
-    }
-
     /// Records the end of every lease whose end the offline clock has passed and that is
     /// not recorded yet (`lease-ended`, once per lease: a restart does not repeat it).
     func recordEndedLeases(_ records: [RegistrationRecord], at wall: Int64) async {

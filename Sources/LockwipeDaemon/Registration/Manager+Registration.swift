@@ -246,7 +246,7 @@ extension Manager {
             forgetRegistration(turn.registration)
             checkIns.forget(user)
             checkIns.cancelRequests(of: r.id)
-            releaseConnection(user: user, connection: connection, credentials: credentials)
+            turn.registration.releaseConnection(connection, credentials: credentials)
             context.logger.notice(
                 "unregistered \(user)",
                 metadata: [

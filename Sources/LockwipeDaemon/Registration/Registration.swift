@@ -178,6 +178,17 @@ extension Manager {
         return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
     }
 
+    /// A request on one registration, as homed's handlers call `home_lock(h)` on the Home
+    /// `manager_get_home_by_name` found: the registration `user` names now does `operation`
+    /// in its turn (`Registration+Concern.swift`), then the Manager plans the next wake-up.
+    func perform<T: Sendable>(
+        on user: String, _ operation: nonisolated(nonsending) @Sendable (borrowing RegistrationTurn) async throws -> T
+    ) async throws -> T {
+        let result = try await registration(named: user).withTurn { turn in try await operation(turn) }
+        await reschedule()
+        return result
+    }
+
     /// The object of the registration `r` was read from (its turn reads the record again:
     /// `r` may be old).
     func registration(of r: RegistrationRecord) -> Registration {

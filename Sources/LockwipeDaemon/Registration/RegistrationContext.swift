@@ -36,6 +36,8 @@ struct RegistrationContext: Sendable {
     /// What timers, watchers and background work ask for, run as structured tasks by the
     /// daemon's service.
     let timerEvents = TimerEvents()
+    /// Whether offline codes are provisioned, as `status` shows it (`offlineCodesStatus()`).
+    let knownOfflineCodes = KnownOfflineCodes()
     /// Observer notifications that must not hold up enforcement, awaited at shutdown.
     let background = BackgroundNotifications()
     /// Where the daemon keeps its state, hooks, socket and configuration.

@@ -134,7 +134,7 @@ extension Manager {
             (t.sawSession ? "last session ended \(seconds) s ago" : "no login session for \(seconds) s")
             + " (lock_timeout \(t.timeout), \(t.source) passcode policy)"
         do {
-            _ = try await lock(user: user, trigger: .logout, reason: reason)
+            _ = try await perform(on: user) { turn in try await turn.registration.lock(in: turn, trigger: .logout, reason: reason) }
         } catch {
             context.logger.error(
                 "lock on logout of \(user) failed: \(error)",

@@ -7,16 +7,11 @@ import LockwipeVaultIO
 import LockwipeWipe
 import Logging
 
-/// The vault requests on the control socket: each finds its registration and hands the
-/// operation to it, in its turn (`Registration+Lock.swift`, `+Unlock`, `+Passcode`,
-/// `+LoginLift`), then plans the next wake-up; and what a lock would end, read without a turn.
+/// The vault requests that are more than one registration's turn: an unlock that may check
+/// in first, a login's password for every registration of its account, what a lock would
+/// end, and its client ended after the answer. Lock and passcode requests are the
+/// registration's own (`Registration+Lock.swift`, `+Passcode`), reached by `perform(on:)`.
 extension Manager {
-    public func lock(user: String, trigger: Trigger, reason: String) async throws -> Outcome {
-        let result = try await registration(named: user).withTurn { turn in try await turn.registration.lock(in: turn, trigger: trigger, reason: reason) }
-        await reschedule()
-        return result
-    }
-
     public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> Outcome {
         if try await checkInBeforeUserUnlock(user: user, caller: caller) {
             return Outcome(
@@ -112,13 +107,6 @@ extension Manager {
         }
         await reschedule()
         return results
-    }
-
-    /// `passcode set` (no `current`: only while the machine key wraps the key) and
-    /// `passcode change` (with the current passcode, which counts toward `retry_limit`).
-    /// Works locked or unlocked: only the wrapped key changes.
-    public func setPasscode(user: String, current: String?, new: String, by caller: Caller) async throws -> Outcome {
-        try await registration(named: user).withTurn { turn in try await turn.registration.setPasscode(in: turn, current: current, new: new, by: caller) }
     }
 
     /// The key fields of `status` for an encrypted registration.

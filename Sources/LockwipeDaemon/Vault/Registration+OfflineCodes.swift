@@ -151,6 +151,81 @@ extension Registration {
         return Outcome(user: user, operation: .offlineCode, state: state, reason: detail)
     }
 
+    /// A new challenge for this registration's user (replacing her outstanding one): to lift her lock
+    /// (`extendDays` nil), or to extend her offline lease by `extendDays`.
+    nonisolated(nonsending) func offlineCodeChallenge(in turn: borrowing RegistrationTurn, extendDays: Int?, by caller: Caller) async throws -> IssuedChallenge {
+        let maxDays = min(context.configuration.offlineCodes.maxLeaseDays, OfflineCode.maxDays)
+        if let days = extendDays, days < 1 || days > maxDays {
+            throw ManagerError.invalidParameter(
+                "extend_days", reason: "an extension of \(days) day\(days == 1 ? "" : "s") is refused: it must be 1 to \(maxDays) days ([offline_codes] max_lease_days)")
+        }
+        let provisioned = await context.offlineCodesStatus()
+        guard provisioned.provisioned, let machineHex = provisioned.machine, let machine = UInt64(machineHex, radix: 16),
+            let epoch = provisioned.provisionEpoch
+        else {
+            throw ManagerError.actionFailed(
+                "offline codes are not provisioned on this machine"
+                    + (provisioned.machine.map { $0.contains(" ") ? " (\($0))" : "" } ?? "")
+                    + ": an administrator runs lockwipectl offline-code provision --fleet-key-file FILE")
+        }
+        let request: OfflineCode.Request = extendDays.map { .extend(days: $0) } ?? .lift
+        let r = turn.record
+        let user = r.user
+        guard !r.state.isWipeCommitted else {
+            throw ManagerError.wrongState(user: user, current: r.state, reason: "\(user) is \(r.state.rawValue): an offline code cannot undo a wipe")
+        }
+        if request == .lift, let why = Registration.nothingToLift(r) { throw ManagerError.actionFailed(why) }
+        let now = context.clock.now().wall
+        let registrationBits = OfflineCode.registrationBits(ofID: r.id)
+        let detailWithout = "challenge to \(request) by \(Self.who(caller))"
+        var challenge = OfflineCode.Challenge(machine: machine, registration: registrationBits, request: request, counter: 0)
+        let template = context.event(user, .offlineCodeChallenge, Self.trigger(caller), detailWithout, at: now)
+        let issue: OfflineChallengeIssue
+        do {
+            issue = try await context.store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, epoch: epoch, at: now) {
+                [challenge] counter in
+                var c = challenge
+                c.counter = counter
+                var e = template
+                e.detail = "\(detailWithout): \(c.text) (counter \(counter))"
+                return e
+            }
+        } catch {
+            throw context.stateFailure(user, "the offline-code challenge", error)
+        }
+        let counter: UInt32
+        switch issue {
+        case .issued(let c):
+            counter = c
+            // The last counter of the epoch: status says so from now on.
+            if Int64(c) == OfflineCode.countersPerEpoch { context.knownOfflineCodes.forget() }
+        case .usedUp(let e):
+            context.knownOfflineCodes.forget()
+            context.logger.error(
+                "the offline codes of key epoch \(e) are used up: no challenge is given until they are provisioned again",
+                metadata: ["user": .string(user), "message_id": MessageID.offlineCodeRefused.metadata, "epoch": "\(e)"])
+            throw ManagerError.actionFailed(
+                "this machine's offline codes are used up (\(OfflineCode.countersPerEpoch) challenges under its key); no challenge repeats an earlier one, so none is given: an administrator runs lockwipectl offline-code provision --fleet-key-file FILE to move to key epoch \(e + 1)"
+            )
+        case .tooSoon(let until):
+            throw ManagerError.notPermitted(
+                "\(user) asked for \(OfflineChallengeRate.perWindow) challenges within an hour: the next can be asked at \(Timestamp.iso(until)) (in \(max(0, until - now)) s)"
+            )
+        case .epochChanged:
+            context.knownOfflineCodes.forget()
+            throw ManagerError.actionFailed("the offline codes were provisioned again while the challenge was asked: ask again")
+        }
+        challenge.counter = counter
+        var meta = context.journalFields(r, action: "offline-code", trigger: Self.trigger(caller), reason: detailWithout, id: .offlineCodeChallenge)
+        meta["request"] = .string(request.description)
+        meta["challenge"] = .string(challenge.text)
+        meta["counter"] = "\(counter)"
+        meta["machine"] = .string(machineHex)
+        meta["peer_uid"] = "\(caller.credentials.uid)"
+        context.logger.notice("offline-code challenge for \(user): \(request)", metadata: meta)
+        return IssuedChallenge(user: user, text: challenge.text, machine: machineHex, request: request.description)
+    }
+
     /// Why there is no lock for an offline code to lift in `r`, or nil when there is one.
     static func nothingToLift(_ r: RegistrationRecord) -> String? {
         let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)

@@ -9,20 +9,10 @@ import LockwipeWipe
 import Logging
 import NIOCore
 
-/// Wipes: the request, the committed intent, the erase on its own thread, the honest
-/// report, and the resumption of an interrupted wipe at start-up.
+/// What a wipe would do, read without a turn (`lockwipectl wipe --dry-run`), and the
+/// certificates of wipes done. The wipe itself is the registration's (`Registration+Wipe.swift`),
+/// reached by `perform(on:)`.
 extension Manager {
-    public func wipe(user: String, trigger: Trigger, reason: String, requester: WipeRequester = WipeRequester()) async throws -> Outcome {
-        let requested = ContinuousClock.now
-        let result = try await registration(named: user).withTurn { turn in
-            try await turn.registration.wipe(in: turn, trigger: trigger, reason: reason, requester: requester, requested: requested)
-        }
-        await reschedule()
-        return result
-    }
-
-    // MARK: Wipe
-
     /// What a wipe of `user` would do now: per vault the method, the census, the media
     /// and the caveats, read without changing anything (`lockwipectl wipe --dry-run`).
     public func previewWipe(user: String) async throws -> [WipePreview] {

@@ -5,12 +5,15 @@ import LockwipeProtocol
 extension ControlServer {
     func offlineCodeChallenge(_ p: OfflineCodeChallengeRequest, caller: Caller) async throws -> OfflineCodeChallengeReply {
         let user = user(try await authorize(.offlineCode, caller, user: p.user))
-        return try await manager.offlineCodeChallenge(user: user, extendDays: p.extendDays, by: caller)
+        let extendDays = p.extendDays
+        let issued = try await manager.perform(on: user) { turn in try await turn.registration.offlineCodeChallenge(in: turn, extendDays: extendDays, by: caller) }
+        return OfflineCodeChallengeReply(user: issued.user, challenge: issued.text, machine: issued.machine, request: issued.request)
     }
 
     func offlineCodeEnter(_ p: OfflineCodeEnterRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.offlineCode, caller, user: p.user))
-        return ActionReply([try await manager.offlineCodeEnter(user: user, code: p.code, by: caller)])
+        let code = p.code
+        return ActionReply([try await manager.perform(on: user) { turn in try await turn.registration.offlineCodeEnter(in: turn, code: code, by: caller) }])
     }
 
     func provisionOfflineCodes(_ p: ProvisionOfflineCodesRequest, caller: Caller) async throws -> ProvisionOfflineCodesReply {

@@ -7,7 +7,7 @@ extension ControlServer {
     /// may ask. During the start-up pass the report says so.
     func getStatus(_ p: StatusRequest, caller: Caller) async throws -> StatusReport {
         var report = try await manager.status(for: caller, user: p.user)
-        if p.loginGate != true { report.offlineCodes = await manager.offlineCodesInfo() }
+        if p.loginGate != true { report.offlineCodes = OfflineCodesInfo(await manager.context.offlineCodesStatus()) }
         if isStartingUp {
             report.startingUp = true
             report.warnings.insert(

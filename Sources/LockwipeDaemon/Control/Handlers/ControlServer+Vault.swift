@@ -17,7 +17,7 @@ extension ControlServer {
         for user in users {
             let trigger: Trigger = caller.isAdmin ? .admin : .user
             let reason = caller.isAdmin ? "locked by administrator uid \(caller.credentials.uid)" : "locked by the user"
-            results.append(try await manager.lock(user: user, trigger: trigger, reason: reason))
+            results.append(try await manager.perform(on: user) { turn in try await turn.registration.lock(in: turn, trigger: trigger, reason: reason) })
         }
         return ActionReply(results)
     }
@@ -37,6 +37,9 @@ extension ControlServer {
 
     func setPasscode(_ p: PasscodeRequest, caller: Caller) async throws -> ActionReply {
         let user = user(try await authorize(.setPasscode, caller, user: p.user))
-        return ActionReply([try await manager.setPasscode(user: user, current: p.current, new: p.new, by: caller)])
+        let (current, new) = (p.current, p.new)
+        return ActionReply([
+            try await manager.perform(on: user) { turn in try await turn.registration.setPasscode(in: turn, current: current, new: new, by: caller) }
+        ])
     }
 }

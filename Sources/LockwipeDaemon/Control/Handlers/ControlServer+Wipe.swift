@@ -8,15 +8,16 @@ extension ControlServer {
     func wipe(_ p: TargetSelection, caller: Caller) async throws -> ActionReply {
         let users = try await users(authorize(.wipe, caller, user: p.user, all: p.all ?? false))
         var results: [Outcome] = []
+        let (trigger, reason): (Trigger, String) =
+            caller.isAdmin
+            ? (.admin, "wiped by administrator uid \(caller.credentials.uid)") : (.user, "wiped by the user (forgotten passcode or their own choice)")
+        let requester = WipeRequester(peerUID: caller.credentials.uid)
         for user in users {
+            let requested = ContinuousClock.now
             results.append(
-                caller.isAdmin
-                    ? try await manager.wipe(
-                        user: user, trigger: .admin, reason: "wiped by administrator uid \(caller.credentials.uid)",
-                        requester: WipeRequester(peerUID: caller.credentials.uid))
-                    : try await manager.wipe(
-                        user: user, trigger: .user, reason: "wiped by the user (forgotten passcode or their own choice)",
-                        requester: WipeRequester(peerUID: caller.credentials.uid)))
+                try await manager.perform(on: user) { turn in
+                    try await turn.registration.wipe(in: turn, trigger: trigger, reason: reason, requester: requester, requested: requested)
+                })
         }
         return ActionReply(results)
     }

@@ -1,7 +1,9 @@
 import LockwipeProtocol
 
-/// The domain's `Outcome` on the wire: the one place an operation's result becomes an
-/// `ActionResult`. `failed` and `lifted` are present only when true, as they always were.
+/// The domain's values on the wire, as homed's `-varlink.c` files turn a Home into JSON:
+/// the one place an operation's `Outcome` becomes an `ActionResult` (`failed` and `lifted`
+/// present only when true, as they always were) and the offline codes' status becomes
+/// `OfflineCodesInfo`.
 extension ActionResult {
     init(_ outcome: Outcome) {
         self.init(
@@ -15,5 +17,11 @@ extension ActionResult {
 extension ActionReply {
     init(_ outcomes: [Outcome]) {
         self.init(results: outcomes.map(ActionResult.init))
+    }
+}
+
+extension OfflineCodesInfo {
+    init(_ status: OfflineCodesStatus) {
+        self.init(provisioned: status.provisioned, machine: status.machine, provisionEpoch: status.provisionEpoch)
     }
 }

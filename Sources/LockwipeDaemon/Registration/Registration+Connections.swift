@@ -9,12 +9,12 @@ import NIOCore
 /// it "at registration" and "at start-up"); its id is sent as `X-SMP-APPCID` from then on;
 /// unregister deletes it without waiting. A Connections answer that refuses (a 403 order
 /// or block, a failure) is applied as that check-in's answer; a success counts as contact.
-extension Manager {
+extension Registration {
     /// A successful Connections answer, in the turn of the registration that asked:
     /// the id (or that there is none) is stored, and the answer counts as a contact.
     /// Returns whether it committed that (the turn's record is then out of date).
     @discardableResult
-    func recordConnection(_ answer: SAPConnectionAnswer, replacing stale: String? = nil, in turn: borrowing RegistrationTurn) async -> Bool {
+    nonisolated(nonsending) func recordConnection(_ answer: SAPConnectionAnswer, replacing stale: String? = nil, in turn: borrowing RegistrationTurn) async -> Bool {
         let r = turn.record
         let (user, asked) = (r.user, r.id)
         guard !r.state.isWipeCommitted else { return false }
@@ -57,11 +57,12 @@ extension Manager {
     /// Unregister: the registration's connection is deleted on the server in the
     /// background (a structured task of the daemon's service, `TimerEvents`, so shutdown
     /// cancels and awaits it); a failure is logged and changes nothing here.
-    func releaseConnection(user: String, connection: SAPConnectionRecord?, credentials: ServerCredentials?) {
+    func releaseConnection(_ connection: SAPConnectionRecord?, credentials: ServerCredentials?) {
+        let user = self.user
         let server = context.configuration.server
         guard server.sapIdentity != nil, let id = connection?.id, let fetcher = context.fetcher else { return }
         let logger = context.logger
-        timerEvents.post {
+        context.timerEvents.post {
             let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "connection_id": .string(id)]
             if let why = await fetcher.deleteConnection(id, user: user, credentials: credentials, server: server) {
                 logger.warning("the SAP application connection of \(user) could not be deleted: \(why)", metadata: meta)
