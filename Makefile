@@ -4,7 +4,7 @@
 #   make deb      build/lockwipe_<version>_<arch>.deb, then lintian (installs the
 #                 build dependencies when run as root)
 #   make e2e      boot Debian 12 under systemd-nspawn and test the package there (root)
-#   make version  write Sources/LockwipeProtocol/Version.swift from packaging/debian/changelog
+#   make version  write Sources/LockwipeCore/Version.swift from packaging/debian/changelog
 #   make man      regenerate man/lockwipectl.1 and man/lockwiped.8
 #   make clean    remove build/ and .build-pkg/
 

@@ -1,9 +1,11 @@
 import LockwipeCore
+import LockwipeProtocol
 
 @testable import LockwipeDaemon
 
-/// The per-registration requests as `Control/` makes them (`perform(on:)` and the
-/// registration's own operation), under the short names the tests read best.
+/// The requests as `Control/` makes them (`perform(on:)` and the registration's own
+/// operation; the reports built from the Manager's snapshot as the handlers build them),
+/// under the short names the tests read best.
 extension Manager {
     @discardableResult
     func lock(user: String, trigger: Trigger, reason: String) async throws -> Outcome {
@@ -20,5 +22,18 @@ extension Manager {
         try await perform(on: user) { turn in
             try await turn.registration.grantLease(until: until, source: source, reference: reference, requester: requester, in: turn)
         }
+    }
+
+    func status(for caller: Caller, user: String?) async throws -> StatusReport {
+        StatusReport(try await statusSnapshot(for: caller, user: user))
+    }
+
+    func history(user: String?, owner: UInt32?, limit: Int, since: Int64? = nil) async throws -> HistoryReply {
+        HistoryReply(try await historyPage(user: user, owner: owner, limit: limit, since: since))
+    }
+
+    func policyInfo() async throws -> PolicyInfo {
+        let (policy, source) = try await policyInForce()
+        return PolicyInfo(policy: policy, source: source)
     }
 }

@@ -1,7 +1,6 @@
 import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeSystemd
 import Logging
 import ServiceLifecycle

@@ -4,7 +4,6 @@ import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
 import LockwipeMetrics
-import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
 import LockwipeWipe

@@ -17,7 +17,10 @@ extension ControlServer {
         .manager(ManagerMethods.getStatus, duringStartUp: .answeredUnless { $0.loginGate == true }, encode: { try $0.statusReplies.reply($1) }) {
             try await $0.getStatus($1, caller: $2)
         },
-        .manager(ManagerMethods.getPolicy) { server, _, _ in try await server.manager.policyInfo() },
+        .manager(ManagerMethods.getPolicy) { server, _, _ in
+            let (policy, source) = try await server.manager.policyInForce()
+            return PolicyInfo(policy: policy, source: source)
+        },
         .manager(ManagerMethods.getHistory) { try await $0.getHistory($1, caller: $2) },
         .manager(ManagerMethods.getCertificate) { try await $0.getCertificate($1, caller: $2) },
         .manager(ManagerMethods.lock) { try await $0.lock($1, caller: $2) },

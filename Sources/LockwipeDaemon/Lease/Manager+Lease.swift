@@ -1,6 +1,5 @@
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// Offline leases (`OfflineLease`): granted by a helpdesk's offline code or by the policy
@@ -29,15 +28,6 @@ extension Manager {
             }
             context.logger.notice("\(r.user): \(text)", metadata: context.leaseFields(r, lease, requester: nil, id: .leaseEnded))
         }
-    }
-
-    /// The lease of `r` for `status`, as of offline time `offline`.
-    func leaseInfo(_ r: RegistrationRecord, offline: Int64) -> LeaseInfo? {
-        guard let lease = r.lease else { return nil }
-        let left = max(0, lease.endsAtOffline(r.clock) - offline)
-        return LeaseInfo(
-            until: Timestamp.iso(lease.until), grantedAt: Timestamp.iso(lease.grantedAt), source: lease.source.rawValue, reference: lease.reference,
-            inForce: left > 0, remainingSeconds: left, endedAt: lease.endedAt.map(Timestamp.iso))
     }
 
 }

@@ -1,5 +1,4 @@
 import LockwipeCore
-import LockwipeProtocol
 
 /// The metrics file's reading: what `status` reports, from the same clock arithmetic and
 /// policy evaluation (`outlook`), as numbers.
@@ -19,7 +18,7 @@ extension Manager {
                 var m = MetricsSnapshot.Registration(
                     user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
-                if let lease = leaseInfo(r, offline: o.offline), lease.inForce, let stored = r.lease {
+                if let stored = r.lease, stored.remaining(r.clock, offline: o.offline) > 0 {
                     m.leaseEnd = stored.until
                     m.leaseSource = stored.source.rawValue
                 }

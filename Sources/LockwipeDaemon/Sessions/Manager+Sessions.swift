@@ -152,10 +152,10 @@ extension Manager {
         return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
     }
 
-    /// When the pending logout lock of `user` is due, as ISO 8601 for `status` (`wall`: now).
-    func logoutLockTime(_ user: String, wall: Int64) -> String? {
+    /// When the pending logout lock of `user` is due, in wall seconds for `status` (`wall`: now).
+    func logoutLockTime(_ user: String, wall: Int64) -> Int64? {
         guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince, let timers = logout.timers else { return nil }
         let remaining = since + .seconds(t.timeout) - timers.now()
-        return Timestamp.iso(wall + max(0, remaining.components.seconds))
+        return wall + max(0, remaining.components.seconds)
     }
 }

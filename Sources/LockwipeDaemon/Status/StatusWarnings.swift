@@ -1,5 +1,4 @@
 import LockwipeCore
-import LockwipeProtocol
 
 /// The warnings `status` shows an operator, decided from what it reports (no I/O), in a
 /// fixed order: the daemon's configuration first, then registration by registration.
@@ -11,7 +10,7 @@ enum StatusWarnings {
     static func list(
         _ registrations: [RegistrationRecord], server: ServerConfiguration, adminGroup missingAdminGroup: String?, logout: [String],
         connectionProblems: [(user: String, problem: String)] = [], rejectedReload: [String] = [],
-        serverResets: [(user: String, reset: ServerResetInfo)] = [], policyNotes: [(user: String, note: String)] = []
+        serverResets: [(user: String, connection: String?, deleteResult: String, enrol: String)] = [], policyNotes: [(user: String, note: String)] = []
     ) -> [String] {
         var warnings: [String] = []
         for problem in rejectedReload {
@@ -43,10 +42,10 @@ enum StatusWarnings {
         for r in registrations where r.state == .wiped {
             if let step = r.state.nextStep(user: r.user) { warnings.append(step) }
         }
-        for (user, reset) in serverResets {
-            let connection = reset.connection.map { "connection \($0): \(reset.deleteResult)" } ?? reset.deleteResult
+        for (user, resetConnection, deleteResult, enrol) in serverResets {
+            let connection = resetConnection.map { "connection \($0): \(deleteResult)" } ?? deleteResult
             warnings.append(
-                "\(user) must be enrolled again: SAP full reset after the wipe (token, refresh token and connection id forgotten; \(connection)): \(reset.enrol)"
+                "\(user) must be enrolled again: SAP full reset after the wipe (token, refresh token and connection id forgotten; \(connection)): \(enrol)"
             )
         }
         for (user, note) in policyNotes {

@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeBase
 import LockwipeCore
-import LockwipeProtocol
 import Logging
 
 /// Offline codes (docs/offline-codes.md): a challenge for the helpdesk, its response
@@ -15,7 +14,7 @@ extension Manager {
     // MARK: Provision
 
     /// Stores this machine's key (derived by the caller from the fleet secret for `machine`).
-    public func provisionOfflineCodes(machine: String, machineKey: String, by caller: Caller) async throws -> ProvisionOfflineCodesReply {
+    func provisionOfflineCodes(machine: String, machineKey: String, by caller: Caller) async throws -> (machine: String, detail: String) {
         guard let key = Registration.bytes(hex: machineKey), key.count == 32 else {
             throw ManagerError.invalidParameter("machine_key", reason: "the machine key must be 32 bytes in hex (64 hex digits)")
         }
@@ -64,7 +63,7 @@ extension Manager {
                 "message_id": MessageID.offlineCodesProvisioned.metadata, "machine": .string(OfflineCode.hex(machine: this)),
                 "peer_uid": "\(caller.credentials.uid)",
             ])
-        return ProvisionOfflineCodesReply(machine: OfflineCode.hex(machine: this), detail: detail)
+        return (OfflineCode.hex(machine: this), detail)
     }
 
     // MARK: Enter

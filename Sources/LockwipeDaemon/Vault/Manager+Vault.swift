@@ -2,7 +2,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCore
 import LockwipeProcesses
-import LockwipeProtocol
 import LockwipeVaultIO
 import LockwipeWipe
 import Logging
@@ -109,23 +108,4 @@ extension Manager {
         return results
     }
 
-    /// The key fields of `status` for an encrypted registration.
-    func vaultStatus(_ r: RegistrationRecord, into info: inout RegistrationInfo) async {
-        guard r.protection == .encrypted else { return }
-        let found: VaultKeyStatus?
-        do {
-            found = try await context.store.vaultKeyStatus(r.user)
-        } catch {
-            // Status still answers; only the key fields are left out.
-            return context.stateNotice("status of \(r.user): the key fields are left out", user: r.user, error)
-        }
-        guard let stored = found else { return }
-        let policy = context.passcodePolicy(for: r).policy
-        info.keyWrapping = stored.wrapping.rawValue
-        if stored.wrapping == .passcode, policy.expirationDays > 0, let setAt = stored.passcodeSetAt {
-            info.passcodeExpires = Timestamp.iso(setAt + Int64(policy.expirationDays) * 86_400)
-        }
-        info.failedUnlocks = stored.failedAttempts
-        info.retryLimit = policy.retryLimit
-    }
 }

@@ -2,7 +2,6 @@ import Foundation
 import LockwipeBase
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeSystemd
 import LockwipeVaultIO
 import LockwipeWipe
@@ -15,7 +14,7 @@ import NIOCore
 extension Manager {
     /// What a wipe of `user` would do now: per vault the method, the census, the media
     /// and the caveats, read without changing anything (`lockwipectl wipe --dry-run`).
-    public func previewWipe(user: String) async throws -> [WipePreview] {
+    func previewWipe(user: String) async throws -> WipePlan {
         guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
         var options = context.configuration.wipe
         // An encrypted vault whose key is still stored would be crypto-erased (no overwrite).
@@ -32,13 +31,8 @@ extension Manager {
         let surveys = try await BlockingPool.runRead {
             vaults.map { VaultSurvey.take($0, count: true, overwrite: passes > 0, maxOpenDirectories: SecureEraser().maxOpenDirectories) }
         }
-        let method: WipePreview.Method = crypto ? .cryptoErase : passes > 0 ? .overwrite : .unlink
-        return surveys.map { s in
-            WipePreview(
-                user: user, path: s.path, method: method, passes: passes, pattern: options.pattern.rawValue, files: s.census.files,
-                bytes: s.census.bytes, directories: s.census.directories, otherEntries: s.census.otherEntries, mountPoints: s.census.mountPoints,
-                partial: s.census.truncated, media: s.media, caveats: s.caveats, problem: s.problem)
-        }
+        let method: WipePlan.Method = crypto ? .cryptoErase : passes > 0 ? .overwrite : .unlink
+        return WipePlan(user: user, method: method, passes: passes, pattern: options.pattern.rawValue, surveys: surveys)
     }
 
     /// The newest certificate of `user` (or the one with `id`); with an `owner`, only one

@@ -1,7 +1,6 @@
 import Foundation
 import LockwipeCheckIn
 import LockwipeCore
-import LockwipeProtocol
 import LockwipeWipe
 
 /// Sanitization certificates: one for every wipe attempt, complete or not, built from the

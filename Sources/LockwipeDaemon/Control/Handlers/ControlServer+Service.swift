@@ -1,3 +1,4 @@
+import LockwipeCore
 import LockwipeProtocol
 
 /// `org.varlink.service`: what every varlink service answers, to anyone.

@@ -6,7 +6,7 @@ extension ControlServer {
     /// Who sees which registrations is the Manager's filter (`Ownership.isOwn`): everyone
     /// may ask. During the start-up pass the report says so.
     func getStatus(_ p: StatusRequest, caller: Caller) async throws -> StatusReport {
-        var report = try await manager.status(for: caller, user: p.user)
+        var report = StatusReport(try await manager.statusSnapshot(for: caller, user: p.user))
         if p.loginGate != true { report.offlineCodes = OfflineCodesInfo(await manager.context.offlineCodesStatus()) }
         if isStartingUp {
             report.startingUp = true
@@ -21,7 +21,7 @@ extension ControlServer {
         // For a user naming nobody, the registration her own name has.
         let targets = try await authorize(.readHistory, caller, user: p.user, namedRegistration: p.user ?? caller.userName)
         guard case .records(let user, let owner) = targets else { return HistoryReply(events: []) }
-        return try await manager.history(user: user, owner: owner, limit: p.limit ?? 1000, since: p.since)
+        return HistoryReply(try await manager.historyPage(user: user, owner: owner, limit: p.limit ?? 1000, since: p.since))
     }
 
     func getCertificate(_ p: CertificateRequest, caller: Caller) async throws -> CertificateReply {

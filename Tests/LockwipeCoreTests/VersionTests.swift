@@ -1,5 +1,5 @@
 import Foundation
-import LockwipeProtocol
+import LockwipeCore
 import Testing
 
 /// The version has one home, packaging/debian/changelog; Version.swift is generated from
