@@ -272,6 +272,7 @@ public final class StoreFaults: Sendable {
 
     private let armed = Atomic<Bool>(false)
     private let plan = Mutex<[String: Int]>([:])
+    private let counted = Mutex<[String: Int]?>(nil)
 
     init() {}
 
@@ -283,15 +284,29 @@ public final class StoreFaults: Sendable {
         armed.store(true, ordering: .releasing)
     }
 
-    /// No fault any more.
+    /// No fault any more, and nothing counted.
     public func reset() {
         plan.withLock { $0 = [:] }
+        counted.withLock { $0 = nil }
         armed.store(false, ordering: .releasing)
+    }
+
+    /// From now on, counts the calls of every store method (by the same names as
+    /// `failNext`), so a test can say how often an operation reads the store.
+    public func startCounting() {
+        counted.withLock { $0 = [:] }
+        armed.store(true, ordering: .releasing)
+    }
+
+    /// The calls of `operation` since `startCounting()`.
+    public func calls(of operation: String) -> Int {
+        counted.withLock { $0?[operation] ?? 0 }
     }
 
     func check(_ operation: StaticString) throws(Injected) {
         guard armed.load(ordering: .acquiring) else { return }
         let name = "\(operation)".prefix { $0 != "(" }
+        counted.withLock { $0?[String(name), default: 0] += 1 }
         let fail = plan.withLock { calls -> Bool in
             guard let left = calls[String(name)], left > 0 else { return false }
             if left != .max { calls[String(name)] = left - 1 }

@@ -1,0 +1,37 @@
+import Foundation
+import LockwipeCore
+import LockwipeTestSupport
+import Testing
+
+@testable import LockwipeDaemon
+
+/// Issue 41: how often one check-in that orders a wipe reads the registrations from the
+/// store (cached or not), counted through the store's fault hook. A new read on this path
+/// makes this test fail; the issue's target is one read of the registration itself.
+@Suite struct CheckInReadsTests {
+    @Test func aCheckInThatOrdersAWipeReadsTheRegistrationsAFewTimesOnly() async throws {
+        var config = Configuration()
+        config.server = ServerConfiguration(url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
+        let fetcher = ScriptedFetcher()
+        try await ManagerFixture.run(config, fetcher: fetcher) { f in
+            let m = f.manager
+            _ = try await m.register(user: "root", directories: [f.directory + "/data/v"], by: ManagerFixture.root)
+            // The check-in a registration starts at once has been made, if it is made at all
+            // (its answer, a failure, changes nothing this test counts).
+            for _ in 0..<100 where fetcher.calls.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+            try await Task.sleep(for: .milliseconds(50))
+
+            fetcher.answer(.wipe)
+            f.faults.startCounting()
+            let result = await m.checkIn(user: "root", purpose: .requested)
+            let reads = f.faults.calls(of: "registrations")
+            f.faults.reset()
+
+            #expect(result.state == .wiped, "\(result.reason)")
+            // The request's own read, the turn's, one after the wipe's committed intent and
+            // one in the wipe, one after the turn for the plan of the next check-in, and the
+            // plan of the next wake-up over every registration.
+            #expect(reads <= 6, "a check-in that orders a wipe read the registrations \(reads) times")
+        }
+    }
+}
