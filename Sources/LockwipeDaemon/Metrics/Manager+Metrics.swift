@@ -17,7 +17,7 @@ extension Manager {
             registrations: list.map { r in
                 let o = context.outlook(r, reading)
                 var m = MetricsSnapshot.Registration(
-                    user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
+                    user: r.user, uid: r.uid, id: r.id.rawValue, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
                 if let lease = leaseInfo(r, offline: o.offline), lease.inForce, let stored = r.lease {
                     m.leaseEnd = stored.until

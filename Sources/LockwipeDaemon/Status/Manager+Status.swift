@@ -77,9 +77,9 @@ extension Manager {
             if ServerPolicyAbsence.isAbsent(protocol: server.serverProtocol, r.server.settings) { info.serverPolicyNote = ServerPolicyAbsence.note }
             if server.serverProtocol == .sapMobileServices { info.sapPasswordPolicyLockTimeout = r.server.settings?.sapLockTimeout }
             info.sharedDevice = r.server.settings?.sharedDevice
-            info.logoutLockAt = logoutLockTime(r.user, wall: reading.wall)
+            info.logoutLockAt = logoutLockTime(r.id, wall: reading.wall)
             info.vaultError = r.vaultError
-            info.registrationId = r.id
+            info.registrationId = r.id.rawValue
             info.lease = leaseInfo(r, offline: offline)
             let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
             if let waits = PolicyLockLift.waitingFor(lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured) {
@@ -119,7 +119,7 @@ extension Manager {
                 let run = $0.repeats.flatMap { $0 > 1 ? $0 : nil }
                 return HistoryEvent(
                     time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind.rawValue, trigger: $0.trigger, detail: $0.detail,
-                    certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
+                    certificate: $0.certificate.flatMap { certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID?.rawValue,
                     requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) }, repeats: run,
                     lastTime: run == nil ? nil : $0.lastTime.map(Timestamp.iso))
             }, truncated: truncated ? true : nil)
