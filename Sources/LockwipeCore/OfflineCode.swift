@@ -181,8 +181,8 @@ public enum OfflineCode {
     }
 
     /// The registration as the codes carry it: the first 20 bits of SHA-256 of its id.
-    public static func registrationBits(ofID id: String) -> UInt32 {
-        let digest = Array(SHA256.hash(data: Array("lockwipe offline-code registration\0".utf8) + Array(id.utf8)))
+    public static func registrationBits(ofID id: RegistrationID) -> UInt32 {
+        let digest = Array(SHA256.hash(data: Array("lockwipe offline-code registration\0".utf8) + Array(id.rawValue.utf8)))
         return (UInt32(digest[0]) << 12 | UInt32(digest[1]) << 4 | UInt32(digest[2]) >> 4) & UInt32(mask(registrationBits))
     }
 

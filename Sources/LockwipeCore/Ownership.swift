@@ -17,8 +17,8 @@ public enum Ownership {
     /// had, never to a name; one that belongs to no registration (recorded before events
     /// were attributed, or for a name that was not registered) is nobody's but the
     /// administrators'. Fail closed: unknown is not the caller's.
-    public static func ownsRecord(uid: UInt32?, registrationID: String?, callerUID: UInt32) -> Bool {
-        guard let uid, let registrationID, !registrationID.isEmpty else { return false }
+    public static func ownsRecord(uid: UInt32?, registrationID: RegistrationID?, callerUID: UInt32) -> Bool {
+        guard let uid, let registrationID, !registrationID.rawValue.isEmpty else { return false }
         return uid == callerUID
     }
 

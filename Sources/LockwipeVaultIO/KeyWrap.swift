@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import Foundation
+import LockwipeCore
 
 /// A vault key as it is stored: never in the clear, only sealed with AES-256-GCM under a
 /// key derived from the user's passcode (scrypt, parameters stored beside it), or, where
@@ -74,7 +75,7 @@ public enum KeyWrapError: Error, Equatable, CustomStringConvertible {
 public enum KeyWrap {
     public static let currentFormat = 2
 
-    public static func wrap(_ key: [UInt8], passcode: String, registration: String?, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
+    public static func wrap(_ key: [UInt8], passcode: String, registration: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let kek = try derive(passcode, salt: salt, parameters)
         return WrappedKey(
@@ -82,13 +83,13 @@ public enum KeyWrap {
             format: registration == nil ? nil : currentFormat)
     }
 
-    public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: String?) throws -> WrappedKey {
+    public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: RegistrationID?) throws -> WrappedKey {
         WrappedKey(
             wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
             format: registration == nil ? nil : currentFormat)
     }
 
-    public static func unwrap(_ wrapped: WrappedKey, passcode: String, registration: String?) throws -> [UInt8] {
+    public static func unwrap(_ wrapped: WrappedKey, passcode: String, registration: RegistrationID?) throws -> [UInt8] {
         guard wrapped.wrapping == .passcode, let parameters = wrapped.scrypt else {
             throw KeyWrapError.malformed("not wrapped by a passcode")
         }
@@ -96,17 +97,17 @@ public enum KeyWrap {
         return try open(wrapped.sealed, try derive(passcode, salt: wrapped.salt, parameters), data)
     }
 
-    public static func unwrap(_ wrapped: WrappedKey, machineKey: SymmetricKey, registration: String?) throws -> [UInt8] {
+    public static func unwrap(_ wrapped: WrappedKey, machineKey: SymmetricKey, registration: RegistrationID?) throws -> [UInt8] {
         guard wrapped.wrapping == .machine else { throw KeyWrapError.malformed("not wrapped by the machine key") }
         return try open(wrapped.sealed, machineKey, try associatedData(wrapped, registration))
     }
 
-    package static func aad(_ registration: String?) -> Data {
+    package static func aad(_ registration: RegistrationID?) -> Data {
         guard let registration else { return Data() }
-        return Data("lockwipe vault key".utf8) + Data([0]) + Data(registration.utf8)
+        return Data("lockwipe vault key".utf8) + Data([0]) + Data(registration.rawValue.utf8)
     }
 
-    private static func associatedData(_ wrapped: WrappedKey, _ registration: String?) throws -> Data {
+    private static func associatedData(_ wrapped: WrappedKey, _ registration: RegistrationID?) throws -> Data {
         switch wrapped.format ?? 1 {
         case 1: return Data()
         case 2:

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import LockwipeBase
+import LockwipeCore
 import Synchronization
 
 /// A filesystem call on a vault that did not return within its deadline.
@@ -22,10 +23,10 @@ package struct VaultUnresponsive: Error, Sendable, CustomStringConvertible {
 /// Whose vault a call is on: the registration (by id, what the unresponsive mark is kept
 /// by) and its user (for the words).
 package struct VaultOwner: Hashable, Sendable {
-    package var registration: String
+    package var registration: RegistrationID
     package var user: String
 
-    package init(registration: String, user: String) {
+    package init(registration: RegistrationID, user: String) {
         self.registration = registration
         self.user = user
     }
@@ -41,7 +42,7 @@ package struct VaultOwner: Hashable, Sendable {
 /// the same user name (another id).
 package final class VaultCalls: Sendable {
     package let timeout: Duration
-    private let stuck = Mutex<[String: (what: String, since: ContinuousClock.Instant)]>([:])
+    private let stuck = Mutex<[RegistrationID: (what: String, since: ContinuousClock.Instant)]>([:])
     private let recovered: @Sendable (_ owner: VaultOwner, _ what: String) -> Void
 
     /// `recovered` is told when a call that had timed out returns at last.
@@ -51,7 +52,7 @@ package final class VaultCalls: Sendable {
     }
 
     /// Whether a call on the vault of registration `id` is stuck now, and since what.
-    package func unresponsive(_ id: String) -> String? { stuck.withLock { $0[id]?.what } }
+    package func unresponsive(_ id: RegistrationID) -> String? { stuck.withLock { $0[id]?.what } }
 
     /// Runs `body` (`what`: the words for it, "the lock") on a new thread and returns its
     /// result, or throws `VaultUnresponsive` after `timeout` (the default one unless given). The call is not abandoned

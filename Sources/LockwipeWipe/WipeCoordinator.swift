@@ -9,7 +9,7 @@ import Synchronization
 /// a time (its turn ensures it; a second is refused here too).
 package final class WipeCoordinator: Sendable {
     private let eraser: any VaultErasing
-    private let running = Mutex<[String: WipeProgress]>([:])
+    private let running = Mutex<[RegistrationID: WipeProgress]>([:])
     private let cancelled = Atomic(false)
 
     package init(eraser: any VaultErasing) { self.eraser = eraser }
@@ -20,7 +20,7 @@ package final class WipeCoordinator: Sendable {
     /// Cancelling the calling task stops the erase at its next entry, as `cancelAll` does.
     /// nil when an erase of that registration is already running.
     package func erase(
-        registration: String, directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress,
+        registration: RegistrationID, directories: [VaultDirectory], options: WipeOptions, progress: WipeProgress,
         whileRunning: @Sendable (WipeProgress) -> (@Sendable () -> Void)? = { _ in nil }
     ) async -> WipeSummary? {
         let started = running.withLock { running -> Bool in

@@ -17,7 +17,7 @@ import Testing
 ///     # response: int.from_bytes(mac[:8], "big") % 31**9 in base 31, plus its check digit
 struct OfflineCodeTests {
     static let machineIDFile = "0123456789abcdef0123456789abcdef\n"
-    static let registrationID = "00112233445566778899aabbccddeeff"
+    static let registrationID = RegistrationID("00112233445566778899aabbccddeeff")
     static let secret = Array("fleet-secret-for-tests-0123456789".utf8)
 
     @Test func machineAndRegistrationBitsMatchTheIndependentComputation() {

@@ -42,7 +42,7 @@ struct OwnershipTests {
 
     struct RecordRow: Sendable, CustomTestStringConvertible {
         var uid: UInt32?
-        var registrationID: String?
+        var registrationID: RegistrationID?
         var callerUID: UInt32
         var owns: Bool
         var why: String
@@ -52,11 +52,11 @@ struct OwnershipTests {
     /// History events and certificates belong to the uid and registration they were
     /// recorded for; what belongs to no registration is nobody's (administrators only).
     @Test(arguments: [
-        RecordRow(uid: 1000, registrationID: "r1", callerUID: 1000, owns: true, why: "her registration's"),
-        RecordRow(uid: 1000, registrationID: "r1", callerUID: 1001, owns: false, why: "another uid's, whatever the names"),
+        RecordRow(uid: 1000, registrationID: RegistrationID("r1"), callerUID: 1000, owns: true, why: "her registration's"),
+        RecordRow(uid: 1000, registrationID: RegistrationID("r1"), callerUID: 1001, owns: false, why: "another uid's, whatever the names"),
         RecordRow(uid: 1000, registrationID: nil, callerUID: 1000, owns: false, why: "no registration: not attributable"),
-        RecordRow(uid: 1000, registrationID: "", callerUID: 1000, owns: false, why: "an empty registration id"),
-        RecordRow(uid: nil, registrationID: "r1", callerUID: 1000, owns: false, why: "no uid"),
+        RecordRow(uid: 1000, registrationID: RegistrationID(""), callerUID: 1000, owns: false, why: "an empty registration id"),
+        RecordRow(uid: nil, registrationID: RegistrationID("r1"), callerUID: 1000, owns: false, why: "no uid"),
         RecordRow(uid: nil, registrationID: nil, callerUID: 0, owns: false, why: "root owns nothing by uid: administrators pass as administrators"),
     ])
     func aRecordIsItsRegistrationUIDsOwn(_ row: RecordRow) {

@@ -66,22 +66,28 @@ final class FakeTimer: Sendable {
         for _ in 0..<2_000 where !timer.waiting.contains(deadline) { await Task.yield() }
     }
 
+    // The registrations the tests plan: one id each; `aliceAgain` is alice registered again.
+    let alice = CheckInScheduler.Due(id: RegistrationID("r-alice"), user: "alice")
+    let bob = CheckInScheduler.Due(id: RegistrationID("r-bob"), user: "bob")
+    let carol = CheckInScheduler.Due(id: RegistrationID("r-carol"), user: "carol")
+    let aliceAgain = CheckInScheduler.Due(id: RegistrationID("r-alice-2"), user: "alice")
+
     @Test func onePlanOneTimerWhichFiresAtTheSoonest() async {
         let s = scheduler()
         defer { s.stop() }
-        s.plan("alice", in: 60)
-        s.plan("bob", in: 30)
+        s.plan(alice.id, of: "alice", in: 60)
+        s.plan(bob.id, of: "bob", in: 30)
         await timerWaits(for: timer.now() + .seconds(30))
         #expect(timer.waiting == [timer.now() + .seconds(30)], "one timer, for the soonest plan")
-        #expect(s.nextCheckIn(of: "alice", wall: 1_000) == 1_060)
-        #expect(s.nextCheckIn(of: "carol", wall: 1_000) == nil)
+        #expect(s.nextCheckIn(of: alice.id, wall: 1_000) == 1_060)
+        #expect(s.nextCheckIn(of: carol.id, wall: 1_000) == nil)
 
         timer.advance(seconds: 30)
         var it = dues.stream.makeAsyncIterator()
         await it.next()
-        #expect(s.takeDue() == ["bob"])
-        #expect(s.nextCheckIn(of: "bob", wall: 1_000) == nil, "a plan that was taken is gone")
-        #expect(s.nextCheckIn(of: "alice", wall: 1_000) == 1_030)
+        #expect(s.takeDue() == [bob])
+        #expect(s.nextCheckIn(of: bob.id, wall: 1_000) == nil, "a plan that was taken is gone")
+        #expect(s.nextCheckIn(of: alice.id, wall: 1_000) == 1_030)
         await timerWaits(for: timer.now() + .seconds(30))
         #expect(timer.waiting == [timer.now() + .seconds(30)], "the timer waits for the next plan")
     }
@@ -90,26 +96,40 @@ final class FakeTimer: Sendable {
         let s = scheduler()
         defer { s.stop() }
         let request = Task<CheckInOutcome, Never> { .failure("test") }
-        let ticket = s.begin("alice", registration: "r1", request)
-        #expect(s.nextCheckIn(of: "alice", wall: 1_000) == 1_000, "in flight: now")
-        s.planNow(["alice", "bob"], all: false)
-        #expect(s.takeDue() == ["bob"], "alice has one in flight; it plans its next one when it ends")
-        s.plan("alice", in: 0)
+        let ticket = s.begin(registration: alice.id, request)
+        #expect(s.nextCheckIn(of: alice.id, wall: 1_000) == 1_000, "in flight: now")
+        s.planNow([alice, bob], all: false)
+        #expect(s.takeDue() == [bob], "alice has one in flight; it plans its next one when it ends")
+        s.plan(alice.id, of: "alice", in: 0)
         #expect(s.takeDue() == [], "still in flight")
         s.end(ticket)
-        #expect(s.nextCheckIn(of: "alice", wall: 1_000) == nil)
+        #expect(s.nextCheckIn(of: alice.id, wall: 1_000) == nil)
         #expect(s.requestsInFlight == 0)
     }
 
     @Test func planNowKeepsPlansUnlessAll() {
         let s = scheduler()
         defer { s.stop() }
-        s.plan("alice", in: 600)
-        s.planNow(["alice", "bob"], all: false)
-        #expect(s.nextCheckIn(of: "alice", wall: 0) == 600)
-        #expect(s.nextCheckIn(of: "bob", wall: 0) == 0)
-        s.planNow(["alice"], all: true)
-        #expect(s.nextCheckIn(of: "alice", wall: 0) == 0)
+        s.plan(alice.id, of: "alice", in: 600)
+        s.planNow([alice, bob], all: false)
+        #expect(s.nextCheckIn(of: alice.id, wall: 0) == 600)
+        #expect(s.nextCheckIn(of: bob.id, wall: 0) == 0)
+        s.planNow([alice], all: true)
+        #expect(s.nextCheckIn(of: alice.id, wall: 0) == 0)
+    }
+
+    @Test func plansAreKeptByRegistrationNotByName() {
+        let s = scheduler()
+        defer { s.stop() }
+        s.plan(alice.id, of: "alice", in: 600)
+        // alice unregistered (her plan forgotten) and registered again: another registration.
+        s.forget(alice.id)
+        s.plan(aliceAgain.id, of: "alice", in: 0)
+        #expect(s.nextCheckIn(of: alice.id, wall: 0) == nil, "the old registration has no plan")
+        #expect(s.nextCheckIn(of: aliceAgain.id, wall: 0) == 0)
+        s.plan(carol.id, of: "carol", in: 0)
+        s.planNow([bob], all: true)
+        #expect(s.takeDue() == [aliceAgain, bob, carol], "in user name order")
     }
 
     @Test func unregisterCancelsTheRequestsOfThatRegistrationOnly() async {
@@ -120,9 +140,9 @@ final class FakeTimer: Sendable {
             return Task.isCancelled ? .failure("cancelled") : .failure("answered")
         }
         let other = Task<CheckInOutcome, Never> { .failure("answered") }
-        _ = s.begin("alice", registration: "r1", gone)
-        _ = s.begin("alice", registration: "r2", other)
-        s.cancelRequests(of: "r1")
+        _ = s.begin(registration: alice.id, gone)
+        _ = s.begin(registration: aliceAgain.id, other)
+        s.cancelRequests(of: alice.id)
         #expect(await gone.value == .failure("cancelled"))
         #expect(await other.value == .failure("answered"))
         #expect(s.requestsInFlight == 1)
@@ -134,7 +154,7 @@ final class FakeTimer: Sendable {
         #expect(!s.isPlanning)
         s.startPlanning()
         #expect(s.isPlanning)
-        s.plan("alice", in: 30)
+        s.plan(alice.id, of: "alice", in: 30)
         await timerWaits(for: timer.now() + .seconds(30))
         s.stop()
         #expect(!s.isPlanning)
@@ -142,8 +162,8 @@ final class FakeTimer: Sendable {
         #expect(!s.isPlanning, "a stopped scheduler never plans again")
         for _ in 0..<2_000 where !timer.waiting.isEmpty { await Task.yield() }
         #expect(timer.waiting.isEmpty, "the timer's task was cancelled")
-        s.plan("alice", in: 0)
-        s.planNow(["bob"], all: true)
+        s.plan(alice.id, of: "alice", in: 0)
+        s.planNow([bob], all: true)
         #expect(s.takeDue() == [])
         #expect(timer.waiting.isEmpty)
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LockwipeCore
 import LockwipeVaultIO
 import Testing
 
@@ -45,17 +46,17 @@ import Testing
     }
 
     @Test func theRegistrationIdIsBoundAsAssociatedData() throws {
-        let id = "0123456789abcdef0123456789abcdef"
+        let id = RegistrationID("0123456789abcdef0123456789abcdef")
         let machine = SymmetricKey(size: .bits256)
         let bound = try KeyWrap.wrap(key, passcode: "pin", registration: id, parameters: cheap)
         #expect(bound.format == 2 && bound.isBound)
         #expect(try KeyWrap.unwrap(bound, passcode: "pin", registration: id) == key)
         // Moved to another registration: the right passcode does not open it there.
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(bound, passcode: "pin", registration: "f" + id.dropFirst()) }
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(bound, passcode: "pin", registration: RegistrationID("f" + id.rawValue.dropFirst())) }
         #expect(throws: KeyWrapError.self) { try KeyWrap.unwrap(bound, passcode: "pin", registration: nil) }
         let byMachine = try KeyWrap.wrap(key, machineKey: machine, registration: id)
         #expect(try KeyWrap.unwrap(byMachine, machineKey: machine, registration: id) == key)
-        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(byMachine, machineKey: machine, registration: "x") }
+        #expect(throws: KeyWrapError.wrongPasscode) { try KeyWrap.unwrap(byMachine, machineKey: machine, registration: RegistrationID("x")) }
         // Format 1 (no associated data, no format recorded) still opens, whatever id is given.
         let legacy = try KeyWrap.wrap(key, machineKey: machine, registration: nil)
         #expect(legacy.format == nil && !legacy.isBound)

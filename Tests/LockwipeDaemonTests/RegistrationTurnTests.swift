@@ -168,8 +168,8 @@ extension Manager {
     }
 
     struct ReRegistered: Sendable {
-        var oldID: String
-        var newID: String
+        var oldID: RegistrationID
+        var newID: RegistrationID
         var sameObject: Bool
         var oldTurnWhileNewHeld: ManagerError?
     }

@@ -15,7 +15,7 @@ import Testing
         var r = RegistrationRecord(
             user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"], lockTrigger: nil, blocked: false,
             clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
-        r.id = String(repeating: "a", count: 32)
+        r.id = RegistrationID(String(repeating: "a", count: 32))
         try await store.insert(r, event: event(.register, at: 100))
         try await body(store)
     }

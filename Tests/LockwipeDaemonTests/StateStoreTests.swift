@@ -19,7 +19,7 @@ import Testing
         var r = RegistrationRecord(
             user: user, uid: 1001, state: .active, protection: .permissions, directories: ["/srv/\(user)/a", "/srv/\(user)/b"],
             lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
-        r.id = String(repeating: "0", count: 32 - user.utf8.count) + user  // stable, so records compare equal
+        r.id = RegistrationID(String(repeating: "0", count: 32 - user.utf8.count) + user)  // stable, so records compare equal
         // Device and inode as recorded at registration (v5-vault-identity); 64-bit values survive.
         r.identities = [.init(device: 2049, inode: 1), .init(device: UInt64.max, inode: UInt64(Int64.max) + 7)]
         return r
@@ -53,7 +53,7 @@ import Testing
             #expect(try await store.registration("alice")?.warnedThreshold == nil)
             #expect(try await store.markWarned(registration: alice.id, threshold: "lock@100+604800", event: ev("alice", "warn-lock")))
             #expect(try await store.markWarned(registration: alice.id, threshold: "lock@100+604800", event: ev("alice", "warn-lock")) == false)
-            #expect(try await store.markWarned(registration: "no-such-registration", threshold: "x", event: ev("alice", "warn-lock")) == false)
+            #expect(try await store.markWarned(registration: RegistrationID("no-such-registration"), threshold: "x", event: ev("alice", "warn-lock")) == false)
             let reopened = try StateStore(directory: dir)
             #expect(try await reopened.registration("alice")?.warnedThreshold == "lock@100+604800")
             #expect(try await reopened.markWarned(registration: alice.id, threshold: "lock@900+604800", event: ev("alice", "warn-lock")))
@@ -76,12 +76,12 @@ import Testing
             let first = RegistrationRecord(
                 user: "alice", uid: 1001, state: .active, protection: .permissions, directories: ["/srv/alice"],
                 lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
-            #expect(first.id.count == 32 && first.id.allSatisfy { "0123456789abcdef".contains($0) })
+            #expect(first.id.rawValue.count == 32 && first.id.rawValue.allSatisfy { "0123456789abcdef".contains($0) })
             try await store.insert(first, event: ev("alice", "register"))
             await #expect(try store.registration("alice")?.id == first.id)
             try await store.delete("alice", event: ev("alice", "unregister"))
             var second = first
-            second.id = RegistrationRecord.newID()
+            second.id = RegistrationID.new()
             try await store.insert(second, event: ev("alice", "register"))
             await #expect(try store.registration("alice")?.id == second.id)
             #expect(first.id != second.id)
@@ -109,7 +109,7 @@ import Testing
             }
         }
         let ids = try await StateStore(directory: dir).registrations().map(\.id)
-        #expect(ids.count == 2 && Set(ids).count == 2 && ids.allSatisfy { $0.count == 32 })
+        #expect(ids.count == 2 && Set(ids).count == 2 && ids.allSatisfy { $0.rawValue.count == 32 })
     }
 
     /// Stored JSON that no longer decodes (another version's, or damaged) reads as absent,
@@ -207,7 +207,7 @@ import Testing
 
             var new = record("bob")
             new.uid = 2002
-            new.id = RegistrationRecord.newID()
+            new.id = RegistrationID.new()
             try await store.insert(new, event: ev("bob", "register"))
 
             let all = try await store.events(user: "bob", limit: 10)
@@ -271,7 +271,7 @@ import Testing
         let events = try await store.events(user: nil, limit: 20)
         #expect(events.map(\.kind.rawValue) == ["register", "wipe", "unregister", "register", "unregister", "register", "lock", "wipe"])
         #expect(events.map(\.uid) == [nil, nil, nil, nil, nil, 2002, 2002, 2002])
-        #expect(events.map(\.registrationID).compactMap { $0 } == Array(repeating: "feedfeedfeedfeedfeedfeedfeedfeed", count: 3))
+        #expect(events.map(\.registrationID).compactMap { $0 } == Array(repeating: RegistrationID("feedfeedfeedfeedfeedfeedfeedfeed"), count: 3))
         await #expect(try store.events(user: "bob", limit: 20, owner: 2002).map(\.kind.rawValue) == ["register", "lock", "wipe"])
         await #expect(try store.events(user: "carol", limit: 20, owner: 2002).isEmpty)
         await #expect(try store.certificate(user: "bob", owner: 2002) == newCertificate)

@@ -1,4 +1,5 @@
 import Foundation
+import LockwipeCore
 import LockwipeVaultIO
 import Synchronization
 import Testing
@@ -12,14 +13,14 @@ import Testing
     @Test func aCallThatDoesNotReturnFailsAtItsDeadlineAndBlocksOnlyItsUser() async throws {
         let recovered = Mutex<[String]>([])
         let calls = VaultCalls(timeout: .seconds(1)) { owner, what in recovered.withLock { $0.append("\(owner.user) (\(owner.registration)): \(what)") } }
-        let (alice, bob) = (VaultOwner(registration: "r-alice", user: "alice"), VaultOwner(registration: "r-bob", user: "bob"))
+        let (alice, bob) = (VaultOwner(registration: RegistrationID("r-alice"), user: "alice"), VaultOwner(registration: RegistrationID("r-bob"), user: "bob"))
         let release = DispatchSemaphore(value: 0)
 
         // The call never returns by itself: that this returns at all is the deadline's doing.
         await #expect(throws: VaultUnresponsive.self) {
             try await calls.run(for: alice, "the lock") { release.wait() }
         }
-        #expect(calls.unresponsive("r-alice") == "the lock")
+        #expect(calls.unresponsive(RegistrationID("r-alice")) == "the lock")
 
         // Her next call fails at once (it is refused before any thread is made for it).
         do {
@@ -35,18 +36,18 @@ import Testing
 
         // When the stuck call returns at last, the vault answers again.
         release.signal()
-        for _ in 0..<100 where calls.unresponsive("r-alice") != nil { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(calls.unresponsive("r-alice") == nil)
+        for _ in 0..<100 where calls.unresponsive(RegistrationID("r-alice")) != nil { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(calls.unresponsive(RegistrationID("r-alice")) == nil)
         #expect(recovered.withLock { $0 } == ["alice (r-alice): the lock"])
         #expect(try await calls.run(for: alice, "the unlock") { "done" } == "done")
     }
 
     @Test func errorsAndResultsComeBackAsTheyWere() async throws {
         let calls = VaultCalls(timeout: .seconds(5))
-        let carol = VaultOwner(registration: "r-carol", user: "carol")
+        let carol = VaultOwner(registration: RegistrationID("r-carol"), user: "carol")
         struct Refused: Error {}
         await #expect(throws: Refused.self) { try await calls.run(for: carol, "x") { throw Refused() } }
-        #expect(calls.unresponsive("r-carol") == nil)
+        #expect(calls.unresponsive(RegistrationID("r-carol")) == nil)
         #expect(try await calls.run(for: carol, "y", timeout: .seconds(1)) { [1, 2] } == [1, 2])
     }
 
@@ -57,12 +58,12 @@ import Testing
         let recovered = Mutex<[VaultOwner]>([])
         let calls = VaultCalls(timeout: .seconds(1)) { owner, _ in recovered.withLock { $0.append(owner) } }
         let release = DispatchSemaphore(value: 0)
-        let (before, again) = (VaultOwner(registration: "r-1", user: "dave"), VaultOwner(registration: "r-2", user: "dave"))
+        let (before, again) = (VaultOwner(registration: RegistrationID("r-1"), user: "dave"), VaultOwner(registration: RegistrationID("r-2"), user: "dave"))
         await #expect(throws: VaultUnresponsive.self) { try await calls.run(for: before, "the lock") { release.wait() } }
         await #expect(throws: VaultUnresponsive.self) { try await calls.run(for: before, "the unlock") {} }
         #expect(try await calls.run(for: again, "the start-up check") { "answered" } == "answered")
         release.signal()
-        for _ in 0..<100 where calls.unresponsive("r-1") != nil { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<100 where calls.unresponsive(RegistrationID("r-1")) != nil { try await Task.sleep(for: .milliseconds(20)) }
         #expect(recovered.withLock { $0 } == [before])
     }
 }

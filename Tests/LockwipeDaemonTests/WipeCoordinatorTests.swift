@@ -37,7 +37,7 @@ import Testing
         let tickerStopped = Flag()
         let progress = WipeProgress()
         let run = Task {
-            await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: progress) { _ in
+            await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: progress) { _ in
                 { tickerStopped.set() }
             }
         }
@@ -54,31 +54,31 @@ import Testing
         let eraser = HeldEraser()
         let wipes = WipeCoordinator(eraser: eraser)
         let progress = WipeProgress()
-        let first = Task { await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        let first = Task { await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: progress) }
         await waitUntil { progress.info().entriesRemoved == 1 }
-        #expect(await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: WipeProgress()) == nil)
+        #expect(await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: WipeProgress()) == nil)
         #expect(eraser.started.withLock { $0 } == 1)
         eraser.released.set()
         #expect(try #require(await first.value).complete)
-        #expect(try #require(await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: WipeProgress())).complete)
+        #expect(try #require(await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: WipeProgress())).complete)
         #expect(eraser.started.withLock { $0 } == 2)
     }
 
     @Test func cancelAllStopsTheRunningWipesAndEveryLaterOne() async throws {
         let wipes = WipeCoordinator(eraser: HeldEraser())
         let progress = WipeProgress()
-        let running = Task { await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        let running = Task { await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: progress) }
         await waitUntil { progress.info().entriesRemoved == 1 }
         wipes.cancelAll()
         #expect(try #require(await running.value).complete == false)
         // Begun after the shutdown: stopped before its first entry is waited on.
-        #expect(try #require(await wipes.erase(registration: "bob", directories: [], options: WipeOptions(), progress: WipeProgress())).complete == false)
+        #expect(try #require(await wipes.erase(registration: RegistrationID("bob"), directories: [], options: WipeOptions(), progress: WipeProgress())).complete == false)
     }
 
     @Test func cancellingTheCallingTaskStopsTheErase() async throws {
         let wipes = WipeCoordinator(eraser: HeldEraser())
         let progress = WipeProgress()
-        let running = Task { await wipes.erase(registration: "alice", directories: [], options: WipeOptions(), progress: progress) }
+        let running = Task { await wipes.erase(registration: RegistrationID("alice"), directories: [], options: WipeOptions(), progress: progress) }
         await waitUntil { progress.info().entriesRemoved == 1 }
         running.cancel()
         #expect(try #require(await running.value).complete == false)

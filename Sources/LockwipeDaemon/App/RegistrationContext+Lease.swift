@@ -12,7 +12,7 @@ extension RegistrationContext {
 
     func leaseFields(_ r: RegistrationRecord, _ lease: OfflineLease, requester: String?, id: MessageID) -> Logger.Metadata {
         var meta: Logger.Metadata = [
-            "message_id": id.metadata, "user": .string(r.user), "uid": "\(r.uid)", "registration_id": .string(r.id),
+            "message_id": id.metadata, "user": .string(r.user), "uid": "\(r.uid)", "registration_id": .string(r.id.rawValue),
             "lease_until": .string(Timestamp.iso(lease.until)), "lease_until_seconds": "\(lease.until)",
             "lease_source": .string(lease.source.rawValue), "lease_reference": .string(lease.reference),
             "offline_seconds": "\(r.clock.offlineSeconds)",

@@ -11,12 +11,19 @@ final class CheckInScheduler {
     /// Returns at `deadline` (monotonic), or throws when the task is cancelled.
     typealias Sleep = @Sendable (NIODeadline) async throws -> Void
 
-    /// When each registration checks in next (monotonic); absent while one is in flight.
-    private var next: [String: NIODeadline] = [:]
-    /// Check-ins of each user name now waiting for the server.
-    private var inFlight: [String: Int] = [:]
+    /// A registration whose check-in is due: its id, and the user name the check-in is made for.
+    struct Due: Equatable {
+        let id: RegistrationID
+        let user: String
+    }
+
+    /// When each registration (by id) checks in next (monotonic), with its user name;
+    /// absent while one is in flight.
+    private var next: [RegistrationID: (user: String, at: NIODeadline)] = [:]
+    /// Check-ins of each registration (by id) now waiting for the server.
+    private var inFlight: [RegistrationID: Int] = [:]
     /// The requests of each registration (by id) waiting for the server, to cancel at unregister.
-    private var requests: [String: [UInt64: @Sendable () -> Void]] = [:]
+    private var requests: [RegistrationID: [UInt64: @Sendable () -> Void]] = [:]
     /// Scheduled check-ins started by the timer and not yet ended.
     private var runs: [UInt64: Task<Void, Never>] = [:]
     private var nextToken: UInt64 = 0
@@ -53,23 +60,24 @@ final class CheckInScheduler {
     /// From now on the Manager plans check-ins (the start-up pass is done).
     func startPlanning() { isPlanning = !stopped }
 
-    /// Plans a check-in of `user` in `seconds` (replacing the one planned).
-    func plan(_ user: String, in seconds: Double) {
+    /// Plans a check-in of registration `id` (of `user`) in `seconds` (replacing the one planned).
+    func plan(_ id: RegistrationID, of user: String, in seconds: Double) {
         guard !stopped else { return }
-        next[user] = now() + .milliseconds(Int64(max(0, seconds) * 1000))
+        next[id] = (user, now() + .milliseconds(Int64(max(0, seconds) * 1000)))
         rescheduleTimer()
     }
 
-    /// Plans a check-in now of each of `users` that has none planned nor in flight (of all, `all`).
-    func planNow(_ users: [String], all: Bool) {
+    /// Plans a check-in now of each of `registrations` that has none planned nor in flight
+    /// (of all, `all`).
+    func planNow(_ registrations: [Due], all: Bool) {
         guard !stopped else { return }
         let at = now()
-        for user in users where all || (next[user] == nil && inFlight[user] == nil) { next[user] = at }
+        for r in registrations where all || (next[r.id] == nil && inFlight[r.id] == nil) { next[r.id] = (r.user, at) }
         rescheduleTimer()
     }
 
-    /// No check-in is planned for `user` any more.
-    func forget(_ user: String) { next[user] = nil }
+    /// No check-in is planned for registration `id` any more.
+    func forget(_ id: RegistrationID) { next[id] = nil }
 
     /// No check-in is planned for anybody (nor the timer set).
     func clear() {
@@ -85,28 +93,29 @@ final class CheckInScheduler {
         clear()
     }
 
-    /// The users whose check-in is due, in name order, their plans taken (a user whose
-    /// check-in is in flight is skipped: it plans its next one when it ends).
-    func takeDue() -> [String] {
+    /// The registrations whose check-in is due, in user name order, their plans taken (one
+    /// whose check-in is in flight is skipped: it plans its next one when it ends).
+    func takeDue() -> [Due] {
         let at = now()
-        let due = next.filter { $0.value <= at }.map(\.key).sorted()
-        for user in due { next[user] = nil }
+        let due = next.filter { $0.value.at <= at }.map { Due(id: $0.key, user: $0.value.user) }
+            .sorted { ($0.user, $0.id) < ($1.user, $1.id) }
+        for r in due { next[r.id] = nil }
         rescheduleTimer()
-        return due.filter { inFlight[$0] == nil }
+        return due.filter { inFlight[$0.id] == nil }
     }
 
-    /// When `user` checks in next, as wall time (`wall` is now): now while one is in
-    /// flight, nil when none is planned.
-    func nextCheckIn(of user: String, wall: Int64) -> Int64? {
-        if inFlight[user] != nil { return wall }
-        guard let deadline = next[user] else { return nil }
+    /// When registration `id` checks in next, as wall time (`wall` is now): now while one
+    /// is in flight, nil when none is planned.
+    func nextCheckIn(of id: RegistrationID, wall: Int64) -> Int64? {
+        if inFlight[id] != nil { return wall }
+        guard let deadline = next[id]?.at else { return nil }
         return wall + max(0, (deadline - now()).nanoseconds / 1_000_000_000)
     }
 
     private func rescheduleTimer() {
         timer?.cancel()
         timer = nil
-        guard !stopped, let soonest = next.values.min() else { return }
+        guard !stopped, let soonest = next.values.map(\.at).min() else { return }
         // The timer may be armed while a request is answered; what it starts is the daemon's own.
         timer = Task { [sleep, onDue] in
             do { try await sleep(soonest) } catch { return }
@@ -118,31 +127,30 @@ final class CheckInScheduler {
     // MARK: Requests in flight
 
     struct Ticket {
-        let user: String
-        let registration: String
+        let registration: RegistrationID
         let token: UInt64
     }
 
-    /// A request of registration `id` (user `user`) started: it is no longer planned, and
-    /// unregister can cancel it until `end`.
-    func begin<T: Sendable>(_ user: String, registration id: String, _ request: Task<T, Never>) -> Ticket {
-        next[user] = nil
-        inFlight[user, default: 0] += 1
+    /// A request of registration `id` started: it is no longer planned, and unregister can
+    /// cancel it until `end`.
+    func begin<T: Sendable>(registration id: RegistrationID, _ request: Task<T, Never>) -> Ticket {
+        next[id] = nil
+        inFlight[id, default: 0] += 1
         let token = takeToken()
         requests[id, default: [:]][token] = { request.cancel() }
-        return Ticket(user: user, registration: id, token: token)
+        return Ticket(registration: id, token: token)
     }
 
     func end(_ t: Ticket) {
         requests[t.registration]?[t.token] = nil
         if requests[t.registration]?.isEmpty == true { requests[t.registration] = nil }
-        inFlight[t.user]! -= 1
-        if inFlight[t.user] == 0 { inFlight[t.user] = nil }
+        inFlight[t.registration]! -= 1
+        if inFlight[t.registration] == 0 { inFlight[t.registration] = nil }
     }
 
     /// Cancels every request of registration `id` still waiting for its answer (unregister):
     /// whatever the server says to it later is never read.
-    func cancelRequests(of id: String) {
+    func cancelRequests(of id: RegistrationID) {
         for cancel in (requests.removeValue(forKey: id) ?? [:]).values { cancel() }
     }
 

@@ -40,8 +40,9 @@ extension Manager {
     public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> Outcome {
         let problems = CheckInClient.credentialProblems(credentials)
         if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
-        let result = try await registration(named: user).withTurn { turn in try await turn.registration.setCredentials(credentials, in: turn, by: caller) }
-        if context.configuration.server.isConfigured { scheduleCheckIn(user, in: 0) }
+        let found = try await registration(named: user)
+        let result = try await found.withTurn { turn in try await turn.registration.setCredentials(credentials, in: turn, by: caller) }
+        if context.configuration.server.isConfigured { scheduleCheckIn(found.registration.id, of: user, in: 0) }
         return result
     }
 
@@ -71,7 +72,7 @@ extension Manager {
             return Outcome(user: user, operation: .checkIn, state: nil, reason: "no such registration", failed: true)
         }
         if r.state.isWipeCommitted {
-            checkIns.forget(user)
+            checkIns.forget(r.id)
             return Outcome(user: user, operation: .checkIn, state: r.state, reason: "not checked in: the registration is \(r.state.rawValue)")
         }
         // The answer belongs to this registration (this id), not to whoever has the user
@@ -87,7 +88,7 @@ extension Manager {
         let request = Task {
             await ServerExchange.run(fetcher, user: user, credentials: credentials, known: known?.id, server: server, deadline: deadline)
         }
-        let ticket = checkIns.begin(user, registration: asked, request)
+        let ticket = checkIns.begin(registration: asked, request)
         let exchanged = await withTaskCancellationHandler {
             await request.value
         } onCancel: {
@@ -128,7 +129,7 @@ extension Manager {
             // The next check-in is still planned, at the interval (the failure count is unknown).
             context.stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
             after = nil
-            scheduleCheckIn(user, in: Double(context.configuration.server.intervalSeconds))
+            scheduleCheckIn(asked, of: user, in: Double(context.configuration.server.intervalSeconds))
         }
         if !stopped, context.configuration.server.isConfigured, let after, after.id == asked,
             !after.state.isWipeCommitted
@@ -136,7 +137,7 @@ extension Manager {
             let failures = after.server.failures
             let delay = CheckInBackoff(capSeconds: Double(context.configuration.server.intervalSeconds))
                 .delay(afterFailures: failures, random: random())
-            scheduleCheckIn(user, in: delay)
+            scheduleCheckIn(asked, of: user, in: delay)
         }
         await reschedule()
         return result
@@ -150,27 +151,30 @@ extension Manager {
     /// Plans a check-in of every registration that has none planned (or of all, `now`).
     func scheduleCheckInsForAll(now: Bool) async {
         guard mayPlanCheckIns else { return checkIns.clear() }
-        let users: [String]
+        let registrations: [CheckInScheduler.Due]
         do {
-            users = try await context.store.registrations().filter { !$0.state.isWipeCommitted }.map(\.user)
+            registrations = try await context.store.registrations().filter { !$0.state.isWipeCommitted }.map {
+                CheckInScheduler.Due(id: $0.id, user: $0.user)
+            }
         } catch {
             // The check-ins planned stay planned; none is dropped for a read that failed.
             return context.stateNotice("the check-ins are not planned again", error)
         }
-        checkIns.planNow(users, all: now)
+        checkIns.planNow(registrations, all: now)
     }
 
-    func scheduleCheckIn(_ user: String, in seconds: Double) {
+    /// Plans the next check-in of registration `id` (of `user`) in `seconds`.
+    func scheduleCheckIn(_ id: RegistrationID, of user: String, in seconds: Double) {
         guard mayPlanCheckIns else { return }
-        checkIns.plan(user, in: seconds)
+        checkIns.plan(id, of: user, in: seconds)
     }
 
     /// The timer fired: starts every check-in that is due; each plans its own next one
     /// when it is done. The scheduler tracks them until they end.
     func runDueCheckIns() {
-        for user in checkIns.takeDue() {
+        for due in checkIns.takeDue() {
             checkIns.run { token in
-                _ = await self.checkIn(user: user, purpose: .scheduled)
+                _ = await self.checkIn(user: due.user, purpose: .scheduled)
                 await self.scheduledCheckInEnded(token)
             }
         }
@@ -181,13 +185,13 @@ extension Manager {
     /// When `r` checks in next, as wall time (nil: none planned, e.g. no server).
     func nextCheckInTime(_ r: RegistrationRecord, wall: Int64) -> Int64? {
         guard context.configuration.server.isConfigured, !r.state.isWipeCommitted else { return nil }
-        return checkIns.nextCheckIn(of: r.user, wall: wall)
+        return checkIns.nextCheckIn(of: r.id, wall: wall)
     }
 
     /// An answer (or a request cancelled by unregister) for a registration that is gone:
     /// applied to nobody, logged and recorded in the history of the user name.
-    func dropStale(_ outcome: CheckInOutcome, user: String, asked: String, purpose: CheckInPurpose) async -> Outcome {
-        let current: String?
+    func dropStale(_ outcome: CheckInOutcome, user: String, asked: RegistrationID, purpose: CheckInPurpose) async -> Outcome {
+        let current: RegistrationID?
         do {
             current = try await context.store.registration(user)?.id
         } catch {
@@ -214,7 +218,7 @@ extension Manager {
             "\(detail)",
             metadata: [
                 "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
-                "purpose": .string(purpose.rawValue), "registration_id": .string(asked), "result": "dropped",
+                "purpose": .string(purpose.rawValue), "registration_id": .string(asked.rawValue), "result": "dropped",
             ])
         return Outcome(user: user, operation: .checkIn, state: nil, reason: detail, failed: true)
     }

@@ -13,7 +13,7 @@ extension Registration {
         context.logger.warning(
             "\(before.user): \(ServerPolicyAbsence.note)",
             metadata: [
-                "user": .string(before.user), "action": "check-in", "registration_id": .string(before.id),
+                "user": .string(before.user), "action": "check-in", "registration_id": .string(before.id.rawValue),
                 "message_id": MessageID.serverPolicyAbsent.metadata,
             ])
     }

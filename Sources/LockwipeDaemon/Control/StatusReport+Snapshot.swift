@@ -56,7 +56,7 @@ extension RegistrationInfo {
         sharedDevice = r.server.settings?.sharedDevice
         logoutLockAt = e.logoutLockAt.map(Timestamp.iso)
         vaultError = r.vaultError
-        registrationId = r.id
+        registrationId = r.id.rawValue
         if let lease = r.lease {
             let left = lease.remaining(r.clock, offline: e.offline)
             self.lease = LeaseInfo(
@@ -88,7 +88,7 @@ extension HistoryReply {
                 let run = $0.repeats.flatMap { $0 > 1 ? $0 : nil }
                 return HistoryEvent(
                     time: Timestamp.iso($0.time), user: $0.user, kind: $0.kind.rawValue, trigger: $0.trigger, detail: $0.detail,
-                    certificate: $0.certificate.flatMap { page.certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID,
+                    certificate: $0.certificate.flatMap { page.certificates[$0] }, uid: $0.uid, registrationId: $0.registrationID?.rawValue,
                     requester: $0.requester.map { HistoryEvent.Requester(uid: $0.uid, pid: $0.pid, comm: $0.comm) }, repeats: run,
                     lastTime: run == nil ? nil : $0.lastTime.map(Timestamp.iso))
             }, truncated: page.truncated ? true : nil)

@@ -16,7 +16,7 @@ extension Manager {
             registrations: list.map { r in
                 let o = context.outlook(r, reading)
                 var m = MetricsSnapshot.Registration(
-                    user: r.user, uid: r.uid, id: r.id, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
+                    user: r.user, uid: r.uid, id: r.id.rawValue, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
                     lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
                 if let stored = r.lease, stored.remaining(r.clock, offline: o.offline) > 0 {
                     m.leaseEnd = stored.until

@@ -16,11 +16,12 @@ extension Manager {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
         }
+        // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data), and the
+        // first check-in is planned for it.
+        let registrationID = RegistrationID.new()
         // A closure of its own, so that the new vault key is wiped (`defer` below) as soon as
         // the registration is made or refused.
         let result = try await { () async throws -> Outcome in
-            // Chosen now: the vault key's wrap is bound to it (AES-GCM associated data).
-            let registrationID = RegistrationRecord.newID()
             // The vault key is made (scrypt for a passcode) off the actor before anything is
             // checked and before the registry's turn is taken, so that a slow scrypt holds
             // up no other registration. Its refusal is raised at the flow's step "wrap the
@@ -177,7 +178,7 @@ extension Manager {
                     "registered \(user) (\(kind.rawValue))",
                     metadata: [
                         "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                        "protection": .string(kind.rawValue), "registration_id": .string(registrationID),
+                        "protection": .string(kind.rawValue), "registration_id": .string(registrationID.rawValue),
                         "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
                     ])
                 await reschedule()
@@ -199,7 +200,7 @@ extension Manager {
             }
         }()
         // A new registration fetches its settings at once (SAP onboarding: settings download).
-        scheduleCheckIn(user, in: 0)
+        scheduleCheckIn(registrationID, of: user, in: 0)
         return result
     }
 
@@ -244,7 +245,7 @@ extension Manager {
             }
             try await context.store.delete(user, event: context.event(user, .unregister, .admin, detail, at: context.clock.now().wall))
             forgetRegistration(turn.registration)
-            checkIns.forget(user)
+            checkIns.forget(r.id)
             checkIns.cancelRequests(of: r.id)
             turn.registration.releaseConnection(connection, credentials: credentials)
             context.logger.notice(

@@ -41,7 +41,7 @@ extension Registration {
             context.logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
             return false
         }
-        let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked)]
+        let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked.rawValue)]
         if let stale {
             var m = meta.merging(["message_id": MessageID.connectionReplaced.metadata, "stale_connection_id": .string(stale)]) { $1 }
             if let id { m["connection_id"] = .string(id) }

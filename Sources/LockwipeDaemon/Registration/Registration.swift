@@ -12,7 +12,7 @@ import LockwipeWipe
 /// its own, so taking the turn costs no hop). The Manager finds it once per operation
 /// (`Manager.registration(named:)`) and hands the operation to it.
 final class Registration {
-    let id: String
+    let id: RegistrationID
     let user: String
     /// What its operations work with (the Manager's, built once).
     let context: RegistrationContext
@@ -34,7 +34,7 @@ final class Registration {
     /// The wipe running now, while it runs: how far it is (`status` reads it here).
     var runningWipe: WipeProgress?
 
-    init(id: String, user: String, context: RegistrationContext, ended: TurnsEnded) {
+    init(id: RegistrationID, user: String, context: RegistrationContext, ended: TurnsEnded) {
         self.id = id
         self.user = user
         self.context = context
@@ -123,7 +123,7 @@ final class TurnsEnded {
 /// of turns ended, and the registry's own turn (registering). Used in the Manager's
 /// isolation only.
 final class Registry {
-    var byID: [String: Registration] = [:]
+    var byID: [RegistrationID: Registration] = [:]
     let turnsEnded = TurnsEnded()
     let turns = TurnQueue()
 }
@@ -197,7 +197,7 @@ extension Manager {
 
     /// The object of registration `id` of `user`, made when first asked for. An id the
     /// store no longer has gets one too: its turn finds it gone.
-    func registration(id: String, user: String) -> Registration {
+    func registration(id: RegistrationID, user: String) -> Registration {
         if let known = registry.byID[id] { return known }
         let made = Registration(id: id, user: user, context: context, ended: registry.turnsEnded)
         registry.byID[id] = made

@@ -13,6 +13,8 @@ import NIOCore
 /// the pending lock; the lock itself is never lifted by logging in again.
 struct LogoutLocks {
     struct Tracked {
+        /// The registration's user (for the lock and the words) and uid (for logind).
+        var user: String
         var uid: UInt32
         /// A session of the user was seen since tracking began.
         var sawSession = false
@@ -29,7 +31,8 @@ struct LogoutLocks {
     var watcher: (any SessionWatching)?
     /// Set by `startLockOnLogout`.
     var timers: (any DeadlineScheduling)?
-    var users: [String: Tracked] = [:]
+    /// By registration id: a name unregistered and registered again is tracked anew.
+    var tracked: [RegistrationID: Tracked] = [:]
     /// Why logind cannot be watched, for `status` (nil when watching or not tried).
     var unavailable: String?
     /// Refreshes begun: only the newest one applies what it read.

@@ -42,8 +42,8 @@ extension Manager {
     func stopLockOnLogout() {
         logout.watcher?.stop()
         logout.watcher = nil
-        for t in logout.users.values { t.timer?.cancel() }
-        logout.users = [:]
+        for t in logout.tracked.values { t.timer?.cancel() }
+        logout.tracked = [:]
     }
 
     /// logind says sessions or users changed.
@@ -69,12 +69,12 @@ extension Manager {
         }
         guard mine == logout.refreshes, let watcher = logout.watcher, let timers = logout.timers, !stopped else { return }
         let now = timers.now()
-        var watched = Set<String>()
+        var watched = Set<RegistrationID>()
         for r in registrations where r.state == .active {
             let (passcode, source) = context.passcodePolicy(for: r)
             guard passcode.lockTimeout > 0 else { continue }
-            watched.insert(r.user)
-            var t = logout.users[r.user] ?? LogoutLocks.Tracked(uid: r.uid)
+            watched.insert(r.id)
+            var t = logout.tracked[r.id] ?? LogoutLocks.Tracked(user: r.user, uid: r.uid)
             if watcher.loginSessions(uid: r.uid) > 0 {
                 if t.noSessionSince != nil, t.sawSession || t.timer != nil {
                     context.logger.info(
@@ -99,25 +99,26 @@ extension Manager {
                     t.generation += 1
                     let due = t.noSessionSince! + .seconds(passcode.lockTimeout)
                     let generation = t.generation
-                    let user = r.user
+                    let id = r.id
                     t.timer = timers.schedule(after: max(.zero, due - now)) { [weak self] in
-                        await self?.logoutTimeoutReached(user: user, generation: generation)
+                        await self?.logoutTimeoutReached(registration: id, generation: generation)
                     }
                 }
             }
             t.timeout = passcode.lockTimeout
             t.source = source
-            logout.users[r.user] = t
+            logout.tracked[r.id] = t
         }
-        for (user, t) in logout.users where !watched.contains(user) {
+        for (id, t) in logout.tracked where !watched.contains(id) {
             t.timer?.cancel()
-            logout.users[user] = nil
+            logout.tracked[id] = nil
         }
     }
 
-    /// A pending logout lock is due: lock, unless the user is back or the timer is stale.
-    func logoutTimeoutReached(user: String, generation: Int) async {
-        guard let watcher = logout.watcher, let timers = logout.timers, var t = logout.users[user], t.generation == generation,
+    /// A pending logout lock of registration `id` is due: lock it, unless the user is back
+    /// or the timer is stale.
+    func logoutTimeoutReached(registration id: RegistrationID, generation: Int) async {
+        guard let watcher = logout.watcher, let timers = logout.timers, var t = logout.tracked[id], t.generation == generation,
             let since = t.noSessionSince
         else { return }
         // A session change may be on its way: ask logind itself, not the last notification.
@@ -128,14 +129,20 @@ extension Manager {
         let elapsed = timers.now() - since
         guard elapsed >= .seconds(t.timeout) else { return }
         t.timer = nil
-        logout.users[user] = t
+        logout.tracked[id] = t
+        let user = t.user
         let seconds = elapsed.components.seconds
         let reason =
             (t.sawSession ? "last session ended \(seconds) s ago" : "no login session for \(seconds) s")
             + " (lock_timeout \(t.timeout), \(t.source) passcode policy)"
+        // The lock goes to the registration whose timer this is (its id), in its turn, never
+        // to whoever has the name by then.
+        let registration = registration(id: id, user: user)
         do {
-            _ = try await perform(on: user) { turn in try await turn.registration.lock(in: turn, trigger: .logout, reason: reason) }
+            _ = try await registration.withTurn { turn in try await turn.registration.lock(in: turn, trigger: .logout, reason: reason) }
+            await reschedule()
         } catch {
+            if case ManagerError.noSuchRegistration = error { forgetRegistration(registration) }
             context.logger.error(
                 "lock on logout of \(user) failed: \(error)",
                 metadata: [
@@ -152,9 +159,9 @@ extension Manager {
         return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
     }
 
-    /// When the pending logout lock of `user` is due, in wall seconds for `status` (`wall`: now).
-    func logoutLockTime(_ user: String, wall: Int64) -> Int64? {
-        guard let t = logout.users[user], t.timer != nil, let since = t.noSessionSince, let timers = logout.timers else { return nil }
+    /// When the pending logout lock of registration `id` is due, in wall seconds for `status` (`wall`: now).
+    func logoutLockTime(_ id: RegistrationID, wall: Int64) -> Int64? {
+        guard let t = logout.tracked[id], t.timer != nil, let since = t.noSessionSince, let timers = logout.timers else { return nil }
         let remaining = since + .seconds(t.timeout) - timers.now()
         return wall + max(0, remaining.components.seconds)
     }

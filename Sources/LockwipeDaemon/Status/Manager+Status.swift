@@ -50,7 +50,7 @@ extension Manager {
             entries.append(
                 StatusSnapshot.Entry(
                     record: r, policy: p, policySource: source, offline: evaluated.offline, next: evaluated.next, warning: warningDecision(evaluated),
-                    nextCheckIn: nextCheckInTime(r, wall: reading.wall), logoutLockAt: logoutLockTime(r.user, wall: reading.wall),
+                    nextCheckIn: nextCheckInTime(r, wall: reading.wall), logoutLockAt: logoutLockTime(r.id, wall: reading.wall),
                     runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: await keyStatus(r),
                     passcodePolicy: context.passcodePolicy(for: r).policy,
                     lockWaitsFor: PolicyLockLift.waitingFor(

@@ -3,7 +3,7 @@ import LockwipeCore
 
 extension StateStore {
     /// The application connection of the registration `registrationID`, if one was made.
-    public nonisolated(nonsending) func sapConnection(registration registrationID: String) async throws -> SAPConnectionRecord? {
+    public nonisolated(nonsending) func sapConnection(registration registrationID: RegistrationID) async throws -> SAPConnectionRecord? {
         try await perform { [self] in
             try db.read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM sap_connections WHERE registration_id = ?", arguments: [registrationID]).map {
@@ -15,10 +15,10 @@ extension StateStore {
 
     /// Every registration's SAP connection, by registration id: `status` reads them in one
     /// query rather than one per registration.
-    public nonisolated(nonsending) func sapConnections() async throws -> [String: SAPConnectionRecord] {
+    public nonisolated(nonsending) func sapConnections() async throws -> [RegistrationID: SAPConnectionRecord] {
         try await perform { [self] in
             try db.read { db in
-                var out: [String: SAPConnectionRecord] = [:]
+                var out: [RegistrationID: SAPConnectionRecord] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM sap_connections") {
                     out[row["registration_id"]] = Self.connectionRecord(row)
                 }
@@ -38,7 +38,7 @@ extension StateStore {
     /// and the contact it is (SAP's SDKs count any successful response), with the
     /// contact's events, in one transaction.
     public nonisolated(nonsending) func commitConnection(
-        user: String, registration registrationID: String, id: String?, problem: String?, contact: ContactCommit
+        user: String, registration registrationID: RegistrationID, id: String?, problem: String?, contact: ContactCommit
     ) async throws {
         try await perform { [self] in
             try db.write { db in

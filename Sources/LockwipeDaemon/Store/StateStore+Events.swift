@@ -21,7 +21,7 @@ extension StateStore {
 
     static func appendRepeatable(_ e: StoredEvent, _ db: Database) throws -> Int {
         let key = HistoryRetention.RepeatKey(kind: e.kind, trigger: e.trigger, requesterUID: e.requester?.uid)
-        if let registrationID = try String.fetchOne(db, sql: "SELECT id FROM registrations WHERE user = ?", arguments: [e.user]),
+        if let registrationID = try RegistrationID.fetchOne(db, sql: "SELECT id FROM registrations WHERE user = ?", arguments: [e.user]),
             let row = try Row.fetchOne(
                 db, sql: "SELECT id, kind, trigger, requester_uid, time, repeats FROM events WHERE registration_id = ? ORDER BY id DESC LIMIT 1",
                 arguments: [registrationID]),
@@ -64,7 +64,7 @@ extension StateStore {
                 e.time, e.user, e.kind.rawValue, e.trigger?.rawValue, HistoryRetention.bounded(detail: e.detail), e.certificate, e.user, e.user,
                 e.requester.map { Int64($0.uid) }, e.requester.map { Int64($0.pid) }, e.requester?.comm, e.repeats, e.lastTime,
             ])
-        if let registrationID = try String.fetchOne(db, sql: "SELECT registration_id FROM events WHERE id = ?", arguments: [db.lastInsertedRowID]) {
+        if let registrationID = try RegistrationID.fetchOne(db, sql: "SELECT registration_id FROM events WHERE id = ?", arguments: [db.lastInsertedRowID]) {
             try pruneHistory(registrationID: registrationID, rule: HistoryRetention.rule(for: e.kind), now: e.time, db)
         }
     }
@@ -72,7 +72,7 @@ extension StateStore {
     /// Prunes the history of the registration `registrationID` (`HistoryRetention`): the
     /// events of `rule` past its count, oldest first, and every event that is not `kept`
     /// older than `maxAge` before `now`.
-    static func pruneHistory(registrationID: String, rule: HistoryRetention.Rule, now: Int64, _ db: Database) throws {
+    static func pruneHistory(registrationID: RegistrationID, rule: HistoryRetention.Rule, now: Int64, _ db: Database) throws {
         if let max = HistoryRetention.maxEvents(rule) {
             let kinds = EventKind.allCases.filter { HistoryRetention.rule(for: $0) == rule }.map(\.rawValue)
             let list = kinds.map { _ in "?" }.joined(separator: ", ")
@@ -81,7 +81,7 @@ extension StateStore {
                     DELETE FROM events WHERE registration_id = ? AND kind IN (\(list)) AND id <= (
                         SELECT id FROM events WHERE registration_id = ? AND kind IN (\(list)) ORDER BY id DESC LIMIT 1 OFFSET ?)
                     """,
-                arguments: StatementArguments([registrationID] + kinds + [registrationID] + kinds) + [max])
+                arguments: StatementArguments([registrationID.rawValue] + kinds + [registrationID.rawValue] + kinds) + [max])
         }
         let kept = EventKind.allCases.filter { HistoryRetention.rule(for: $0) == .kept }.map(\.rawValue)
         try db.execute(
@@ -97,7 +97,7 @@ extension StateStore {
         try await perform { [self] in
             try db.write { db in
                 let before = db.totalChangesCount
-                for id in try String.fetchAll(db, sql: "SELECT DISTINCT registration_id FROM events WHERE registration_id IS NOT NULL") {
+                for id in try RegistrationID.fetchAll(db, sql: "SELECT DISTINCT registration_id FROM events WHERE registration_id IS NOT NULL") {
                     for rule in [HistoryRetention.Rule.repeatable, .standard] { try Self.pruneHistory(registrationID: id, rule: rule, now: now, db) }
                 }
                 let kept = EventKind.allCases.filter { HistoryRetention.rule(for: $0) == .kept }.map(\.rawValue)
@@ -153,7 +153,7 @@ extension StateStore {
                     let e = try Self.storedEvent(from: row)
                     if let owner, !Ownership.ownsRecord(uid: e.uid, registrationID: e.registrationID, callerUID: owner) { continue }
                     let cost = HistoryRetention.eventBytes(
-                        texts: [e.detail, e.user, e.registrationID ?? "", e.certificate ?? "", e.requester?.comm ?? ""],
+                        texts: [e.detail, e.user, e.registrationID?.rawValue ?? "", e.certificate ?? "", e.requester?.comm ?? ""],
                         certificateBytes: row["certificate_bytes"] ?? 0)
                     if cost > maxBytes - bytes { return (events.reversed(), true) }
                     bytes += cost

@@ -15,7 +15,7 @@ extension StateStore {
 
     /// Stores `lease` for registration `id` (replacing any earlier lease) and its event, in
     /// one transaction. Returns false (and records nothing) when the registration is gone.
-    public nonisolated(nonsending) func grantLease(_ lease: OfflineLease, registration id: String, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func grantLease(_ lease: OfflineLease, registration id: RegistrationID, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -34,7 +34,7 @@ extension StateStore {
 
     /// Records that the lease of registration `id` that ends at `until` ended, with its
     /// event, unless that was recorded already (or another lease replaced it): returns false then.
-    public nonisolated(nonsending) func endLease(registration id: String, until: Int64, at time: Int64, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func endLease(registration id: RegistrationID, until: Int64, at time: Int64, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -50,7 +50,7 @@ extension StateStore {
     /// Records that the server's lease until `until` was refused for registration `id`,
     /// with its event, unless that refusal is recorded already: returns false then, so
     /// a server that keeps asking is refused in the history and the journal once.
-    public nonisolated(nonsending) func refuseServerLease(registration id: String, until: Int64, reason: String, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func refuseServerLease(registration id: RegistrationID, until: Int64, reason: String, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(
@@ -64,7 +64,7 @@ extension StateStore {
     }
 
     /// The server no longer asks for the lease it was refused: status stops saying so.
-    public nonisolated(nonsending) func clearLeaseRefusal(registration id: String) async throws {
+    public nonisolated(nonsending) func clearLeaseRefusal(registration id: RegistrationID) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

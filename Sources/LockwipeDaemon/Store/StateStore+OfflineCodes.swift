@@ -7,13 +7,13 @@ import LockwipeCore
 /// back-off.
 extension StateStore {
     /// The row of `user`, if it belongs to the registration `registrationID`.
-    public nonisolated(nonsending) func offlineChallenge(_ user: String, registrationID: String) async throws -> OfflineChallengeRecord? {
+    public nonisolated(nonsending) func offlineChallenge(_ user: String, registrationID: RegistrationID) async throws -> OfflineChallengeRecord? {
         try await perform { [self] in
             try db.read { db in try Self.offlineChallenge(user, registrationID: registrationID, db) }
         }
     }
 
-    static func offlineChallenge(_ user: String, registrationID: String, _ db: Database) throws -> OfflineChallengeRecord? {
+    static func offlineChallenge(_ user: String, registrationID: RegistrationID, _ db: Database) throws -> OfflineChallengeRecord? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM offline_codes WHERE user = ? AND registration_id = ?", arguments: [user, registrationID])
         else { return nil }
         let counter: Int64? = row["counter"]
@@ -62,7 +62,7 @@ extension StateStore {
     /// nothing is written; so does a registration that asked `OfflineChallengeRate`'s
     /// limit already.
     public nonisolated(nonsending) func issueOfflineChallenge(
-        _ user: String, registrationID: String, days: Int, epoch: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
+        _ user: String, registrationID: RegistrationID, days: Int, epoch: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
     ) async throws -> OfflineChallengeIssue {
         try await perform { [self] in
             try db.write { db in
@@ -105,7 +105,7 @@ extension StateStore {
 
     /// Counts a wrong response of `user` (durably, with its event); returns the count in a row.
     public nonisolated(nonsending) func recordOfflineCodeFailure(
-        _ user: String, registrationID: String, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent
+        _ user: String, registrationID: RegistrationID, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent
     ) async throws -> Int {
         try await perform { [self] in
             try db.write { db in
@@ -121,7 +121,7 @@ extension StateStore {
 
     /// Uses up `user`'s outstanding challenge `counter` (once: false when it is no longer
     /// outstanding), resets the wrong responses and records `event`, in one transaction.
-    public nonisolated(nonsending) func useOfflineChallenge(_ user: String, registrationID: String, counter: UInt32, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func useOfflineChallenge(_ user: String, registrationID: RegistrationID, counter: UInt32, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

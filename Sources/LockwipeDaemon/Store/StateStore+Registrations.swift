@@ -176,7 +176,7 @@ extension StateStore {
     /// Records that registration `id` was warned about `threshold`, with its event, unless
     /// it already was: returns false then (or when the registration is gone), so a warning
     /// is given once however many evaluations race to give it.
-    public nonisolated(nonsending) func markWarned(registration id: String, threshold: String, event: StoredEvent) async throws -> Bool {
+    public nonisolated(nonsending) func markWarned(registration id: RegistrationID, threshold: String, event: StoredEvent) async throws -> Bool {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

@@ -7,7 +7,7 @@ extension StateStore {
     /// enrolment's), the connection id of registration `registrationID` is forgotten and the
     /// reset recorded with `result` (what the DELETE is at), and `event` appended.
     public nonisolated(nonsending) func commitServerReset(
-        user: String, registration registrationID: String, connection: String?, result: String, event: StoredEvent
+        user: String, registration registrationID: RegistrationID, connection: String?, result: String, event: StoredEvent
     ) async throws {
         try await perform { [self] in
             try db.write { db in
@@ -29,7 +29,7 @@ extension StateStore {
 
     /// What the DELETE of the connection given up by the reset of `registrationID` came to
     /// (nothing when the registration is gone meanwhile).
-    public nonisolated(nonsending) func recordServerResetResult(registration registrationID: String, result: String) async throws {
+    public nonisolated(nonsending) func recordServerResetResult(registration registrationID: RegistrationID, result: String) async throws {
         try await perform { [self] in
             try db.write { db in
                 try db.execute(

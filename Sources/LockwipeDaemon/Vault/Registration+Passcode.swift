@@ -9,7 +9,7 @@ import Logging
 /// off the actor).
 extension Registration {
     /// What a vault key's wrap is bound to (AES-GCM associated data): the registration id.
-    func keyBinding(_ r: RegistrationRecord) -> String? {
+    func keyBinding(_ r: RegistrationRecord) -> RegistrationID? {
         r.id
     }
 

@@ -34,7 +34,7 @@ final class VaultKeys: Sendable {
     /// A fresh 512-bit vault key, wrapped by `passcode` (which must satisfy `policy`) or,
     /// without one, by the machine key where the policy allows the default passcode.
     /// Refusals are `RegistrationRefusal`s, in the registration's words.
-    func newKey(passcode: String?, policy: PasscodePolicy, registration: String?, at now: Int64) async throws -> NewVault {
+    func newKey(passcode: String?, policy: PasscodePolicy, registration: RegistrationID?, at now: Int64) async throws -> NewVault {
         if let passcode {
             if let problem = policy.problem(with: passcode) { throw RegistrationRefusal("the passcode breaks the passcode policy: " + problem) }
         } else if !policy.defaultPasswordAllowed {
@@ -69,25 +69,25 @@ final class VaultKeys: Sendable {
     // MARK: Opening
 
     /// Opens a key the machine key wraps; `binding` is what the wrap is bound to.
-    func openWithMachineKey(_ wrapped: WrappedKey, binding: String?) async throws -> [UInt8] {
+    func openWithMachineKey(_ wrapped: WrappedKey, binding: RegistrationID?) async throws -> [UInt8] {
         try await BlockingPool.run { [self] in try KeyWrap.unwrap(wrapped, machineKey: try machineKeyNow(), registration: binding) }
     }
 
     /// Opens a key a passcode wraps (one scrypt run). A wrong passcode throws
     /// `KeyWrapError.wrongPasscode`.
-    func open(_ wrapped: WrappedKey, passcode: String, binding: String?) async throws -> [UInt8] {
+    func open(_ wrapped: WrappedKey, passcode: String, binding: RegistrationID?) async throws -> [UInt8] {
         try await BlockingPool.run { try KeyWrap.unwrap(wrapped, passcode: passcode, registration: binding) }
     }
 
     // MARK: Wrapping again
 
     /// Wraps an open key under `passcode` (a new salt, one scrypt run).
-    func wrap(_ key: [UInt8], passcode: String, binding: String?, parameters: WrappedKey.ScryptParameters = .standard) async throws -> WrappedKey {
+    func wrap(_ key: [UInt8], passcode: String, binding: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard) async throws -> WrappedKey {
         try await BlockingPool.run { try KeyWrap.wrap(key, passcode: passcode, registration: binding, parameters: parameters) }
     }
 
     /// Wraps an open key under the machine key.
-    func wrapWithMachineKey(_ key: [UInt8], binding: String?) async throws -> WrappedKey {
+    func wrapWithMachineKey(_ key: [UInt8], binding: RegistrationID?) async throws -> WrappedKey {
         try await BlockingPool.run { [self] in try KeyWrap.wrap(key, machineKey: try machineKeyNow(), registration: binding) }
     }
 

@@ -45,7 +45,7 @@ extension Registration {
             return
         }
         var meta: Logger.Metadata = [
-            "user": .string(user), "action": "reset", "trigger": .string(trigger.rawValue), "registration_id": .string(asked),
+            "user": .string(user), "action": "reset", "trigger": .string(trigger.rawValue), "registration_id": .string(asked.rawValue),
             "message_id": MessageID.serverReset.metadata,
         ]
         if let id { meta["connection_id"] = .string(id) }

@@ -14,19 +14,8 @@ public struct RegistrationRecord: Sendable, Equatable {
     public var lastWipe: WipeSummary?
     /// What the policy server said and when it was last tried.
     public var server = ServerRecord()
-    /// Which registration this is: a fresh random id at every registration, so that a
-    /// check-in answer, a key wrap or any other late result can be tied to the registration
-    /// it belongs to, and not to a later one of the same user name.
-    public var id = RegistrationRecord.newID()
-
-    /// 128 random bits as 32 lowercase hex digits.
-    public static func newID() -> String {
-        var rng = SystemRandomNumberGenerator()
-        return (0..<2).map { _ in
-            let hex = String(rng.next() as UInt64, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
-    }
+    /// Which registration this is: a fresh random id at every registration (`RegistrationID`).
+    public var id = RegistrationID.new()
 
     /// The device and inode of each directory (same order as `directories`), recorded at
     /// registration; nil for one registered before they were recorded (`v5-vault-identity`)

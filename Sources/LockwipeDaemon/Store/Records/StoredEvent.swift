@@ -14,7 +14,7 @@ public struct StoredEvent: Sendable, Equatable {
     /// an event recorded before `v11-event-owners` that cannot be attributed: such an event
     /// is shown to administrators only.
     public var uid: UInt32? = nil
-    public var registrationID: String? = nil
+    public var registrationID: RegistrationID? = nil
     /// Who asked for it on the control socket (`v12-event-requesters`); nil for what the
     /// daemon did of its own accord (offline, server, logout, start-up) and for events
     /// recorded before requesters were.
