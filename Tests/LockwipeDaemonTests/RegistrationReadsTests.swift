@@ -5,10 +5,11 @@ import Testing
 
 @testable import LockwipeDaemon
 
-/// Issue 41: how often one check-in that orders a wipe reads the registrations from the
-/// store (cached or not), counted through the store's fault hook. A new read on this path
-/// makes this test fail; the issue's target is one read of the registration itself.
-@Suite struct CheckInReadsTests {
+/// Issue 41: how often a request reads the registrations from the store (cached or not),
+/// counted through the store's fault hook. A new read on one of these paths makes its test
+/// fail; the issue's target for a check-in that orders a wipe is one read of the
+/// registration itself.
+@Suite struct RegistrationReadsTests {
     @Test func aCheckInThatOrdersAWipeReadsTheRegistrationsAFewTimesOnly() async throws {
         var config = Configuration()
         config.server = ServerConfiguration(url: "http://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
@@ -32,6 +33,21 @@ import Testing
             // one in the wipe, one after the turn for the plan of the next check-in, and the
             // plan of the next wake-up over every registration.
             #expect(reads <= 6, "a check-in that orders a wipe read the registrations \(reads) times")
+        }
+    }
+
+    @Test func aLockReadsTheRegistrationsOnceAndOnceMoreForThePlan() async throws {
+        try await ManagerFixture.run(Configuration()) { f in
+            let m = f.manager
+            _ = try await m.register(user: "root", directories: [f.directory + "/data/v"], by: ManagerFixture.root)
+            f.faults.startCounting()
+            let result = try await m.lock(user: "root", trigger: .admin, reason: "test")
+            let reads = f.faults.calls(of: "registrations")
+            f.faults.reset()
+
+            #expect(result.state == .locked, "\(result.reason)")
+            // Finding the registration (its turn reuses that read), and the plan of the next wake-up.
+            #expect(reads <= 2, "a lock read the registrations \(reads) times")
         }
     }
 }
