@@ -73,6 +73,16 @@ package final class MetricsPublisher: Sendable {
 
     var path: String? { state.withLock { $0.path } }
 
+    /// Writes the file now and then at least every `interval()` seconds: what it shows (offline
+    /// time) grows without any state change, and its timestamp proves the daemon is alive.
+    /// Runs until cancelled.
+    package func refreshPeriodically(interval: @Sendable () -> Int) async {
+        while !Task.isCancelled {
+            changed()
+            do { try await Task.sleep(for: .seconds(interval())) } catch { return }
+        }
+    }
+
     /// Something the file shows may have changed: write it soon. Cheap, never blocks,
     /// callable from any thread (the state store calls it from its queue).
     package func changed() {

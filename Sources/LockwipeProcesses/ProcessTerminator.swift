@@ -35,7 +35,7 @@ public struct ProcessTerminator: Sendable {
     public var passes = 200
     /// A process left alone: the client whose request ends its own user's processes (her
     /// own lock or wipe), so that it can read the answer
-    /// (`Manager.endClientAfterOwnRequest` ends it afterwards).
+    /// (the daemon ends it afterwards).
     public var spared: Int32?
 
     public init(grace: TimeInterval, sparing spared: Int32? = nil) {

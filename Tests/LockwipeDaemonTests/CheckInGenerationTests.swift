@@ -42,4 +42,36 @@ import Testing
             #expect(!events.contains { $0.kind == "wipe" })
         }
     }
+
+    /// Issue 41: a check-in planned for one registration (the schedule, the pass before an
+    /// offline action) is made for that registration or for none, never for another one
+    /// that has the name by then (a wipe order meant for the old one could reach it).
+    @Test func aCheckInPlannedForAnOldRegistrationIsNotMadeForTheNewOne() async throws {
+        var config = Configuration()
+        config.server = ServerConfiguration(url: "https://127.0.0.1:9", intervalSeconds: 100_000, timeoutSeconds: 1)
+        let fetcher = ScriptedFetcher()
+        try await ManagerFixture.run(config, fetcher: fetcher) { f in
+            let m = f.manager, dir = f.directory
+            _ = try await m.register(user: "root", directories: [dir + "/data/old"], by: root)
+            let old = try #require(try await m.context.store.registration("root")).id
+            _ = try await m.unregister(user: "root", by: root)
+            _ = try await m.register(user: "root", directories: [dir + "/data/new"], by: root)
+            let new = try #require(try await m.context.store.registration("root")).id
+            // The fixture runs no start-up pass, so no check-in is planned or started meanwhile.
+            #expect(try await m.statusSnapshot(for: root, user: "root").registrations.first?.nextCheckIn == nil)
+            let before = fetcher.calls.count
+            fetcher.answer(.wipe)
+
+            let stale = await m.checkIn(user: "root", id: old, purpose: .scheduled)
+            #expect(stale.failed == true)
+            #expect(fetcher.calls.count == before, "no request is sent for a registration that is gone")
+            let now = try #require(try await m.context.store.registration("root"))
+            #expect(now.id == new && now.state == .active)
+
+            // The new registration's own planned check-in is made, and its answer applies to it.
+            let own = await m.checkIn(user: "root", id: new, purpose: .scheduled)
+            #expect(fetcher.calls.count == before + 1)
+            #expect(own.state == .wiped, "\(own.reason)")
+        }
+    }
 }

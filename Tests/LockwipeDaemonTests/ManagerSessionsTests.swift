@@ -50,7 +50,7 @@ import Testing
 
             #expect(try await m.status(for: root, user: "root").registrations.first?.logoutLockAt == nil)
             sessions.set(uid: 0, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             #expect(timers.pending == 1)
             await timers.advance(seconds: 100)
             // status says when (the test's wall clock stands still at 1_800_000_000).
@@ -67,7 +67,7 @@ import Testing
 
             // Logging in again does not unlock it.
             sessions.set(uid: 0, sessions: 1)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             #expect(try await state(m, "root") == (.locked, .logout))
         }
     }
@@ -78,17 +78,17 @@ import Testing
             _ = try await m.register(user: "root", directories: [dir + "/data/root"], by: root)
             await m.startLockOnLogout(watcher: sessions, timers: timers)
             sessions.set(uid: 0, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             await timers.advance(seconds: 50)
             sessions.set(uid: 0, sessions: 1)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             #expect(timers.pending == 0)
             await timers.advance(seconds: 3600)
             #expect(try await state(m, "root") == (.active, nil))
 
             // The next logout starts a new full timeout.
             sessions.set(uid: 0, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             await timers.advance(seconds: 59)
             #expect(try await state(m, "root") == (.active, nil))
             await timers.advance(seconds: 1)
@@ -102,7 +102,7 @@ import Testing
         try await withManager(lockTimeout: 10) { m, sessions, timers, dir, _ in
             _ = try await m.register(user: "root", directories: [dir + "/data/root"], by: root)
             await m.startLockOnLogout(watcher: sessions, timers: timers)
-            sessions.set(uid: 0, sessions: 1)  // no sessionsChanged(): the notification is late
+            sessions.set(uid: 0, sessions: 1)  // no refreshLogoutLocks(): the notification is late
             await timers.advance(seconds: 10)
             #expect(try await state(m, "root") == (.active, nil))
             #expect(timers.pending == 0)
@@ -117,10 +117,10 @@ import Testing
             _ = try await m.register(user: "daemon", directories: [dir + "/data/daemon"], by: root)
             await m.startLockOnLogout(watcher: sessions, timers: timers)
             sessions.set(uid: 1, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             await timers.advance(seconds: 20)
             sessions.set(uid: 0, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             await timers.advance(seconds: 10)
             #expect(try await state(m, "daemon") == (.locked, .logout))
             #expect(try await state(m, "root") == (.active, nil))
@@ -148,9 +148,9 @@ import Testing
             _ = try await m.register(user: "root", directories: [dir + "/data/root"], by: root)
             await m.startLockOnLogout(watcher: sessions, timers: timers)
             sessions.set(uid: 0, sessions: 1)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             sessions.set(uid: 0, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             #expect(timers.pending == 0)
             await timers.advance(seconds: 30 * 86_400)
             #expect(try await state(m, "root") == (.active, nil))
@@ -188,7 +188,7 @@ import Testing
 
             sessions.set(uid: 0, sessions: 0)
             sessions.set(uid: 1, sessions: 0)
-            await m.sessionsChanged()
+            await m.refreshLogoutLocks()
             #expect(timers.pending == 1, "only root's server policy has a lock timeout")
             await timers.advance(seconds: 30)
             #expect(try await state(m, "root") == (.locked, .logout))

@@ -20,7 +20,7 @@ import Testing
         let table = TableAccounts([Account(name: "fieldworker", uid: 48_213, gid: 48_214)])
         try await withManager(table) { m, dir in
             _ = try await m.register(user: "fieldworker", directories: [dir + "/data/vault"], by: root)
-            let r = try #require(try await m.registration("fieldworker"))
+            let r = try #require(try await m.context.store.registration("fieldworker"))
             #expect(r.uid == 48_213)
             var st = stat()
             #expect(stat(dir + "/data/vault", &st) == 0)
@@ -34,7 +34,7 @@ import Testing
                 _ = try await m.register(user: "root", directories: [dir + "/data/vault"], by: root)
             }
             #expect(!FileManager.default.fileExists(atPath: dir + "/data/vault"))
-            let none = try await m.registration("root")
+            let none = try await m.context.store.registration("root")
             #expect(none == nil)
         }
     }

@@ -162,7 +162,12 @@ public enum Daemon {
             services.append(.init(service: ControlService(control: control, server: server, startUp: startUp, logger: logger)))
         }
         services.append(.init(service: AfterStartUp("timer events", startUp: startUp) { await manager.timerEvents.run() }))
-        services.append(.init(service: AfterStartUp("metrics refresh", startUp: startUp) { await manager.refreshMetricsPeriodically() }))
+        // At least every check-in interval (`[server] interval`, also without a server).
+        services.append(
+            .init(
+                service: AfterStartUp("metrics refresh", startUp: startUp) {
+                    await manager.metrics.refreshPeriodically { manager.context.configuration.server.intervalSeconds }
+                }))
         services.append(.init(service: ReloadService(paths: paths, manager: manager, notifier: notifier, logger: logger, startUp: startUp)))
         if let interval = SystemdNotifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(notifier: notifier, interval: interval, startUp: startUp)))

@@ -1,6 +1,6 @@
-import Foundation
 import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 import Logging
 import NIOCore
 
@@ -20,25 +20,33 @@ extension Manager {
     public func evaluate() async {
         // Fail closed: registrations that cannot be read are not retried now, and the
         // reschedule below (which cannot read them either) retries within a minute.
-        for r in await registrationsOrLog("the retry of failed locks") where inForce(r).state == .lockFailed {
-            await inTurn(of: registration(of: r), "the retry of the failed lock") { turn in
+        let all: [RegistrationRecord]
+        do {
+            all = try await context.store.registrations()
+        } catch {
+            context.stateNotice("the retry of failed locks: cannot read the registrations", error)
+            all = []
+        }
+        for r in all where registry.inForce(r).state == .lockFailed {
+            await inTurn(of: registration(id: r.id, user: r.user), "the retry of the failed lock") { turn in
                 guard turn.record.state == .lockFailed else { return }
                 await turn.registration.retryLock(turn.record)
             }
         }
         var due = await checkpointClocks()
         if !due.isEmpty, context.configuration.server.isConfigured, context.fetcher != nil {
-            let users = Set(due.map(\.0.user))
+            // Each for the registration that is due (its id), never another with the name.
+            let registrations = Dictionary(due.map { ($0.0.id, $0.0.user) }, uniquingKeysWith: { first, _ in first })
             let deadline = NIODeadline.now() + .seconds(Int64(context.configuration.server.timeoutSeconds))
             await withTaskGroup(of: Void.self) { group in
-                for user in users {
-                    group.addTask { _ = await self.checkIn(user: user, purpose: .beforeAction, deadline: deadline) }
+                for (id, user) in registrations {
+                    group.addTask { _ = await self.checkIn(user: user, id: id, purpose: .beforeAction, deadline: deadline) }
                 }
             }
             due = await checkpointClocks()
         }
         for (r, action, _) in due {
-            await inTurn(of: registration(of: r), "the offline \(action.rawValue)") { turn in
+            await inTurn(of: registration(id: r.id, user: r.user), "the offline \(action.rawValue)") { turn in
                 await turn.registration.enforceOffline(action, in: turn)
             }
         }
@@ -82,12 +90,11 @@ extension Manager {
         }
         // A lease whose end the clock has passed is recorded as ended before what its end
         // makes due is carried out.
-        await recordEndedLeases(
-            checkpoints.map { r, advance in
-                var advanced = r
-                advanced.clock = advance.clock
-                return advanced
-            }, at: reading.wall)
+        for (r, advance) in checkpoints {
+            var advanced = r
+            advanced.clock = advance.clock
+            await registration(id: r.id, user: r.user).recordLeaseEnd(advanced, at: reading.wall)
+        }
         return due
     }
 
@@ -116,7 +123,7 @@ extension Manager {
             do { try alarm.arm(in: 60, plan: plan) } catch { context.logger.critical("cannot create the wake-up timer", metadata: ["error": .string(ErrorWords.of(error))]) }
             return
         }
-        let entries = summaryEntries(outlooks)
+        let entries = outlooks.map { $0.summaryEntry(warnBefore: context.configuration.warnBeforeSeconds) }
         let windowOpensIn = await announceWarnings(outlooks, reading: reading)
         guard alarm.isNewest(plan), !stopped else { return }
         context.notifier.status(StatusSummary.line(entries))
@@ -152,5 +159,37 @@ extension Manager {
             if checkIns.isPlanning { await scheduleCheckInsForAll(now: true) }
         }
         await evaluate()
+    }
+
+    // MARK: Warnings (`[notify] warn_before`)
+
+    /// Gives every warning not given yet, and returns in how many seconds the next
+    /// registration enters its window (nil: none will without a change), so the one
+    /// wake-up comes then, not later.
+    func announceWarnings(_ outlooks: [Outlook], reading: ClockReading) async -> Int64? {
+        var opensIn: Int64?
+        for outlook in outlooks {
+            switch outlook.warning(warnBefore: context.configuration.warnBeforeSeconds) {
+            case .none: continue
+            case .opensIn(let seconds): opensIn = min(opensIn ?? seconds, seconds)
+            case .warn(let warning):
+                guard warning.threshold != outlook.record.warnedThreshold else { continue }
+                await registration(id: outlook.record.id, user: outlook.record.user).warn(outlook.record, warning, offline: outlook.offline, reading: reading)
+            }
+        }
+        return opensIn
+    }
+
+    /// The vault of a registration answers again (a call that had timed out returned at
+    /// last): what waited for it runs now, in that registration's turn (never in that of a
+    /// registration made again for the same name), instead of at the next start-up (issue
+    /// 40, finding 2: the wipe of a vault held by a process in an uninterruptible wait was
+    /// retried only then).
+    func vaultAnswersAgain(_ owner: VaultOwner) async {
+        guard !stopped else { return }
+        await inTurn(of: registration(id: owner.registration, user: owner.user), "what waited for the vault") { turn in
+            await turn.registration.vaultAnswersAgain(in: turn)
+        }
+        await reschedule()
     }
 }

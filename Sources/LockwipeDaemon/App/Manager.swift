@@ -1,4 +1,3 @@
-import CLockwipeFS
 import Foundation
 import LockwipeBase
 import LockwipeCheckIn
@@ -21,7 +20,7 @@ import Synchronization
 ///   a crash at any point leaves a registration locked or wipe-pending, never open;
 /// - operations on one registration run one at a time, in its turn (`Registration.withTurn`,
 ///   which hands them a `RegistrationTurn`); operations on different registrations may
-///   interleave; registering takes the registry's turn (`RegistryTurn`);
+///   interleave; registering takes the registry's turn (`Registry.turns`);
 /// - observers are told before and after, and can never stop an action.
 public actor Manager {
     public typealias Paths = DaemonPaths
@@ -117,9 +116,10 @@ public actor Manager {
 
     // MARK: Life cycle
 
-    /// The start-up enforcement pass, run before `READY=1`: resume interrupted wipes,
-    /// re-apply every lock (a crash between commit and chmod must still end locked),
-    /// then enforce the policy for the time the daemon was not running.
+    /// The start-up enforcement pass, run before `READY=1`: each registration in its turn
+    /// resumes an interrupted wipe, checks its vaults, re-applies its lock (a crash between
+    /// commit and chmod must still end locked) and opens its encrypted vault again; then the
+    /// policy is enforced for the time the daemon was not running.
     public func startUp() async {
         if !authorizer.withLock({ $0 }).adminGroupExists {
             context.logger.warning(
@@ -153,39 +153,19 @@ public actor Manager {
             }
         }
         do {
-            for pending in try await context.store.pendingWipes() {
-                await inTurn(named: pending.user, "the resumption of the interrupted wipe") { turn in
-                    await turn.registration.performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
-                    await turn.registration.resetServerIdentity(in: turn, trigger: pending.trigger)
+            // Each registration's part in its turn (`Registration.startUp`).
+            let pending = try await context.store.pendingWipes()
+            for r in try await context.store.registrations() {
+                await inTurn(of: registration(id: r.id, user: r.user), "the start-up pass") { turn in
+                    await turn.registration.startUp(in: turn, pendingWipe: pending.first { $0.user == r.user })
                 }
             }
-            await checkVaults()
-            for r in try await context.store.registrations() where r.state.isLockCommitted {
-                await inTurn(of: registration(of: r), "the start-up retry of the lock") { turn in
-                    guard turn.record.state.isLockCommitted else { return }
-                    await turn.registration.retryLock(turn.record)
-                }
-            }
-            await reopenEncryptedVaults()
         } catch {
             context.logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(context.store.path)])
         }
         await evaluate()
         checkIns.startPlanning()
         await scheduleCheckInsForAll(now: false)
-    }
-
-    /// After the start-up pass: gives back what it used and the idle daemon does not need,
-    /// SQLite's page cache and the free pages of every malloc arena (`malloc_trim`; the
-    /// pass's vault calls ran on a thread each, and their allocations spread over many
-    /// arenas), off the actor. Measured in docs/benchmarks.md (idle memory at 1,000 registrations).
-    public nonisolated func releaseIdleMemory() async {
-        do {
-            try await context.store.releaseMemory()
-            _ = try await BlockingPool.run { lockwipe_malloc_trim() }
-        } catch {
-            context.logger.notice("cannot give back the memory the start-up pass used", metadata: ["error": .string(ErrorWords.of(error))])
-        }
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
@@ -218,7 +198,7 @@ public actor Manager {
         context.wipes.cancelAll()
         alarm.stop()
         checkIns.stop()
-        stopLockOnLogout()
+        logout.stop()
         timerEvents.finish()
     }
 

@@ -22,6 +22,18 @@ extension RegistrationContext {
 
     /// The passcode policy in force for `r`: the local `[passcode]` table with every rule
     /// the server sent in its place (while a server is configured).
+    /// The machine's policy among `list`: the newest valid policy the server sent (normally
+    /// the same for every registration), else the local one.
+    func machinePolicy(_ list: [RegistrationRecord]) -> (policy: Policy, source: String) {
+        if configuration.server.isConfigured,
+            let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
+            let p = newest.server.policy
+        {
+            return (p, "server")
+        }
+        return (configuration.policy, "local")
+    }
+
     func passcodePolicy(for r: RegistrationRecord) -> (policy: PasscodePolicy, source: String) {
         let server = configuration.server.isConfigured ? r.server.settings?.passcode : nil
         let p = configuration.passcode.overridden(by: server)

@@ -6,7 +6,7 @@ import Synchronization
 /// the request (a task-local value the control server sets). When that request ends its
 /// own user's processes (her own lock, her own wipe, the wrong passcode that wipes her
 /// vault), the client is spared so that it can read the answer, and ended afterwards if
-/// it has not exited (`Manager.endClientAfterOwnRequest`).
+/// it has not exited (`RegistrationContext.endClientAfterOwnRequest`).
 ///
 /// It is also who did it: every journal entry logged while the request is answered
 /// carries `LOCKWIPE_PEER_UID`, `LOCKWIPE_PEER_PID` and `LOCKWIPE_PEER_COMM`

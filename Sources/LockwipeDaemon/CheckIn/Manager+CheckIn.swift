@@ -36,16 +36,6 @@ extension Manager {
         }
     }
 
-    /// `SetCredentials`: replaces a registration's credentials, then checks in with them.
-    public func setCredentials(user: String, _ credentials: ServerCredentials, by caller: Caller) async throws -> Outcome {
-        let problems = CheckInClient.credentialProblems(credentials)
-        if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
-        let found = try await registration(named: user)
-        let result = try await found.withTurn { turn in try await turn.registration.setCredentials(credentials, in: turn, by: caller) }
-        if context.configuration.server.isConfigured { scheduleCheckIn(found.registration.id, of: user, in: 0) }
-        return result
-    }
-
     // MARK: One check-in
 
     /// One attempt for `user`: fetch, apply, plan the next one. Never throws: the result
@@ -53,7 +43,14 @@ extension Manager {
     /// `deadline` bounds the whole attempt, the wait for a free request slot included
     /// (the before-action pass: enforcement never waits longer than `[server] timeout`);
     /// nil: `[server] timeout` from when the request can start.
-    func checkIn(user: String, purpose: CheckInPurpose, deadline: NIODeadline? = nil) async -> Outcome {
+    /// `id`: the registration the check-in was planned for (the schedule, the pass before an
+    /// offline action), which it is made for, or none when that registration is gone (never
+    /// for another one that has the name by then); nil: the one `user` names now (a request).
+    /// `scheduled`: the scheduler's token of this run (`runDueCheckIns`), ended when it is done.
+    func checkIn(
+        user: String, id planned: RegistrationID? = nil, purpose: CheckInPurpose, deadline: NIODeadline? = nil, scheduled: UInt64? = nil
+    ) async -> Outcome {
+        defer { if let scheduled { checkIns.ended(scheduled) } }
         let server = context.configuration.server
         guard server.isConfigured, let fetcher = context.fetcher else {
             return Outcome(user: user, operation: .checkIn, state: nil, reason: "no server configured", failed: true)
@@ -63,12 +60,14 @@ extension Manager {
         let found: RegistrationRecord?
         let credentials: ServerCredentials?
         do {
-            found = try await context.store.registration(user)
+            if let planned { found = try await context.store.registration(id: planned) } else { found = try await context.store.registration(user) }
             credentials = try await context.store.credentials(user)
         } catch {
             return Outcome(user: user, operation: .checkIn, state: nil, reason: context.stateFailure(user, "check-in", error).message, failed: true)
         }
         guard let r = found else {
+            // A planned check-in of a registration unregistered since: its plan ends with it.
+            if let planned { checkIns.forget(planned) }
             return Outcome(user: user, operation: .checkIn, state: nil, reason: "no such registration", failed: true)
         }
         if r.state.isWipeCommitted {
@@ -116,7 +115,7 @@ extension Manager {
         } catch ManagerError.noSuchRegistration {
             // The registration that asked is gone: the answer is dropped.
             forgetRegistration(registration)
-            result = await dropStale(exchanged.outcome, user: user, asked: asked, purpose: purpose)
+            result = await registration.dropStale(exchanged.outcome, purpose: purpose)
         } catch {
             // Not "unregistered": its record cannot be read, so the answer is not applied,
             // the check-in failed, and the next one asks again.
@@ -124,14 +123,14 @@ extension Manager {
         }
         let after: RegistrationRecord?
         do {
-            after = try await context.store.registration(user)
+            after = try await context.store.registration(id: asked)
         } catch {
             // The next check-in is still planned, at the interval (the failure count is unknown).
             context.stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
             after = nil
             scheduleCheckIn(asked, of: user, in: Double(context.configuration.server.intervalSeconds))
         }
-        if !stopped, context.configuration.server.isConfigured, let after, after.id == asked,
+        if !stopped, context.configuration.server.isConfigured, let after,
             !after.state.isWipeCommitted
         {
             let failures = after.server.failures
@@ -173,53 +172,9 @@ extension Manager {
     /// when it is done. The scheduler tracks them until they end.
     func runDueCheckIns() {
         for due in checkIns.takeDue() {
-            checkIns.run { token in
-                _ = await self.checkIn(user: due.user, purpose: .scheduled)
-                await self.scheduledCheckInEnded(token)
-            }
+            checkIns.run { token in _ = await self.checkIn(user: due.user, id: due.id, purpose: .scheduled, scheduled: token) }
         }
     }
 
     private func scheduledCheckInEnded(_ token: UInt64) { checkIns.ended(token) }
-
-    /// When `r` checks in next, as wall time (nil: none planned, e.g. no server).
-    func nextCheckInTime(_ r: RegistrationRecord, wall: Int64) -> Int64? {
-        guard context.configuration.server.isConfigured, !r.state.isWipeCommitted else { return nil }
-        return checkIns.nextCheckIn(of: r.id, wall: wall)
-    }
-
-    /// An answer (or a request cancelled by unregister) for a registration that is gone:
-    /// applied to nobody, logged and recorded in the history of the user name.
-    func dropStale(_ outcome: CheckInOutcome, user: String, asked: RegistrationID, purpose: CheckInPurpose) async -> Outcome {
-        let current: RegistrationID?
-        do {
-            current = try await context.store.registration(user)?.id
-        } catch {
-            context.stateNotice("the dropped check-in of \(user) does not say whether the name was registered again", user: user, error)
-            current = nil
-        }
-        let answer: String
-        switch outcome {
-        case .contact: answer = "a contact (settings)"
-        case .lock: answer = "HTTP 403 TRAFFIC_REG_LOCKED"
-        case .wipe: answer = "HTTP 403 TRAFFIC_REG_WIPED"
-        case .blocked(let code): answer = "HTTP 403 \(code)"
-        case .rejected(let status, let text): answer = "rejected (HTTP \(status): \(text))"
-        case .failure(let why): answer = "no answer (\(why))"
-        }
-        let since = current.map { "was unregistered and \(user) registered again (registration \($0))" } ?? "was unregistered"
-        let detail = "check-in of registration \(asked) dropped: \(answer); the registration \(since) before the answer could be applied"
-        do {
-            try await context.store.append(context.event(user, .checkInDropped, .server, detail, at: context.clock.now().wall))
-        } catch {
-            context.stateNotice("the dropped check-in is not in the history of \(user)", user: user, error)
-        }
-        context.logger.warning(
-            "\(detail)",
-            metadata: [
-                "message_id": MessageID.checkInDropped.metadata, "user": .string(user), "action": "check-in",
-                "purpose": .string(purpose.rawValue), "registration_id": .string(asked.rawValue), "result": "dropped",
-            ])
-        return Outcome(user: user, operation: .checkIn, state: nil, reason: detail, failed: true)
-    }
 }

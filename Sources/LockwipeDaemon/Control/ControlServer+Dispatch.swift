@@ -62,10 +62,11 @@ extension ControlServer {
         var request = WhoMay.Request(
             caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
         if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes, .liftAtLogin].contains(verb) {
-            if let name = namedRegistration ?? user, let r = try await manager.registration(name) {
+            let all = try await manager.registrations()
+            if let name = namedRegistration ?? user, let r = all.first(where: { $0.user == name }) {
                 request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)
             }
-            request.own = try await manager.ownRegistrations(uid: caller.credentials.uid)
+            request.own = all.filter { Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid) }.map(\.user)
         }
         switch WhoMay.decide(verb, request) {
         case .allowed(let targets): return targets
@@ -77,12 +78,13 @@ extension ControlServer {
         }
     }
 
-    /// The registrations `targets` names (`Manager.targets`: one that does not exist is
-    /// `noSuchRegistration`).
+    /// The registrations `targets` names (one that does not exist is `noSuchRegistration`).
     func users(_ targets: WhoMay.Targets) async throws -> [String] {
         switch targets {
-        case .user(let user): return try await manager.targets(user: user, all: false)
-        case .all: return try await manager.targets(user: nil, all: true)
+        case .user(let user):
+            guard try await manager.registrations().contains(where: { $0.user == user }) else { throw ManagerError.noSuchRegistration(user) }
+            return [user]
+        case .all: return try await manager.registrations().map(\.user)
         case .users(let users): return users
         case .nothing: return []
         case .records: preconditionFailure("a rule for registrations allowed records")

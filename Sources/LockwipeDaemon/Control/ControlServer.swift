@@ -236,7 +236,7 @@ public final class ControlServer: Sendable {
             logger.debug("connection ended", metadata: ["error": .string(ErrorWords.of(error))])
         }
         if let own = peer.afterOwnRequest {
-            await manager.endClientAfterOwnRequest(user: own.user, own.client)
+            await manager.context.endClientAfterOwnRequest(user: own.user, own.client)
         }
     }
 

@@ -101,4 +101,26 @@ extension Registration {
             return "the offline lease the server asked for was refused: \((error as? ManagerError)?.message ?? ErrorWords.of(error))"
         }
     }
+
+    /// Records the end of the lease of `r` (its record with the clock just checkpointed) when
+    /// the offline clock has passed it and it is not recorded yet (`lease-ended`, once per
+    /// lease: a restart does not repeat it). Run by the evaluation's checkpoint of every
+    /// clock, outside the turn (`StateStore.endLease` writes only a lease not yet ended).
+    nonisolated(nonsending) func recordLeaseEnd(_ r: RegistrationRecord, at wall: Int64) async {
+        guard let lease = r.lease, lease.endedAt == nil, !lease.inForce(r.clock) else { return }
+        // A lease that ended before the last contact held nothing off: its end is
+        // recorded all the same, once, so history says it is over.
+        let untilText = Timestamp.iso(lease.until)
+        let text = "offline lease until \(untilText) ended (\(lease.describe(untilText: untilText))); the offline policy applies again"
+        do {
+            guard
+                try await context.store.endLease(
+                    registration: r.id, until: lease.until, at: wall, event: context.event(r.user, .leaseEnded, RegistrationContext.leaseTrigger(lease.source), text, at: wall))
+            else { return }
+        } catch {
+            context.stateNotice("the end of the offline lease of \(r.user) is not recorded (tried again at the next evaluation)", user: r.user, error)
+            return
+        }
+        context.logger.notice("\(r.user): \(text)", metadata: context.leaseFields(r, lease, requester: nil, id: .leaseEnded))
+    }
 }

@@ -34,26 +34,12 @@ public struct Outcome: Sendable, Equatable {
     public var state: RegistrationState?
     /// One human sentence: what happened, or why nothing did.
     public var reason: String
-    public var wipe: WipeSummary?
+    public var wipe: WipeSummary? = nil
     /// True when the operation did not achieve what was asked (a check-in that was not a
     /// contact).
-    public var failed: Bool
+    public var failed = false
     /// A lock's preview: the processes of the user it would end.
-    public var processes: [Process]?
+    public var processes: [Process]? = nil
     /// Set on a login's outcome when a lock was lifted or handed back.
-    public var lift: Lift?
-
-    public init(
-        user: String, operation: Operation, state: RegistrationState?, reason: String, wipe: WipeSummary? = nil, failed: Bool = false,
-        processes: [Process]? = nil, lift: Lift? = nil
-    ) {
-        self.user = user
-        self.operation = operation
-        self.state = state
-        self.reason = reason
-        self.wipe = wipe
-        self.failed = failed
-        self.processes = processes
-        self.lift = lift
-    }
+    public var lift: Lift? = nil
 }

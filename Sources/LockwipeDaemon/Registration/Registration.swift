@@ -93,7 +93,7 @@ final class Registration {
 
     /// The record of this registration (this id) as the store has it now.
     fileprivate nonisolated(nonsending) func read() async throws -> RegistrationRecord {
-        guard let r = try await context.store.registration(user), r.id == id else { throw ManagerError.noSuchRegistration(user) }
+        guard let r = try await context.store.registration(id: id) else { throw ManagerError.noSuchRegistration(user) }
         return inForce(r)
     }
 }
@@ -106,6 +106,14 @@ struct FoundRegistration {
     let registration: Registration
     fileprivate let record: RegistrationRecord
     fileprivate let since: Int
+
+    /// Made by the registry only (`Manager.registration(named:)`), from the record it read
+    /// when `since` turns had ended.
+    init(registration: Registration, record: RegistrationRecord, since: Int) {
+        self.registration = registration
+        self.record = record
+        self.since = since
+    }
 
     /// `Registration.withTurn`, on the record found when nothing changed it since.
     nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
@@ -126,6 +134,12 @@ final class Registry {
     var byID: [RegistrationID: Registration] = [:]
     let turnsEnded = TurnsEnded()
     let turns = TurnQueue()
+
+    /// `r` as it is in force: a lock whose failure could not be recorded reads lock-failed
+    /// (`Registration.unrecordedLockFailure`), never locked.
+    func inForce(_ r: RegistrationRecord) -> RegistrationRecord {
+        byID[r.id]?.inForce(r) ?? r
+    }
 }
 
 /// Holding a registration's turn, as a value (swift-nio's `NIOIsolatedEventLoop` is the
@@ -152,90 +166,6 @@ struct RegistrationTurn {
         let r = try await registration.read()
         registration.current = r
         return r
-    }
-}
-
-/// Registering: the registry's own turn, one registration at a time from the check of which
-/// directories are taken to the insert, so that two registrations cannot both take a
-/// directory (or a name). Only `Manager.withRegistryTurn` makes one.
-struct RegistryTurn {
-    fileprivate init() {}
-}
-
-extension Manager {
-    /// Runs `body` in the registry's turn (registering; see `RegistryTurn`).
-    func withRegistryTurn<T>(_ body: (borrowing RegistryTurn) async throws -> T) async rethrows -> T {
-        await registry.turns.take()
-        defer { registry.turns.release() }
-        return try await body(RegistryTurn())
-    }
-
-    /// The registration `user` names now, found once from the store's record (which its
-    /// next turn reuses when nothing can have changed it since).
-    func registration(named user: String) async throws -> FoundRegistration {
-        let since = registry.turnsEnded.count
-        guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
-    }
-
-    /// A request on one registration, as homed's handlers call `home_lock(h)` on the Home
-    /// `manager_get_home_by_name` found: the registration `user` names now does `operation`
-    /// in its turn (`Registration+Concern.swift`), then the Manager plans the next wake-up.
-    func perform<T: Sendable>(
-        on user: String, _ operation: nonisolated(nonsending) @Sendable (borrowing RegistrationTurn) async throws -> T
-    ) async throws -> T {
-        let result = try await registration(named: user).withTurn { turn in try await operation(turn) }
-        await reschedule()
-        return result
-    }
-
-    /// The object of the registration `r` was read from (its turn reads the record again:
-    /// `r` may be old).
-    func registration(of r: RegistrationRecord) -> Registration {
-        registration(id: r.id, user: r.user)
-    }
-
-    /// The object of registration `id` of `user`, made when first asked for. An id the
-    /// store no longer has gets one too: its turn finds it gone.
-    func registration(id: RegistrationID, user: String) -> Registration {
-        if let known = registry.byID[id] { return known }
-        let made = Registration(id: id, user: user, context: context, ended: registry.turnsEnded)
-        registry.byID[id] = made
-        return made
-    }
-
-    /// Runs `body` in `registration`'s turn for the daemon's own work (evaluation, the
-    /// start-up pass), which no caller waits for: a registration unregistered before its
-    /// turn came is skipped, and a record that cannot be read is logged (`stateNotice`: `what`
-    /// says what was not done), not swallowed.
-    func inTurn(of registration: Registration, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
-        do {
-            try await registration.withTurn { turn in await body(turn) }
-        } catch ManagerError.noSuchRegistration {
-            forgetRegistration(registration)
-        } catch {
-            // Its record could not be read: nothing is done blind; still due, so the next
-            // evaluation (or start) does it.
-            context.stateNotice("\(what) of \(registration.user) did not run now (retried at the next evaluation)", user: registration.user, error)
-        }
-    }
-
-    /// `inTurn(of:)` for the registration `user` names now (none: skipped).
-    func inTurn(named user: String, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
-        do {
-            try await registration(named: user).withTurn { turn in await body(turn) }
-        } catch ManagerError.noSuchRegistration {
-            return
-        } catch {
-            context.stateNotice("\(what) of \(user) did not run now (retried at the next evaluation)", user: user, error)
-        }
-    }
-
-    /// Forgets the object of a registration the store no longer has (deleted by unregister,
-    /// or found gone by a turn): ids are never used again, so every turn still waiting for
-    /// it finds it gone, and a name registered again is another registration.
-    func forgetRegistration(_ registration: Registration) {
-        if registry.byID[registration.id] === registration { registry.byID[registration.id] = nil }
     }
 }
 

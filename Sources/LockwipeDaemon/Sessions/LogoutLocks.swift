@@ -37,4 +37,25 @@ struct LogoutLocks {
     var unavailable: String?
     /// Refreshes begun: only the newest one applies what it read.
     var refreshes: UInt64 = 0
+
+    /// Stops watching and cancels every pending lock (the daemon stops).
+    mutating func stop() {
+        watcher?.stop()
+        watcher = nil
+        for t in tracked.values { t.timer?.cancel() }
+        tracked = [:]
+    }
+
+    /// When the pending logout lock of registration `id` is due, in wall seconds for `status` (`wall`: now).
+    func lockTime(_ id: RegistrationID, wall: Int64) -> Int64? {
+        guard let t = tracked[id], t.timer != nil, let since = t.noSessionSince, let timers else { return nil }
+        let remaining = since + .seconds(t.timeout) - timers.now()
+        return wall + max(0, remaining.components.seconds)
+    }
+
+    /// For `status`: lock on logout cannot work here but `users` (active, `lock_timeout > 0`) ask for it.
+    func warnings(users: [String]) -> [String] {
+        guard watcher == nil, let why = unavailable, !users.isEmpty else { return [] }
+        return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
+    }
 }

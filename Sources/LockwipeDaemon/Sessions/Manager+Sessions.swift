@@ -24,7 +24,7 @@ extension Manager {
         do {
             try watcher.start { [weak self, timerEvents] in
                 guard let self else { return }
-                timerEvents.post { await self.sessionsChanged() }
+                timerEvents.post { await self.refreshLogoutLocks() }
             }
         } catch {
             logout.unavailable = "\(error)"
@@ -39,20 +39,9 @@ extension Manager {
         await refreshLogoutLocks()
     }
 
-    func stopLockOnLogout() {
-        logout.watcher?.stop()
-        logout.watcher = nil
-        for t in logout.tracked.values { t.timer?.cancel() }
-        logout.tracked = [:]
-    }
-
-    /// logind says sessions or users changed.
-    public func sessionsChanged() async {
-        await refreshLogoutLocks()
-    }
-
     /// Brings every registration's pending logout lock in line with its state, its
-    /// `lock_timeout` and its user's sessions. Called on every session change and from
+    /// `lock_timeout` and its user's sessions. Called on every session change (logind says
+    /// sessions or users changed) and from
     /// ``reschedule()``, i.e. after every change of registrations, policy or context.configuration.
     func refreshLogoutLocks() async {
         guard logout.watcher != nil, !stopped else { return }
@@ -149,20 +138,5 @@ extension Manager {
                     "user": .string(user), "message_id": MessageID.actionFailed.metadata,
                 ])
         }
-    }
-
-    /// For `status`: lock on logout cannot work here but a registration asks for it.
-    func logoutLockWarnings(_ list: [RegistrationRecord]) -> [String] {
-        guard logout.watcher == nil, let why = logout.unavailable else { return [] }
-        let users = list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)
-        guard !users.isEmpty else { return [] }
-        return ["lock_timeout is set for \(users.joined(separator: ", ")) but lock on logout is disabled: \(why)"]
-    }
-
-    /// When the pending logout lock of registration `id` is due, in wall seconds for `status` (`wall`: now).
-    func logoutLockTime(_ id: RegistrationID, wall: Int64) -> Int64? {
-        guard let t = logout.tracked[id], t.timer != nil, let since = t.noSessionSince, let timers = logout.timers else { return nil }
-        let remaining = since + .seconds(t.timeout) - timers.now()
-        return wall + max(0, remaining.components.seconds)
     }
 }

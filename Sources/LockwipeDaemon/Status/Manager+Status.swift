@@ -1,7 +1,5 @@
-import Foundation
 import LockwipeBase
 import LockwipeCore
-import NIOCore
 
 /// What the daemon reports: `status` (the registrations a caller may see, with their
 /// clocks, next actions, key and check-in state, and the warnings an operator must read),
@@ -9,20 +7,14 @@ import NIOCore
 extension Manager {
 
     func outlooks(_ reading: ClockReading) async throws -> [Outlook] {
-        try await context.store.registrations().map { context.outlook(inForce($0), reading) }
-    }
-
-    func summaryEntries(_ outlooks: [Outlook]) -> [StatusSummary.Entry] {
-        outlooks.map { o in
-            let warned = if case .warn = warningDecision(o) { true } else { false }
-            return StatusSummary.Entry(user: o.record.user, state: o.record.state, next: o.next, warned: warned)
-        }
+        try await context.store.registrations().map { context.outlook(registry.inForce($0), reading) }
     }
 
     public func statusLine() async -> String {
         if let damage = context.store.damage { return "DEGRADED, nothing is enforced: \(damage)" }
         do {
-            return StatusSummary.line(summaryEntries(try await outlooks(context.clock.now())))
+            let warnBefore = context.configuration.warnBeforeSeconds
+            return StatusSummary.line(try await outlooks(context.clock.now()).map { $0.summaryEntry(warnBefore: warnBefore) })
         } catch {
             return "the state database cannot be read: \(ErrorWords.of(error))"
         }
@@ -32,7 +24,7 @@ extension Manager {
     /// `Control/` builds the report (`StatusReport+Snapshot.swift`).
     func statusSnapshot(for caller: Caller, user: String?) async throws -> StatusSnapshot {
         let reading = context.clock.now()
-        let everyone = try await context.store.registrations().map(inForce)
+        let everyone = try await context.store.registrations().map(registry.inForce)
         var list = everyone.filter {
             caller.isAdmin || Ownership.isOwn(registrationUID: $0.uid, callerUID: caller.credentials.uid)
         }
@@ -49,30 +41,21 @@ extension Manager {
             let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
             entries.append(
                 StatusSnapshot.Entry(
-                    record: r, policy: p, policySource: source, offline: evaluated.offline, next: evaluated.next, warning: warningDecision(evaluated),
-                    nextCheckIn: nextCheckInTime(r, wall: reading.wall), logoutLockAt: logoutLockTime(r.id, wall: reading.wall),
-                    runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: await keyStatus(r),
+                    record: r, policy: p, policySource: source, offline: evaluated.offline, next: evaluated.next,
+                    warning: evaluated.warning(warnBefore: context.configuration.warnBeforeSeconds),
+                    nextCheckIn: server.isConfigured && !r.state.isWipeCommitted ? checkIns.nextCheckIn(of: r.id, wall: reading.wall) : nil,
+                    logoutLockAt: logout.lockTime(r.id, wall: reading.wall),
+                    runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: await context.keyStatus(r),
                     passcodePolicy: context.passcodePolicy(for: r).policy,
                     lockWaitsFor: PolicyLockLift.waitingFor(
                         lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)))
         }
-        let machine = policyInForce(everyone)
+        let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
             reading: reading, server: server, registrations: entries, policy: machine.policy, policySource: machine.source,
-            missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup, logoutWarnings: logoutLockWarnings(list),
+            missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup,
+            logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
             rejectedReload: rejectedReload, records: list)
-    }
-
-    /// The key of an encrypted vault for `status`; nil for a permission vault, or when it
-    /// cannot be read (status still answers, only the key fields are left out).
-    private func keyStatus(_ r: RegistrationRecord) async -> VaultKeyStatus? {
-        guard r.protection == .encrypted else { return nil }
-        do {
-            return try await context.store.vaultKeyStatus(r.user)
-        } catch {
-            context.stateNotice("status of \(r.user): the key fields are left out", user: r.user, error)
-            return nil
-        }
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it
@@ -91,32 +74,46 @@ extension Manager {
 
     /// The machine's policy: the newest valid policy the server sent (normally the same for
     /// every registration), else the local one. Each registration shows its own too.
-    func policyInForce() async throws -> (policy: Policy, source: String) { policyInForce(try await context.store.registrations()) }
+    func policyInForce() async throws -> (policy: Policy, source: String) { context.machinePolicy(try await context.store.registrations()) }
 
-    private func policyInForce(_ list: [RegistrationRecord]) -> (policy: Policy, source: String) {
-        if context.configuration.server.isConfigured,
-            let newest = list.filter({ $0.server.policy != nil }).max(by: { ($0.server.policyReceivedAt ?? 0) < ($1.server.policyReceivedAt ?? 0) }),
-            let p = newest.server.policy
-        {
-            return (p, "server")
+    /// Every registration as the store has it now: what the control layer looks names up in
+    /// (who may act on which, `WhoMay`; which registrations a request names).
+    func registrations() async throws -> [RegistrationRecord] { try await context.store.registrations() }
+
+    /// The newest certificate of `user` (or the one with `id`); with an `owner`, only one
+    /// made for that uid's registration (as `history`), so a new account with an old name
+    /// finds none. Who may ask is decided before (`WhoMay`, `.readCertificate`).
+    public func certificate(user: String, id: String?, owner: UInt32?) async throws -> SanitizationCertificate {
+        guard let certificate = try await context.store.certificate(user: user, id: id, owner: owner) else {
+            throw ManagerError.noSuchCertificate(user: user, id: id)
         }
-        return (context.configuration.policy, "local")
+        return certificate
     }
 
-    /// The users an action targets: one by name, or every registration.
-    public func targets(user: String?, all: Bool) async throws -> [String] {
-        if all { return try await context.store.registrations().map(\.user) }
-        guard let user else { throw ManagerError.invalidParameter("user", reason: "give a user or all") }
-        guard try await context.store.registration(user) != nil else { throw ManagerError.noSuchRegistration(user) }
-        return [user]
-    }
+    // MARK: Metrics
 
-    public func registrationUID(_ user: String) async throws -> UInt32? { try await context.store.registration(user)?.uid }
-
-    public func registration(_ user: String) async throws -> RegistrationRecord? { try await context.store.registration(user) }
-
-    /// The names of the registrations that are `uid`'s own (`Ownership.isOwn`).
-    public func ownRegistrations(uid: UInt32) async throws -> [String] {
-        try await context.store.registrations().filter { Ownership.isOwn(registrationUID: $0.uid, callerUID: uid) }.map(\.user)
+    /// The metrics file's reading: what `status` reports, from the same clock arithmetic and
+    /// policy evaluation (`outlook`), as numbers.
+    func metricsSnapshot() async throws -> MetricsSnapshot {
+        let reading = context.clock.now()
+        if context.store.damage != nil {
+            return MetricsSnapshot(
+                version: LockwipeVersion.current, writtenAt: reading.wall, degraded: true, wipesComplete: 0, wipesIncomplete: 0, registrations: [])
+        }
+        let list = try await context.store.registrations()
+        let wipes = try await context.store.wipeCounts()
+        return MetricsSnapshot(
+            version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
+            registrations: list.map { r in
+                let o = context.outlook(r, reading)
+                var m = MetricsSnapshot.Registration(
+                    user: r.user, uid: r.uid, id: r.id.rawValue, state: r.state, protection: r.protection, blocked: r.blocked, offlineSeconds: o.offline,
+                    lastContact: r.clock.lastContact, next: o.next, failedCheckIns: r.server.failures, rejectedStatus: r.server.rejectedStatus)
+                if let stored = r.lease, stored.remaining(r.clock, offline: o.offline) > 0 {
+                    m.leaseEnd = stored.until
+                    m.leaseSource = stored.source.rawValue
+                }
+                return m
+            })
     }
 }

@@ -8,3 +8,16 @@ struct Outlook {
     var offline: Int64
     var next: ScheduledAction?
 }
+
+extension Outlook {
+    /// The warning window's decision (`[notify] warn_before` is `warnBefore` seconds).
+    func warning(warnBefore: Int) -> WarningWindow.Decision {
+        WarningWindow.decide(next: next, lastContact: record.clock.lastContact, offlineSeconds: offline, warnBefore: Int64(warnBefore))
+    }
+
+    /// Its entry in systemd's STATUS= line.
+    func summaryEntry(warnBefore: Int) -> StatusSummary.Entry {
+        let warned = if case .warn = warning(warnBefore: warnBefore) { true } else { false }
+        return StatusSummary.Entry(user: record.user, state: record.state, next: next, warned: warned)
+    }
+}

@@ -4,7 +4,7 @@ import LockwipeCore
 /// fixed order: the daemon's configuration first, then registration by registration.
 enum StatusWarnings {
     /// `adminGroup`: the configured admin group when it does not exist (nil when it does);
-    /// `logout`: the lock-on-logout warnings (`Manager.logoutLockWarnings`);
+    /// `logout`: the lock-on-logout warnings (`LogoutLocks.warnings`);
     /// `connectionProblems`: why a registration has no SAP application connection yet;
     /// `rejectedReload`: the problems of the last reload, when it was rejected.
     static func list(

@@ -25,6 +25,11 @@ extension StateStore {
         try await registrations().first { $0.user == user }
     }
 
+    /// The registration `id` (nil: it is gone; a name registered again is another id).
+    public nonisolated(nonsending) func registration(id: RegistrationID) async throws -> RegistrationRecord? {
+        try await registrations().first { $0.id == id }
+    }
+
     /// Every registration with its directories, server state and which credentials it has:
     /// four queries in all, whatever the number of registrations.
     func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {

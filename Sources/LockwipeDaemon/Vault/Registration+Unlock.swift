@@ -150,13 +150,13 @@ extension Registration {
         return true
     }
 
-    /// After a reboot (`Manager.reopenEncryptedVaults`): reopens this registration's encrypted
+    /// After a reboot (the start-up pass, `Registration.startUp`): reopens this registration's encrypted
     /// vault when the machine key wraps its key, or records it locked (trigger `resume`).
     nonisolated(nonsending) func reopenAfterStart(in turn: borrowing RegistrationTurn) async {
         let r = turn.record
         guard r.protection == .encrypted, r.state == .active else { return }
         // A vault that cannot be opened (missing, replaced) is not "locked": it is
-        // reported by `checkVaults`, and nothing here touches it.
+        // reported by the start-up check of vaults, and nothing here touches it.
         let (vaults, encryption) = (r.vaults, context.encryption)
         let keyGone: Bool
         do {
@@ -166,7 +166,7 @@ extension Registration {
                         try VaultPath.open(v).close()
                         return true
                     } catch {
-                        return false  // not "locked": `checkVaults` reports it
+                        return false  // not "locked": the start-up check of vaults reports it
                     }
                 } && encryption.isLocked(vaults)
             }

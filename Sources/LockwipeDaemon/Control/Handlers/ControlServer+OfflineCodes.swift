@@ -18,7 +18,7 @@ extension ControlServer {
 
     func provisionOfflineCodes(_ p: ProvisionOfflineCodesRequest, caller: Caller) async throws -> ProvisionOfflineCodesReply {
         _ = try await authorize(.provisionOfflineCodes, caller, user: nil)
-        let (machine, detail) = try await manager.provisionOfflineCodes(machine: p.machine, machineKey: p.machineKey, by: caller)
+        let (machine, detail) = try await manager.context.provisionOfflineCodes(machine: p.machine, machineKey: p.machineKey, by: caller)
         return ProvisionOfflineCodesReply(machine: machine, detail: detail)
     }
 }

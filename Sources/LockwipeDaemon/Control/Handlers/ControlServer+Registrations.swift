@@ -1,3 +1,4 @@
+import LockwipeCheckIn
 import LockwipeCore
 import LockwipeProtocol
 
@@ -16,7 +17,14 @@ extension ControlServer {
     func setCredentials(_ p: CredentialsRequest, caller: Caller) async throws -> ActionReply {
         _ = try await authorize(.setCredentials, caller, user: p.user)
         let credentials = ServerCredentials(token: p.token, clientCertificate: p.clientCertificate, clientKey: p.clientKey, refreshToken: p.refreshToken)
-        return ActionReply([try await manager.setCredentials(user: p.user, credentials, by: caller)])
+        let problems = CheckInClient.credentialProblems(credentials)
+        if !problems.isEmpty { throw ManagerError.invalidParameter("credentials", reason: problems.joined(separator: "; ")) }
+        // Then a check-in with them at once.
+        let (outcome, id) = try await manager.perform(on: p.user) { turn in
+            (try await turn.registration.setCredentials(credentials, in: turn, by: caller), turn.registration.id)
+        }
+        await manager.scheduleCheckIn(id, of: p.user, in: 0)
+        return ActionReply([outcome])
     }
 
     func unregister(_ p: UserParameter, caller: Caller) async throws -> ActionReply {

@@ -36,7 +36,7 @@ extension ControlServer {
         }
         defer { _ = dryRuns.withLock { $0.remove(uid) } }
         var previews: [WipePreview] = []
-        for user in targets { previews += WipePreview.of(try await manager.previewWipe(user: user)) }
+        for user in targets { previews += WipePreview.of(try await manager.look(at: user) { registration, r in try await registration.wipePlan(r) }) }
         return WipePreviewReply(previews: previews)
     }
 }

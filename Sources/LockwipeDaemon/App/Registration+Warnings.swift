@@ -1,4 +1,3 @@
-import Foundation
 import LockwipeBase
 import LockwipeCore
 import Logging
@@ -6,32 +5,11 @@ import Logging
 /// Warnings before offline-triggered locks and wipes (`[notify] warn_before`): once per
 /// registration and threshold, the journal, the history and the observers (`warnLock`,
 /// `warnWipe`, hooks) are told; `status` and the login gate show the warning while it lasts.
-extension Manager {
-    /// The warning window's decision for a registration whose evaluation is `outlook`.
-    func warningDecision(_ outlook: Outlook) -> WarningWindow.Decision {
-        WarningWindow.decide(
-            next: outlook.next, lastContact: outlook.record.clock.lastContact, offlineSeconds: outlook.offline,
-            warnBefore: Int64(context.configuration.warnBeforeSeconds))
-    }
-
-    /// Gives every warning not given yet, and returns in how many seconds the next
-    /// registration enters its window (nil: none will without a change), so the one
-    /// wake-up comes then, not later.
-    func announceWarnings(_ outlooks: [Outlook], reading: ClockReading) async -> Int64? {
-        var opensIn: Int64?
-        for outlook in outlooks {
-            switch warningDecision(outlook) {
-            case .none: continue
-            case .opensIn(let seconds): opensIn = min(opensIn ?? seconds, seconds)
-            case .warn(let warning):
-                guard warning.threshold != outlook.record.warnedThreshold else { continue }
-                await warn(outlook.record, warning, offline: outlook.offline, reading: reading)
-            }
-        }
-        return opensIn
-    }
-
-    private func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, offline: Int64, reading: ClockReading) async {
+/// Which registration is warned when is the Manager's plan (`announceWarnings`).
+extension Registration {
+    /// Warns of `warning` for `r` (its record as the plan read it), once: recorded first
+    /// (`StateStore.markWarned` records it only for the threshold it changes), then told.
+    nonisolated(nonsending) func warn(_ r: RegistrationRecord, _ warning: OfflineWarning, offline: Int64, reading: ClockReading) async {
         let (p, source) = context.policy(for: r)
         let dueAt = reading.wall + warning.inSeconds
         let action = warning.action.rawValue

@@ -1,20 +1,50 @@
-import Foundation
 import LockwipeBase
 import LockwipeCore
 import LockwipeVaultIO
-import LockwipeWipe
 import Logging
 
-/// The start-up checks of vaults and what waited for a vault that answers again. Each
-/// registration's part runs in its turn.
-extension Manager {
-    /// Start-up: records the device and inode of directories registered before they were
-    /// kept (only when the path passes the ancestor rule now), then checks that every vault
-    /// of a registration that is not wiped can be reached, and shows those that cannot.
-    /// Every look at a vault is a vault call: one that never answers costs its deadline,
-    /// and start-up goes on.
-    func checkVaults() async {
-        for r in await registrationsOrLog("the start-up check of vaults") where r.state != .wiped {
+/// The start-up pass of one registration, in its turn (`Manager.startUp`): an interrupted
+/// wipe finished, the vaults checked, a committed lock applied again (a crash between
+/// commit and chmod must still end locked), an encrypted vault opened again after a reboot.
+extension Registration {
+    nonisolated(nonsending) func startUp(in turn: borrowing RegistrationTurn, pendingWipe pending: StateStore.PendingWipe?) async {
+        if let pending {
+            await performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
+            await resetServerIdentity(in: turn, trigger: pending.trigger)
+            guard await reread(turn, "the start-up check after the resumed wipe") else { return }
+        }
+        await checkVaults(in: turn)
+        guard await reread(turn, "the start-up retry of the lock") else { return }
+        if turn.record.state.isLockCommitted {
+            await retryLock(turn.record)
+            guard await reread(turn, "the start-up reopen of the encrypted vault") else { return }
+        }
+        await reopenAfterStart(in: turn)
+    }
+
+    /// Reads the turn's record again after a step that may have written it; false (logged:
+    /// `what` did not run) when it cannot be read or the registration is gone.
+    private nonisolated(nonsending) func reread(_ turn: borrowing RegistrationTurn, _ what: String) async -> Bool {
+        do {
+            try await turn.refresh()
+            return true
+        } catch ManagerError.noSuchRegistration {
+            return false
+        } catch {
+            context.stateNotice("\(what) of \(user) did not run now (retried at the next start)", user: user, error)
+            return false
+        }
+    }
+
+    /// Records the device and inode of directories registered before they were kept (only
+    /// when the path passes the ancestor rule now), then checks that every vault can be
+    /// reached, and shows those that cannot. Every look at a vault is a vault call: one that
+    /// never answers costs its deadline, and start-up goes on.
+    private nonisolated(nonsending) func checkVaults(in turn: borrowing RegistrationTurn) async {
+        let r = turn.record
+        guard r.state != .wiped else { return }
+        var recorded = false
+        do {
             for v in r.vaults where v.identity == nil {
                 let path = v.path
                 let found: (problems: [String], identity: VaultDirectory.Identity?)
@@ -45,6 +75,7 @@ extension Manager {
                 do {
                     try await context.store.recordIdentity(
                         r.user, path: v.path, identity, event: context.event(r.user, .vaultIdentity, .resume, detail, at: context.clock.now().wall))
+                    recorded = true
                     context.logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
                 } catch {
                     context.logger.error(
@@ -53,7 +84,17 @@ extension Manager {
                 }
             }
         }
-        for r in await registrationsOrLog("the start-up check of vaults") where r.state != .wiped {
+        // The check below opens each vault as its recorded identity: read what was just recorded.
+        var checked = r
+        if recorded {
+            do {
+                checked = try await turn.refresh()
+            } catch {
+                return context.stateNotice("the start-up check of the vaults of \(r.user) did not run (retried at the next start)", user: r.user, error)
+            }
+        }
+        do {
+            let r = checked
             let vaults = r.vaults
             let errors: [VaultOpenError]
             do {
@@ -69,7 +110,7 @@ extension Manager {
                 }
             } catch {
                 await context.vaultStalled(r, "start-up check", error)
-                continue
+                return
             }
             if let first = errors.first {
                 await context.vaultWarning(r, "start-up check", first)
@@ -79,45 +120,4 @@ extension Manager {
         }
     }
 
-    /// Every registration, or none after logging why (a start-up check that cannot read
-    /// the store checks nothing, and says so).
-    func registrationsOrLog(_ purpose: String) async -> [RegistrationRecord] {
-        do {
-            return try await context.store.registrations()
-        } catch {
-            context.stateNotice("\(purpose): cannot read the registrations", error)
-            return []
-        }
-    }
-
-    /// After a reboot the kernel holds no vault keys, so an `active` encrypted vault is in
-    /// fact locked. One the machine key wraps is opened again (the default passcode asks
-    /// nobody); one a passcode wraps is recorded as locked (trigger `resume`) so that
-    /// `status` tells the truth and its user can unlock it with the passcode. Each in its turn.
-    func reopenEncryptedVaults() async {
-        for r in await registrationsOrLog("the start-up reopen of encrypted vaults") where r.protection == .encrypted && r.state == .active {
-            await inTurn(of: registration(of: r), "the start-up reopen of the encrypted vault") { turn in
-                await turn.registration.reopenAfterStart(in: turn)
-            }
-        }
-    }
-
-    /// The vault of a registration answers again (a call that had timed out returned at
-    /// last): what waited for it runs now, in that registration's turn (never in that of a
-    /// registration made again for the same name), instead of at the next start-up (issue
-    /// 40, finding 2: the wipe of a vault held by a process in an uninterruptible wait was
-    /// retried only then).
-    func vaultAnswersAgain(_ owner: VaultOwner) async {
-        guard !stopped else { return }
-        await inTurn(of: registration(id: owner.registration, user: owner.user), "what waited for the vault") { turn in
-            await turn.registration.vaultAnswersAgain(in: turn)
-        }
-        await reschedule()
-    }
-
-    /// `r` as it is in force: a lock whose failure could not be recorded reads lock-failed
-    /// (`Registration.unrecordedLockFailure`), never locked.
-    func inForce(_ r: RegistrationRecord) -> RegistrationRecord {
-        registry.byID[r.id]?.inForce(r) ?? r
-    }
 }

@@ -5,8 +5,11 @@ import LockwipeCore
 import LockwipeVaultIO
 import Logging
 
-/// `register` and `unregister`: registration is all or nothing (`RegistrationFlow`), and a
-/// vault is its directory's inode from then on (`VaultPath`).
+/// The registry: `register` and `unregister` (registration is all or nothing,
+/// `RegistrationFlow`, and a vault is its directory's inode from then on, `VaultPath`),
+/// finding the registration a request names and running the request in its turn, and the
+/// requests that are more than one turn (an unlock that may check in first, a login's
+/// password for every registration of its account).
 extension Manager {
     public func register(
         user: String, directories: [String], credentials: ServerCredentials? = nil, requireEncryption: Bool = false, passcode: String? = nil,
@@ -37,7 +40,9 @@ extension Manager {
             // From the check of which directories are taken to the insert, one registration
             // at a time (the registry's turn): two registrations cannot both take a directory
             // or a name.
-            return try await withRegistryTurn { _ async throws -> Outcome in
+            await registry.turns.take()
+            defer { registry.turns.release() }
+            return try await { () async throws -> Outcome in
                 if let existing = try await context.store.registration(user) {
                     throw ManagerError.registrationRefused("\(user) is already registered (state: \(existing.state.rawValue)); unregister it first")
                 }
@@ -197,7 +202,7 @@ extension Manager {
                     if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
                 }
                 return Outcome(user: user, operation: .register, state: .active, reason: detail)
-            }
+            }()
         }()
         // A new registration fetches its settings at once (SAP onboarding: settings download).
         scheduleCheckIn(registrationID, of: user, in: 0)
@@ -257,5 +262,108 @@ extension Manager {
             await reschedule()
             return Outcome(user: user, operation: .unregister, state: nil, reason: detail)
         }
+    }
+
+    // MARK: The registry
+
+    /// The registration `user` names now, found once from the store's record (which its
+    /// next turn reuses when nothing can have changed it since).
+    func registration(named user: String) async throws -> FoundRegistration {
+        let since = registry.turnsEnded.count
+        guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
+    }
+
+    /// A request on one registration, as homed's handlers call `home_lock(h)` on the Home
+    /// `manager_get_home_by_name` found: the registration `user` names now does `operation`
+    /// in its turn (`Registration+Concern.swift`), then the Manager plans the next wake-up.
+    func perform<T: Sendable>(
+        on user: String, _ operation: nonisolated(nonsending) @Sendable (borrowing RegistrationTurn) async throws -> T
+    ) async throws -> T {
+        let result = try await registration(named: user).withTurn { turn in try await operation(turn) }
+        await reschedule()
+        return result
+    }
+
+    /// A look at the registration `user` names now without its turn (a preview: it changes
+    /// nothing, and waits for no operation running): `body` gets it and the record just read.
+    func look<T: Sendable>(
+        at user: String, _ body: nonisolated(nonsending) @Sendable (Registration, RegistrationRecord) async throws -> T
+    ) async throws -> T {
+        guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        return try await body(registration(id: r.id, user: r.user), r)
+    }
+
+    /// The object of registration `id` of `user`, made when first asked for. An id the
+    /// store no longer has gets one too: its turn finds it gone.
+    func registration(id: RegistrationID, user: String) -> Registration {
+        if let known = registry.byID[id] { return known }
+        let made = Registration(id: id, user: user, context: context, ended: registry.turnsEnded)
+        registry.byID[id] = made
+        return made
+    }
+
+    /// Runs `body` in `registration`'s turn for the daemon's own work (evaluation, the
+    /// start-up pass), which no caller waits for: a registration unregistered before its
+    /// turn came is skipped, and a record that cannot be read is logged (`stateNotice`: `what`
+    /// says what was not done), not swallowed.
+    func inTurn(of registration: Registration, _ what: String, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async -> Void) async {
+        do {
+            try await registration.withTurn { turn in await body(turn) }
+        } catch ManagerError.noSuchRegistration {
+            forgetRegistration(registration)
+        } catch {
+            // Its record could not be read: nothing is done blind; still due, so the next
+            // evaluation (or start) does it.
+            context.stateNotice("\(what) of \(registration.user) did not run now (retried at the next evaluation)", user: registration.user, error)
+        }
+    }
+
+    /// Forgets the object of a registration the store no longer has (deleted by unregister,
+    /// or found gone by a turn): ids are never used again, so every turn still waiting for
+    /// it finds it gone, and a name registered again is another registration.
+    func forgetRegistration(_ registration: Registration) {
+        if registry.byID[registration.id] === registration { registry.byID[registration.id] = nil }
+    }
+
+    // MARK: Requests on more than one turn
+
+    public func unlock(user: String, by caller: Caller, passcode: String? = nil, newPasscode: String? = nil) async throws -> Outcome {
+        // A user unlocking her own vault after a server or offline lock that is not liftable
+        // yet: one check-in attempt first (outside the registration's turn, as every
+        // check-in), so that a contact makes the lock liftable (her passcode then lifts it,
+        // `UnlockRule`), or, with `lift_after_contact = "immediately"`, lifts it or hands it
+        // back to the passcode. When that contact already opened the vault (its key is
+        // wrapped by the machine key), there is nothing left for the unlock to do.
+        if context.fetcher != nil, let r = try await context.store.registration(user),
+            case .checkInFirst = UnlockRule.access(registration(id: r.id, user: r.user).unlockRequest(r, caller))
+        {
+            _ = await checkIn(user: user, purpose: .requested)
+            if try await context.store.registration(user)?.state == .active {
+                return Outcome(
+                    user: user, operation: .unlock, state: .active,
+                    reason: "unlocked: the policy server lifted the lock at the check-in just made")
+            }
+        }
+        let result = try await registration(named: user).withTurn { turn in
+            try await turn.registration.unlock(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
+        }
+        await reschedule()
+        return result
+    }
+
+    /// Every registration of `uid`, each in its turn. A registration whose turn fails says
+    /// so in its result; the login itself never waits for more than these turns.
+    public func liftAtLogin(uid: UInt32, password: String, by caller: Caller) async throws -> [Outcome] {
+        var results: [Outcome] = []
+        for r in try await context.store.registrations() where r.uid == uid {
+            do {
+                results.append(try await registration(named: r.user).withTurn { turn in try await turn.registration.liftAtLogin(in: turn, password: password) })
+            } catch let error as ManagerError {
+                results.append(Outcome(user: r.user, operation: .login, state: r.state, reason: error.message, failed: true))
+            }
+        }
+        await reschedule()
+        return results
     }
 }
