@@ -22,6 +22,23 @@ import Testing
         }
     }
 
+    /// A turn reuses the record read to find its registration only while the store has
+    /// committed nothing since (issue 41): a write in between, by anything (here the store
+    /// itself, as a write outside any turn would), makes the turn read it again.
+    @Test func aTurnReadsTheRecordAgainWhenTheStoreWasWrittenSinceItWasFound() async throws {
+        try await withTwo { f in
+            let store = await f.manager.context.store
+            let unchanged = try await f.manager.stateInTurn(of: "root", after: {})
+            #expect(unchanged == .active)
+            let changed = try await f.manager.stateInTurn(of: "root") {
+                try await store.commitWipeIntent(
+                    "root", reason: "test", trigger: .admin,
+                    event: StoredEvent(time: 1, user: "root", kind: .wipeStarted, trigger: .admin, detail: "test"))
+            }
+            #expect(changed == .wipePending, "the turn worked on the record read before the write")
+        }
+    }
+
     /// Waits (a bounded while) until `n` operations wait for `user`'s turn.
     func waitUntil(_ manager: Manager, queued n: Int, on user: String) async throws {
         for _ in 0..<1_000 {
@@ -151,6 +168,13 @@ actor Gate {
 }
 
 extension Manager {
+    /// Finds `user`'s registration, runs `between`, then reads the state its turn begins with.
+    func stateInTurn(of user: String, after between: @Sendable () async throws -> Void) async throws -> RegistrationState {
+        let found = try await registration(named: user)
+        try await between()
+        return try await found.withTurn { turn in turn.record.state }
+    }
+
     /// Holds the turn of `user`'s registration until `gate` opens (`held` opens once it does).
     func holdTurn(of user: String, held: Gate, until gate: Gate) async throws {
         try await registration(named: user).withTurn { _ in

@@ -147,6 +147,33 @@ import Testing
         }
     }
 
+    /// Issue 41: a write that returns the registration returns it as a read after it gives
+    /// it (read in the write's own transaction), and only that user's.
+    @Test func writesThatReturnTheRegistrationReturnItAsWritten() async throws {
+        try await withStore { store, _ in
+            try await store.insert(record("alice"), event: ev("alice", "register"))
+            try await store.insert(record("bob"), event: ev("bob", "register"))
+            let attempt = try await store.recordFailedAttempt("bob", at: 200, error: "timed out", failures: 3)
+            #expect(attempt?.server.failures == 3)
+            await #expect(try attempt == store.registration("bob"))
+            let rejected = try await store.recordRejected("bob", at: 210, status: 401, text: "Unauthorized", failures: 4)
+            #expect(rejected?.server.rejectedStatus == 401)
+            await #expect(try rejected == store.registration("bob"))
+            let blocked = try await store.setBlocked("bob", code: "TRAFFIC_REG_BLOCKED", at: 220, failures: 5, event: nil)
+            #expect(blocked?.blocked == true)
+            await #expect(try blocked == store.registration("bob"))
+            let contact = try await store.commitContact(
+                "bob", ContactCommit(clock: .started(at: ClockReading(wall: 230, boot: 5, bootID: "b")), time: 230, lock: .keep, events: []))
+            #expect(contact?.server.failures == 0 && contact?.blocked == false)
+            await #expect(try contact == store.registration("bob"))
+            let intent = try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            #expect(intent?.user == "bob" && intent?.state == .wipePending)
+            await #expect(try intent == store.registration("bob"))
+            await #expect(try store.registration("alice")?.state == .active)
+            #expect(try await store.recordFailedAttempt("nobody", at: 240, error: "x", failures: 1) == nil)
+        }
+    }
+
     @Test func onlyACompleteWipeEndsThePendingIntent() async throws {
         try await withStore { store, _ in
             try await store.insert(record("bob"), event: ev("bob", "register"))

@@ -59,7 +59,9 @@ extension Manager {
         // check-in (said in the journal and the result), it never reads as "nothing there".
         let found: RegistrationRecord?
         let credentials: ServerCredentials?
+        let generation: UInt64
         do {
+            generation = try context.store.writesCommitted()
             if let planned { found = try await context.store.registration(id: planned) } else { found = try await context.store.registration(user) }
             credentials = try await context.store.credentials(user)
         } catch {
@@ -99,34 +101,35 @@ extension Manager {
         // word, not the requester's: it runs outside her request's context, so that what it
         // orders is recorded as the server's and spares no client of hers (issue 40,
         // finding 4: a check-in she asked ran the server's lock as if it were her own).
+        // Its turn reuses the record read above when the store committed nothing since.
         let registration = registration(id: asked, user: user)
+        let asking = FoundRegistration(registration: registration, record: r, generation: generation)
         let result: Outcome
+        // The record as the turn left it: what the plan of the next check-in needs (its
+        // failures, whether a wipe is committed) without reading it again.
+        let after: RegistrationRecord?
         do {
-            result = try await RequestingClient.$current.withValue(nil) {
-                try await registration.withTurn { turn in
+            (result, after) = try await RequestingClient.$current.withValue(nil) {
+                try await asking.withTurn { turn in
                     // A connection recorded is a contact committed: the answer is applied to the record after it.
                     if let connection = exchanged.connection, await turn.registration.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
                         try await turn.refresh()
                     }
                     turn.registration.notePolicyAbsence(exchanged.outcome, before: turn.record)
-                    return await turn.registration.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
+                    let applied = await turn.registration.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
+                    return (applied, turn.record)
                 }
             }
         } catch ManagerError.noSuchRegistration {
-            // The registration that asked is gone: the answer is dropped.
+            // The registration that asked is gone: the answer is dropped, and its plan with it.
             forgetRegistration(registration)
             result = await registration.dropStale(exchanged.outcome, purpose: purpose)
+            after = nil
         } catch {
             // Not "unregistered": its record cannot be read, so the answer is not applied,
-            // the check-in failed, and the next one asks again.
+            // the check-in failed, and the next one asks again, at the interval (the failure
+            // count is unknown).
             result = Outcome(user: user, operation: .checkIn, state: nil, reason: context.stateFailure(user, "check-in", error).message, failed: true)
-        }
-        let after: RegistrationRecord?
-        do {
-            after = try await context.store.registration(id: asked)
-        } catch {
-            // The next check-in is still planned, at the interval (the failure count is unknown).
-            context.stateNotice("the back-off of the next check-in of \(user) is not known; it is planned at the interval", user: user, error)
             after = nil
             scheduleCheckIn(asked, of: user, in: Double(context.configuration.server.intervalSeconds))
         }

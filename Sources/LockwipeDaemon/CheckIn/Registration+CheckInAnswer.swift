@@ -56,8 +56,9 @@ extension Registration {
                 notes.append("unlock FAILED: \(ErrorWords.of(error))")
             }
         }
+        let written: RegistrationRecord?
         do {
-            try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
+            written = try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
         } catch {
             context.logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return Outcome(user: user, operation: .checkIn, state: r.state, reason: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
@@ -70,9 +71,10 @@ extension Registration {
             context.logger.notice("the lock of \(user) can be lifted: \(liftable.detail)", metadata: m)
         }
         // Committed: the lock or wipe the server ordered, and the policy said below, start
-        // from the record after it.
+        // from the record after it, as the write returned it (read again only when the write
+        // could not be recorded and was logged).
         do {
-            try await turn.refresh()
+            if let written { try turn.committed(written) } else { try await turn.refresh() }
         } catch {
             context.logger.error(
                 "cannot read the registration of \(user) again after recording a server contact: \(ErrorWords.of(error))",
@@ -143,13 +145,14 @@ extension Registration {
             rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: context.configuration.liftAfterContact)
     }
 
-    /// The decision's one write, in one transaction with its events.
+    /// The decision's one write, in one transaction with its events; returns the registration
+    /// as written (nil when a write that is not a contact could not be recorded: logged).
     private nonisolated(nonsending) func record(
         _ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]
-    ) async throws {
+    ) async throws -> RegistrationRecord? {
         switch write {
         case .contact(let policy, let settings, let lastError):
-            try await context.store.commitContact(
+            return try await context.store.commitContact(
                 user,
                 ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
@@ -157,23 +160,26 @@ extension Registration {
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
             do {
-                try await context.store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+                return try await context.store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
             } catch {
                 context.stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
+                return nil
             }
         case .blocked(let code, let failures):
             // The server says it again at the next check-in.
             do {
-                try await context.store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+                return try await context.store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
             } catch {
                 context.stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
+                return nil
             }
         case .rejected(let status, let text, let failures):
             // Not a contact: the server says it again at the next check-in.
             do {
-                try await context.store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
+                return try await context.store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
             } catch {
                 context.stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
+                return nil
             }
         }
     }

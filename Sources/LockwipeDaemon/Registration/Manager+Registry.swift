@@ -269,9 +269,9 @@ extension Manager {
     /// The registration `user` names now, found once from the store's record (which its
     /// next turn reuses when nothing can have changed it since).
     func registration(named user: String) async throws -> FoundRegistration {
-        let since = registry.turnsEnded.count
+        let generation = try context.store.writesCommitted()
         guard let r = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
-        return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, since: since)
+        return FoundRegistration(registration: registration(id: r.id, user: r.user), record: r, generation: generation)
     }
 
     /// A request on one registration, as homed's handlers call `home_lock(h)` on the Home
@@ -298,7 +298,7 @@ extension Manager {
     /// store no longer has gets one too: its turn finds it gone.
     func registration(id: RegistrationID, user: String) -> Registration {
         if let known = registry.byID[id] { return known }
-        let made = Registration(id: id, user: user, context: context, ended: registry.turnsEnded)
+        let made = Registration(id: id, user: user, context: context)
         registry.byID[id] = made
         return made
     }

@@ -17,8 +17,6 @@ final class Registration {
     /// What its operations work with (the Manager's, built once).
     let context: RegistrationContext
     private let turns = TurnQueue()
-    /// Counts the turns that ended, of every registration (the registry's).
-    private let ended: TurnsEnded
     /// The record of the turn running now (nil between turns): what `RegistrationTurn.record` reads.
     /// Boxed: a registration between turns (nearly all of them, nearly always) holds a
     /// pointer for it, not room for a whole record (about 700 bytes inline).
@@ -34,11 +32,10 @@ final class Registration {
     /// The wipe running now, while it runs: how far it is (`status` reads it here).
     var runningWipe: WipeProgress?
 
-    init(id: RegistrationID, user: String, context: RegistrationContext, ended: TurnsEnded) {
+    init(id: RegistrationID, user: String, context: RegistrationContext) {
         self.id = id
         self.user = user
         self.context = context
-        self.ended = ended
     }
 
     /// Runs `body` in this registration's turn: after every operation on it that asked
@@ -49,19 +46,21 @@ final class Registration {
         try await withTurn(found: nil, body)
     }
 
-    /// `withTurn`, reusing `found` (the record the registry read to find this registration,
-    /// when `since` turns had ended) as the turn's record when no turn ended since and the
-    /// turn was free: nothing can have changed it in a turn.
+    /// `withTurn`, reusing `found` (a record read to find this registration, when the store
+    /// had committed `generation` writes) as the turn's record when the store committed
+    /// nothing since and the turn was free: nothing can have changed it.
     fileprivate nonisolated(nonsending) func withTurn<T>(
-        found: (record: RegistrationRecord, since: Int)?, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T
+        found: (record: RegistrationRecord, generation: UInt64)?, _ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T
     ) async throws -> T {
         let waited = await turns.take()
         defer {
             current = nil
-            ended.count += 1
             turns.release()
         }
-        if !waited, let found, found.since == ended.count, found.record.id == id {
+        // The store committed no write since the record was read (a write of any table
+        // counts): it is what the store holds still, whatever waited in between (a check-in's
+        // request to the server); a turn held by another operation meanwhile reads it again.
+        if !waited, let found, found.record.id == id, try context.store.writesCommitted() == found.generation {
             current = inForce(found.record)
         } else {
             current = try await read()
@@ -105,34 +104,29 @@ final class Registration {
 struct FoundRegistration {
     let registration: Registration
     fileprivate let record: RegistrationRecord
-    fileprivate let since: Int
+    fileprivate let generation: UInt64
 
-    /// Made by the registry only (`Manager.registration(named:)`), from the record it read
-    /// when `since` turns had ended.
-    init(registration: Registration, record: RegistrationRecord, since: Int) {
+    /// Made by the registry (`Manager.registration(named:)`) and a check-in, from the record
+    /// read when the store had committed `generation` writes
+    /// (`StateStore.writesCommitted()`, taken before the read).
+    init(registration: Registration, record: RegistrationRecord, generation: UInt64) {
         self.registration = registration
         self.record = record
-        self.since = since
+        self.generation = generation
     }
 
     /// `Registration.withTurn`, on the record found when nothing changed it since.
     nonisolated(nonsending) func withTurn<T>(_ body: nonisolated(nonsending) (borrowing RegistrationTurn) async throws -> T) async throws -> T {
-        try await registration.withTurn(found: (record, since), body)
+        try await registration.withTurn(found: (record, generation), body)
     }
 }
 
-/// How many registration turns have ended (the registry's count; see `FoundRegistration`).
-final class TurnsEnded {
-    var count = 0
-}
-
 /// The registry the Manager keeps: the object of each registration operations were handed
-/// to, by registration id (made when first asked for, forgotten at unregister), the count
-/// of turns ended, and the registry's own turn (registering). Used in the Manager's
+/// to, by registration id (made when first asked for, forgotten at unregister), and the
+/// registry's own turn (registering). Used in the Manager's
 /// isolation only.
 final class Registry {
     var byID: [RegistrationID: Registration] = [:]
-    let turnsEnded = TurnsEnded()
     let turns = TurnQueue()
 
     /// `r` as it is in force: a lock whose failure could not be recorded reads lock-failed
@@ -159,6 +153,14 @@ struct RegistrationTurn {
     /// The record read when the turn began (or at the last `refresh()`): what no other
     /// operation on this registration can change while this turn lasts.
     var record: RegistrationRecord { registration.current! }
+
+    /// Goes on with `record`, as a write of this turn returned it (read in the write's
+    /// transaction): no read again. A write that found no registration (nil) or another
+    /// one (another id) means this registration is gone.
+    func committed(_ record: RegistrationRecord?) throws {
+        guard let record, record.id == registration.id else { throw ManagerError.noSuchRegistration(registration.user) }
+        registration.current = registration.inForce(record)
+    }
 
     /// Reads the record again after this turn committed a change to it, and returns it.
     @discardableResult

@@ -6,10 +6,15 @@ extension StateStore {
     /// Records a successful contact (`ContactCommit`) in one transaction: the offline clock
     /// restarts, the block is lifted, failures reset, the server policy (when valid) replaces
     /// the stored one, the lock is lifted or handed back, and the events are appended.
-    public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws {
+    /// Returns the registration as written (read in the same transaction; nil: none of `user`).
+    @discardableResult
+    public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws -> RegistrationRecord? {
         try await perform { [self] in
             let settingsJSON = try c.settings.map { String(decoding: try StoredJSON.encoder().encode($0), as: UTF8.self) }
-            try db.write { db in try Self.applyContact(user, c, settingsJSON: settingsJSON, db) }
+            return try db.write { db in
+                try Self.applyContact(user, c, settingsJSON: settingsJSON, db)
+                return try fetchRegistrations(db, only: user).first
+            }
         }
     }
 

@@ -21,6 +21,10 @@ extension StateStore {
         }
     }
 
+    /// How many writes the store has committed, of any table: a record read when it was N
+    /// (taken before the read) is what the store holds while it is still N.
+    public func writesCommitted() throws -> UInt64 { try db.writeGeneration() }
+
     public nonisolated(nonsending) func registration(_ user: String) async throws -> RegistrationRecord? {
         try await registrations().first { $0.user == user }
     }
@@ -31,18 +35,20 @@ extension StateStore {
     }
 
     /// Every registration with its directories, server state and which credentials it has:
-    /// four queries in all, whatever the number of registrations.
-    func fetchRegistrations(_ db: Database) throws -> [RegistrationRecord] {
+    /// four queries in all, whatever the number of registrations (`only`: that user's alone,
+    /// as a write that returns the record it wrote reads it, in its transaction).
+    func fetchRegistrations(_ db: Database, only user: String? = nil) throws -> [RegistrationRecord] {
+        let (whereUser, arguments): (String, StatementArguments) = user.map { (" WHERE user = ?", [$0]) } ?? ("", [])
         var directories: [String: [String]] = [:]
         var identities: [String: [VaultDirectory.Identity?]] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories ORDER BY user, position") {
+        for row in try Row.fetchAll(db, sql: "SELECT user, path, device, inode FROM directories\(whereUser) ORDER BY user, position", arguments: arguments) {
             directories[row["user"], default: []].append(row["path"])
             let device: Int64? = row["device"], inode: Int64? = row["inode"]
             identities[row["user"], default: []].append(
                 device.flatMap { d in inode.map { VaultDirectory.Identity(device: UInt64(bitPattern: d), inode: UInt64(bitPattern: $0)) } })
         }
         var servers: [String: ServerRecord] = [:]
-        for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state") {
+        for s in try Row.fetchAll(db, sql: "SELECT * FROM server_state\(whereUser)", arguments: arguments) {
             var server = ServerRecord()
             if let lock: Int = s["policy_lock"], let wipe: Int = s["policy_wipe"] {
                 server.policy = Policy(offlineDaysBeforeLock: lock, offlineDaysBeforeWipe: wipe)
@@ -60,14 +66,14 @@ extension StateStore {
         }
         var credentials: [String: String] = [:]
         for c in try Row.fetchAll(
-            db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c, refresh_token IS NOT NULL AS r FROM credentials")
+            db, sql: "SELECT user, token IS NOT NULL AS t, client_certificate IS NOT NULL AS c, refresh_token IS NOT NULL AS r FROM credentials\(whereUser)", arguments: arguments)
         {
             credentials[c["user"]] =
                 ServerCredentials(
                     token: (c["t"] as Bool) ? "" : nil, clientCertificate: (c["c"] as Bool) ? "" : nil, refreshToken: (c["r"] as Bool) ? "" : nil
                 ).kind
         }
-        return try Row.fetchAll(db, sql: "SELECT * FROM registrations ORDER BY user").map { row in
+        return try Row.fetchAll(db, sql: "SELECT * FROM registrations\(whereUser) ORDER BY user", arguments: arguments).map { row in
             let name: String = row["user"]
             let wipeJSON: String? = row["last_wipe"]
             var server = servers[name] ?? ServerRecord()

@@ -6,7 +6,13 @@ extension StateStore {
     /// Records a check-in the server rejected (`CheckInDecision.Write.rejected`): a failed
     /// attempt, and the rejection (status, text; since when, kept from the first one in a
     /// row) until the next contact clears it. Not a contact: the offline clock runs on.
-    public nonisolated(nonsending) func recordRejected(_ user: String, at time: Int64, status: Int, text: String, failures: Int) async throws {
+    /// Returns the registration as written (read in the same transaction; nil: none of `user`).
+    @discardableResult
+    public nonisolated(nonsending) func recordRejected(
+        _ user: String, at time: Int64, status: Int, text: String, failures: Int
+    ) async throws
+        -> RegistrationRecord?
+    {
         try await perform { [self] in
             try db.write { db in
                 try Self.ensureServerRow(user, db)
@@ -16,6 +22,7 @@ extension StateStore {
                             rejected_status = ?, rejected_text = ?, rejected_since = coalesce(rejected_since, ?) WHERE user = ?
                         """,
                     arguments: [time, "rejected by the server (HTTP \(status): \(text))", failures, status, text, time, user])
+                return try fetchRegistrations(db, only: user).first
             }
         }
     }

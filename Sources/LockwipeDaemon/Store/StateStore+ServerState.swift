@@ -7,20 +7,29 @@ extension StateStore {
         try db.execute(sql: "INSERT OR IGNORE INTO server_state (user) VALUES (?)", arguments: [user])
     }
 
-    /// Records an attempt that was not a contact: nothing else changes.
-    public nonisolated(nonsending) func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws {
+    /// Records an attempt that was not a contact: nothing else changes. Returns the
+    /// registration as written (read in the same transaction; nil: none of `user`).
+    @discardableResult
+    public nonisolated(nonsending) func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws -> RegistrationRecord? {
         try await perform { [self] in
             try db.write { db in
                 try Self.ensureServerRow(user, db)
                 try db.execute(
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
                     arguments: [time, error, failures, user])
+                return try fetchRegistrations(db, only: user).first
             }
         }
     }
 
-    /// Marks a registration blocked by the server (`code` as sent); not a contact.
-    public nonisolated(nonsending) func setBlocked(_ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?) async throws {
+    /// Marks a registration blocked by the server (`code` as sent); not a contact. Returns
+    /// the registration as written (read in the same transaction; nil: none of `user`).
+    @discardableResult
+    public nonisolated(nonsending) func setBlocked(
+        _ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?
+    ) async throws
+        -> RegistrationRecord?
+    {
         try await perform { [self] in
             try db.write { db in
                 try Self.ensureServerRow(user, db)
@@ -29,6 +38,7 @@ extension StateStore {
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
                     arguments: [time, "blocked by the server (\(code))", failures, code, user])
                 if let event { try Self.append(event, db) }
+                return try fetchRegistrations(db, only: user).first
             }
         }
     }

@@ -13,17 +13,20 @@ extension StateStore {
     }
 
     /// Makes the intent to wipe durable before the first byte is touched.
+    /// Returns the registration as written (nil: there is none of `user`).
+    @discardableResult
     public nonisolated(nonsending) func commitWipeIntent(
         _ user: String, reason: String, trigger: Trigger, requester: WipeRequester = WipeRequester(), event: StoredEvent
-    ) async throws {
+    ) async throws -> RegistrationRecord? {
         try await perform { [self] in
             let requesterJSON = String(decoding: try StoredJSON.encoder().encode(requester), as: UTF8.self)
-            try db.write { db in
+            return try db.write { db in
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at, requester) VALUES (?, ?, ?, ?, ?)",
                     arguments: [user, reason, trigger.rawValue, event.time, requesterJSON])
                 try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wipePending.rawValue, user])
                 try Self.append(event, db)
+                return try fetchRegistrations(db, only: user).first
             }
         }
     }

@@ -21,10 +21,11 @@ extension Registration {
             return Outcome(user: user, operation: .wipe, state: .wiped, reason: "already wiped; " + (r.state.nextStep(user: user) ?? ""), wipe: r.lastWipe)
         }
         let now = context.clock.now().wall
-        try await context.store.commitWipeIntent(
+        let written = try await context.store.commitWipeIntent(
             user, reason: reason, trigger: trigger, requester: requester, event: context.event(user, .wipeStarted, trigger, reason, at: now))
         context.logger.notice("wipe of \(user) committed: \(reason)", metadata: context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
-        try await turn.refresh()
+        // The turn goes on with the record as the commit wrote it (no second read).
+        try turn.committed(written)
         let summary = await performWipe(in: turn, reason: reason, trigger: trigger, resumed: false, requested: requested)
         // Committed (done or pending): SAP's full reset, whatever the erase came to.
         await resetServerIdentity(in: turn, trigger: trigger)
