@@ -51,6 +51,11 @@ public struct OfflineLease: Sendable, Equatable, Codable {
         clock.offlineSeconds < endsAtOffline(clock)
     }
 
+    /// Ended at the offline clock's reading, and not yet recorded as ended.
+    public func endsUnrecorded(_ clock: OfflineClock) -> Bool {
+        endedAt == nil && !inForce(clock)
+    }
+
     /// Seconds left until the lease ends (0 when it has ended), at the clock's offline time
     /// or at `offline` (read since, without a checkpoint).
     public func remaining(_ clock: OfflineClock, offline: Int64? = nil) -> Int64 {

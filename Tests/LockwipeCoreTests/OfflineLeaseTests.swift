@@ -87,6 +87,16 @@ import Testing
         if let lease { #expect(lease.inForce(clock) == (row.elapsed < (row.leaseDays ?? 0) * Self.day)) }
     }
 
+    /// A lease's end is to be recorded once: when the offline clock passed it and no end
+    /// is recorded yet (the evaluation asks this before it touches the registration).
+    @Test(arguments: [(days: 9, endedAt: nil, expected: false), (10, nil, true), (11, nil, true), (11, 42, false)] as [(Int64, Int64?, Bool)])
+    func anEndIsRecordedOnceAfterTheLeaseEnds(days: Int64, endedAt: Int64?, expected: Bool) {
+        let lease = OfflineLease(until: Self.contact + 10 * Self.day, grantedAt: Self.contact, source: .offlineCode, reference: "ABCD-EFGH", endedAt: endedAt)
+        let start = OfflineClock.started(at: ClockReading(wall: Self.contact, boot: 0, bootID: "b"))
+        let clock = start.advanced(to: ClockReading(wall: Self.contact + days * Self.day, boot: days * Self.day, bootID: "b")).clock
+        #expect(lease.endsUnrecorded(clock) == expected)
+    }
+
     /// Setting the wall clock back does not lengthen a lease: its end is read on the
     /// offline clock, which keeps counting BOOTTIME.
     @Test func aClockSetBackDoesNotLengthenTheLease() {

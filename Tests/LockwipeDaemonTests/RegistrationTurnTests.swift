@@ -32,7 +32,7 @@ import Testing
             #expect(unchanged == .active)
             let changed = try await f.manager.stateInTurn(of: "root") {
                 try await store.commitWipeIntent(
-                    "root", reason: "test", trigger: .admin,
+                    TurnHeld(testing: try #require(try await store.registration("root")).id), reason: "test", trigger: .admin,
                     event: StoredEvent(time: 1, user: "root", kind: .wipeStarted, trigger: .admin, detail: "test"))
             }
             #expect(changed == .wipePending, "the turn worked on the record read before the write")

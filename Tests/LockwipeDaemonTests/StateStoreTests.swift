@@ -25,6 +25,9 @@ import Testing
         return r
     }
 
+    /// The id `record(user)` has.
+    func id(_ user: String) -> RegistrationID { record(user).id }
+
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: EventKind(rawValue: kind)!, trigger: .admin, detail: "") }
 
     @Test func aCheckpointAdvancesAndPersistsEveryClockButThoseOfWipedRegistrations() async throws {
@@ -79,12 +82,44 @@ import Testing
             #expect(first.id.rawValue.count == 32 && first.id.rawValue.allSatisfy { "0123456789abcdef".contains($0) })
             try await store.insert(first, event: ev("alice", "register"))
             await #expect(try store.registration("alice")?.id == first.id)
-            try await store.delete("alice", event: ev("alice", "unregister"))
+            try await store.delete(TurnHeld(testing: first.id), event: ev("alice", "unregister"))
             var second = first
             second.id = RegistrationID.new()
             try await store.insert(second, event: ev("alice", "register"))
             await #expect(try store.registration("alice")?.id == second.id)
             #expect(first.id != second.id)
+        }
+    }
+
+    /// Issue 41: the store's operations on a registration take its id, so one meant for a
+    /// registration that is gone fails, and the registration that holds its name now (the
+    /// same rows, by name, in the tables beside `registrations`) is left as it was.
+    @Test func anOperationMeantForARegistrationThatIsGoneDoesNotReachTheOneThatHoldsItsNameNow() async throws {
+        try await withStore { store, _ in
+            let old = record("alice")
+            try await store.insert(old, event: ev("alice", "register"))
+            try await store.delete(TurnHeld(testing: old.id), event: ev("alice", "unregister"))
+            var new = old
+            new.id = RegistrationID.new()
+            try await store.insert(new, credentials: ServerCredentials(token: "new-token"), event: ev("alice", "register"))
+            let before = try await store.registration("alice")
+            let gone = RegistrationGone(id: old.id)
+            await #expect(throws: gone) {
+                try await store.commitLock(
+                    TurnHeld(testing: old.id), records: [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)], trigger: .server,
+                    event: ev("alice", "lock"))
+            }
+            await #expect(throws: gone) { try await store.commitWipeIntent(TurnHeld(testing: old.id), reason: "old order", trigger: .server, event: ev("alice", "wipe-started")) }
+            await #expect(throws: gone) { try await store.setVaultError(TurnHeld(testing: old.id), "stale", lockFailed: true) }
+            await #expect(throws: gone) { try await store.setCredentials(TurnHeld(testing: old.id), ServerCredentials(token: "old-token"), event: ev("alice", "credentials")) }
+            await #expect(throws: gone) { try await store.credentials(registration: old.id) }
+            await #expect(throws: gone) { try await store.delete(TurnHeld(testing: old.id), event: ev("alice", "unregister")) }
+            // The new registration: its state, lock records, pending wipe and credentials untouched.
+            await #expect(try store.registration("alice") == before)
+            #expect(before?.id == new.id && before?.state == .active)
+            await #expect(try store.lockRecords(registration: new.id) == [])
+            await #expect(try store.pendingWipe(registration: new.id) == nil)
+            await #expect(try store.credentials(registration: new.id)?.token == "new-token")
         }
     }
 
@@ -139,10 +174,12 @@ import Testing
     @Test func lockRecordsKeepTheFirstOriginalOwnerOnRelock() async throws {
         try await withStore { store, _ in
             try await store.insert(record("alice"), event: ev("alice", "register"))
-            try await store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)], trigger: .admin, event: ev("alice", "lock"))
+            try await store.commitLock(
+                TurnHeld(testing: id("alice")), records: [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)], trigger: .admin, event: ev("alice", "lock"))
             // A re-lock after a crash sees root:root 0000; it must not replace the original.
-            try await store.commitLock("alice", records: [LockRecord(path: "/srv/alice/a", uid: 0, gid: 0, mode: 0)], trigger: .offline, event: ev("alice", "lock"))
-            await #expect(try store.lockRecords("alice") == [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)])
+            try await store.commitLock(
+                TurnHeld(testing: id("alice")), records: [LockRecord(path: "/srv/alice/a", uid: 0, gid: 0, mode: 0)], trigger: .offline, event: ev("alice", "lock"))
+            await #expect(try store.lockRecords(registration: id("alice")) == [LockRecord(path: "/srv/alice/a", uid: 1001, gid: 1001, mode: 0o750)])
             await #expect(try store.registration("alice")?.state == .locked)
         }
     }
@@ -153,39 +190,57 @@ import Testing
         try await withStore { store, _ in
             try await store.insert(record("alice"), event: ev("alice", "register"))
             try await store.insert(record("bob"), event: ev("bob", "register"))
-            let attempt = try await store.recordFailedAttempt("bob", at: 200, error: "timed out", failures: 3)
+            let attempt = try await store.recordFailedAttempt(TurnHeld(testing: id("bob")), at: 200, error: "timed out", failures: 3)
             #expect(attempt?.server.failures == 3)
             await #expect(try attempt == store.registration("bob"))
-            let rejected = try await store.recordRejected("bob", at: 210, status: 401, text: "Unauthorized", failures: 4)
+            let rejected = try await store.recordRejected(TurnHeld(testing: id("bob")), at: 210, status: 401, text: "Unauthorized", failures: 4)
             #expect(rejected?.server.rejectedStatus == 401)
             await #expect(try rejected == store.registration("bob"))
-            let blocked = try await store.setBlocked("bob", code: "TRAFFIC_REG_BLOCKED", at: 220, failures: 5, event: nil)
+            let blocked = try await store.setBlocked(TurnHeld(testing: id("bob")), code: "TRAFFIC_REG_BLOCKED", at: 220, failures: 5, event: nil)
             #expect(blocked?.blocked == true)
             await #expect(try blocked == store.registration("bob"))
             let contact = try await store.commitContact(
-                "bob", ContactCommit(clock: .started(at: ClockReading(wall: 230, boot: 5, bootID: "b")), time: 230, lock: .keep, events: []))
+                TurnHeld(testing: id("bob")), ContactCommit(clock: .started(at: ClockReading(wall: 230, boot: 5, bootID: "b")), time: 230, lock: .keep, events: []))
             #expect(contact?.server.failures == 0 && contact?.blocked == false)
             await #expect(try contact == store.registration("bob"))
-            let intent = try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            let intent = try await store.commitWipeIntent(TurnHeld(testing: id("bob")), reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
             #expect(intent?.user == "bob" && intent?.state == .wipePending)
             await #expect(try intent == store.registration("bob"))
-            await #expect(try store.registration("alice")?.state == .active)
-            #expect(try await store.recordFailedAttempt("nobody", at: 240, error: "x", failures: 1) == nil)
+            // alice: a lock handed back, then lifted; a lease; a connection's contact.
+            try await store.commitLock(TurnHeld(testing: id("alice")), records: [], trigger: .server, event: ev("alice", "lock"))
+            let handedBack = try await store.commitHandBack(TurnHeld(testing: id("alice")), event: ev("alice", "lock-lifted"))
+            #expect(handedBack?.state == .locked && handedBack?.lockTrigger == .user)
+            await #expect(try handedBack == store.registration("alice"))
+            let unlocked = try await store.commitUnlock(TurnHeld(testing: id("alice")), clock: nil, event: ev("alice", "unlock"))
+            #expect(unlocked?.state == .active)
+            await #expect(try unlocked == store.registration("alice"))
+            let leased = try await store.grantLease(
+                OfflineLease(until: 900, grantedAt: 240, source: .offlineCode, reference: "ABCD"), TurnHeld(testing: id("alice")), event: ev("alice", "lease-granted"))
+            #expect(leased?.lease?.until == 900)
+            await #expect(try leased == store.registration("alice"))
+            let connected = try await store.commitConnection(
+                TurnHeld(testing: id("alice")), id: "conn-1", problem: nil,
+                contact: ContactCommit(clock: .started(at: ClockReading(wall: 250, boot: 6, bootID: "b")), time: 250, lock: .keep, events: []))
+            #expect(connected?.clock.lastContact == 250)
+            await #expect(try connected == store.registration("alice"))
+            await #expect(throws: RegistrationGone(id: id("nobody"))) {
+                try await store.recordFailedAttempt(TurnHeld(testing: id("nobody")), at: 240, error: "x", failures: 1)
+            }
         }
     }
 
     @Test func onlyACompleteWipeEndsThePendingIntent() async throws {
         try await withStore { store, _ in
             try await store.insert(record("bob"), event: ev("bob", "register"))
-            try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            try await store.commitWipeIntent(TurnHeld(testing: id("bob")), reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
             await #expect(try store.pendingWipes().map(\.user) == ["bob"])
-            try await store.beginWipeAttempt("bob", event: nil)
+            try await store.beginWipeAttempt(TurnHeld(testing: id("bob")), event: nil)
             let incomplete = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [.init(path: "/x", reason: "busy")], elapsedSeconds: 0)
-            try await store.finishWipe("bob", summary: incomplete, event: ev("bob", "wipe-incomplete"))
+            try await store.finishWipe(TurnHeld(testing: id("bob")), summary: incomplete, event: ev("bob", "wipe-incomplete"))
             await #expect(try store.registration("bob")?.state == .wipePending)
             await #expect(try store.pendingWipes().first?.attempts == 1)
             let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
-            try await store.finishWipe("bob", summary: done, event: ev("bob", "wipe"))
+            try await store.finishWipe(TurnHeld(testing: id("bob")), summary: done, event: ev("bob", "wipe"))
             await #expect(try store.pendingWipes().isEmpty)
             await #expect(try store.registration("bob")?.state == .wiped)
             await #expect(try store.registration("bob")?.lastWipe == done)
@@ -199,16 +254,16 @@ import Testing
         try await withStore { store, _ in
             try await store.insert(record("bob"), event: ev("bob", "register"))
             let requester = WipeRequester(peerUID: 1000, retryLimit: 3)
-            try await store.commitWipeIntent("bob", reason: "test", trigger: .retryLimit, requester: requester, event: ev("bob", "wipe-started"))
-            await #expect(try store.pendingWipe("bob")?.requester == requester)
-            try await store.beginWipeAttempt("bob", event: nil)
+            try await store.commitWipeIntent(TurnHeld(testing: id("bob")), reason: "test", trigger: .retryLimit, requester: requester, event: ev("bob", "wipe-started"))
+            await #expect(try store.pendingWipe(registration: id("bob"))?.requester == requester)
+            try await store.beginWipeAttempt(TurnHeld(testing: id("bob")), event: nil)
             let incomplete = WipeSummary(
                 filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 1, skipped: [.init(path: "/x", reason: "busy")], elapsedSeconds: 0)
             let first = certificate("11111111-1111-4111-8111-111111111111", incomplete)
-            try await store.finishWipe("bob", summary: incomplete, certificate: first, event: ev("bob", "wipe-incomplete"))
+            try await store.finishWipe(TurnHeld(testing: id("bob")), summary: incomplete, certificate: first, event: ev("bob", "wipe-incomplete"))
             let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
             let second = certificate("22222222-2222-4222-8222-222222222222", done)
-            try await store.finishWipe("bob", summary: done, certificate: second, event: ev("bob", "wipe"))
+            try await store.finishWipe(TurnHeld(testing: id("bob")), summary: done, certificate: second, event: ev("bob", "wipe"))
             await #expect(try store.certificate(user: "bob") == second)
             await #expect(try store.certificate(user: "bob", id: first.id) == first)
             await #expect(try store.certificate(user: "alice") == nil)
@@ -224,12 +279,12 @@ import Testing
         try await withStore { store, _ in
             let old = record("bob")
             try await store.insert(old, event: ev("bob", "register"))
-            try await store.commitWipeIntent("bob", reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
-            try await store.beginWipeAttempt("bob", event: nil)
+            try await store.commitWipeIntent(TurnHeld(testing: id("bob")), reason: "test", trigger: .admin, event: ev("bob", "wipe-started"))
+            try await store.beginWipeAttempt(TurnHeld(testing: id("bob")), event: nil)
             let done = WipeSummary(filesOverwritten: 0, bytesOverwritten: 0, entriesRemoved: 2, skipped: [], elapsedSeconds: 0)
             let first = certificate("11111111-1111-4111-8111-111111111111", done)
-            try await store.finishWipe("bob", summary: done, certificate: first, event: ev("bob", "wipe"))
-            try await store.delete("bob", event: ev("bob", "unregister"))
+            try await store.finishWipe(TurnHeld(testing: id("bob")), summary: done, certificate: first, event: ev("bob", "wipe"))
+            try await store.delete(TurnHeld(testing: id("bob")), event: ev("bob", "unregister"))
             try await store.append(ev("bob", "unlock-failed"))  // a name with no registration: nobody's
 
             var new = record("bob")
@@ -458,16 +513,16 @@ import Testing
             }
             let event: @Sendable (UInt32) -> StoredEvent = { _ in StoredEvent(time: 100, user: "alice", kind: .offlineCodeChallenge, trigger: .user, detail: "") }
             #expect(
-                try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 100, event: event)
+                try await store.issueOfflineChallenge(TurnHeld(testing: id), days: 0, epoch: 0, at: 100, event: event)
                     == .issued(counter: UInt32(OfflineCode.countersPerEpoch)))
             #expect(try await store.offlineCodeEpoch() == (0, true))
-            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 101, event: event) == .usedUp(epoch: 0))
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: id), days: 0, epoch: 0, at: 101, event: event) == .usedUp(epoch: 0))
             // Provisioning moves on one epoch at a time; the outstanding challenge goes with the old key.
             #expect(try await store.advanceOfflineCodeEpoch(to: 2, event: nil) == false)
             #expect(try await store.advanceOfflineCodeEpoch(to: 1, event: nil))
-            #expect(try await store.offlineChallenge("alice", registrationID: id)?.counter == nil)
-            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 0, at: 102, event: event) == .epochChanged(now: 1))
-            #expect(try await store.issueOfflineChallenge("alice", registrationID: id, days: 0, epoch: 1, at: 103, event: event) == .issued(counter: 1))
+            #expect(try await store.offlineChallenge(registration: id)?.counter == nil)
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: id), days: 0, epoch: 0, at: 102, event: event) == .epochChanged(now: 1))
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: id), days: 0, epoch: 1, at: 103, event: event) == .issued(counter: 1))
         }
     }
 
@@ -481,11 +536,11 @@ import Testing
             let bob = try #require(try await store.registration("bob")).id
             let event: @Sendable (UInt32) -> StoredEvent = { _ in StoredEvent(time: 100, user: "alice", kind: .offlineCodeChallenge, trigger: .user, detail: "") }
             for i in 1...10 {
-                #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 1_000 + Int64(i), event: event) == .issued(counter: UInt32(i)))
+                #expect(try await store.issueOfflineChallenge(TurnHeld(testing: alice), days: 0, epoch: 0, at: 1_000 + Int64(i), event: event) == .issued(counter: UInt32(i)))
             }
-            #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 2_000, event: event) == .tooSoon(until: 4_601))
-            #expect(try await store.issueOfflineChallenge("bob", registrationID: bob, days: 0, epoch: 0, at: 2_000, event: event) == .issued(counter: 11))
-            #expect(try await store.issueOfflineChallenge("alice", registrationID: alice, days: 0, epoch: 0, at: 4_601, event: event) == .issued(counter: 12))
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: alice), days: 0, epoch: 0, at: 2_000, event: event) == .tooSoon(until: 4_601))
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: bob), days: 0, epoch: 0, at: 2_000, event: event) == .issued(counter: 11))
+            #expect(try await store.issueOfflineChallenge(TurnHeld(testing: alice), days: 0, epoch: 0, at: 4_601, event: event) == .issued(counter: 12))
         }
     }
 }

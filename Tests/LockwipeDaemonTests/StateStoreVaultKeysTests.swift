@@ -17,10 +17,15 @@ import Testing
     }
 
     func record(_ user: String) -> RegistrationRecord {
-        RegistrationRecord(
+        var r = RegistrationRecord(
             user: user, uid: 1001, state: .active, protection: .encrypted, directories: ["/srv/\(user)"],
             lockTrigger: nil, blocked: false, clock: .started(at: ClockReading(wall: 100, boot: 5, bootID: "x")), lastWipe: nil)
+        r.id = id(user)
+        return r
     }
+
+    /// The id `record(user)` has (stable, so the store's operations can name it).
+    func id(_ user: String) -> RegistrationID { RegistrationID(String(repeating: "0", count: 32 - user.utf8.count) + user) }
 
     func ev(_ user: String, _ kind: String) -> StoredEvent { StoredEvent(time: 100, user: user, kind: EventKind(rawValue: kind)!, trigger: .admin, detail: "") }
 
@@ -44,7 +49,7 @@ import Testing
             let key = (0..<Fscrypt.keySize).map { UInt8($0) }
             let k = try stored(key, passcode: "pass-1234")
             try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            let back = try await #require(try StateStore(directory: dir).vaultKey("alice"))
+            let back = try await #require(try StateStore(directory: dir).vaultKey(registration: id("alice")))
             #expect(back.wrapped == k.wrapped && back.identifier == k.identifier && back.passcodeSetAt == 100)
             #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234", registration: nil) == key)
             // The raw key is never written, and the sealed box only to its own file,
@@ -72,6 +77,12 @@ import Testing
             try await queue.write { db in
                 try db.execute(
                     sql: """
+                        INSERT INTO registrations (user, uid, state, protection, created_at, clock_last_contact, clock_accumulated_boot,
+                            clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds)
+                        VALUES ('alice', 1001, 'active', 'encrypted', 100, 100, 0, 'x', 0, 100, 0)
+                        """)
+                try db.execute(
+                    sql: """
                         INSERT INTO vault_keys (user, key_identifier, wrapping, salt, scrypt_log_n, scrypt_r, scrypt_p, sealed, passcode_set_at)
                         VALUES ('alice', ?, 'passcode', ?, ?, ?, ?, ?, 100)
                         """, arguments: [k.identifier.description, w.salt, w.scrypt!.logN, w.scrypt!.r, w.scrypt!.p, w.sealed])
@@ -81,7 +92,8 @@ import Testing
             try queue.close()
         }
         let store = try StateStore(directory: dir)
-        let back = try await #require(try store.vaultKey("alice"))
+        let alice = try #require(try await store.registration("alice")).id
+        let back = try await #require(try store.vaultKey(registration: alice))
         #expect(back.wrapped == w && back.failedAttempts == 3)
         #expect(try KeyWrap.unwrap(back.wrapped, passcode: "legacy-pass", registration: nil) == key)
         #expect(try store.keyFiles.names() == [back.keyFile!])
@@ -92,23 +104,23 @@ import Testing
         try await withStore { store, dir in
             let k = try stored([UInt8](repeating: 1, count: 64), passcode: "p")
             try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            let kept = try await #require(try store.vaultKey("alice")?.keyFile)
+            let kept = try await #require(try store.vaultKey(registration: id("alice"))?.keyFile)
             // What a crash between writing a new key file and committing it leaves.
             let orphan = try store.keyFiles.write(try KeyWrap.wrap([UInt8](repeating: 2, count: 64), passcode: "q", registration: nil, parameters: Self.cheap))
             await #expect(try store.destroyOrphanKeyFiles() == [orphan])
             #expect(try store.keyFiles.names() == [kept])
-            await #expect(try store.vaultKey("alice")?.wrapped == k.wrapped)
+            await #expect(try store.vaultKey(registration: id("alice"))?.wrapped == k.wrapped)
         }
     }
 
     @Test func failedUnlocksAreCountedDurablyAndResetByARightPasscode() async throws {
         try await withStore { store, dir in
             try await store.insert(record("alice"), vaultKey: try stored([UInt8](repeating: 7, count: 64), passcode: "p"), event: ev("alice", "register"))
-            await #expect(try store.recordFailedUnlock("alice", at: 150, event: ev("alice", "unlock-failed")) == 1)
-            await #expect(try store.recordFailedUnlock("alice", at: 150, event: nil) == 2)
-            await #expect(try StateStore(directory: dir).vaultKey("alice")?.failedAttempts == 2)
-            try await store.resetFailedUnlocks("alice")
-            await #expect(try store.vaultKey("alice")?.failedAttempts == 0)
+            await #expect(try store.recordFailedUnlock(TurnHeld(testing: id("alice")), at: 150, event: ev("alice", "unlock-failed")) == 1)
+            await #expect(try store.recordFailedUnlock(TurnHeld(testing: id("alice")), at: 150, event: nil) == 2)
+            await #expect(try StateStore(directory: dir).vaultKey(registration: id("alice"))?.failedAttempts == 2)
+            try await store.resetFailedUnlocks(TurnHeld(testing: id("alice")))
+            await #expect(try store.vaultKey(registration: id("alice"))?.failedAttempts == 0)
             await #expect(try store.events(user: "alice", limit: 10).map(\.kind.rawValue) == ["register", "unlock-failed"])
         }
     }
@@ -118,11 +130,11 @@ import Testing
             let key = [UInt8](repeating: 9, count: 64)
             let old = try stored(key, passcode: "old-passcode")
             try await store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
-            _ = try await store.recordFailedUnlock("alice", at: 150, event: nil)
-            let oldFile = try await #require(try store.vaultKey("alice")?.keyFile)
+            _ = try await store.recordFailedUnlock(TurnHeld(testing: id("alice")), at: 150, event: nil)
+            let oldFile = try await #require(try store.vaultKey(registration: id("alice"))?.keyFile)
             let new = try KeyWrap.wrap(key, passcode: "new-passcode", registration: nil, parameters: Self.cheap)
-            await #expect(try store.rewrapVaultKey("alice", new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
-            let back = try await #require(try store.vaultKey("alice"))
+            await #expect(try store.rewrapVaultKey(TurnHeld(testing: id("alice")), new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
+            let back = try await #require(try store.vaultKey(registration: id("alice")))
             #expect(back.wrapped == new && back.passcodeSetAt == 200 && back.failedAttempts == 0)
             #expect(back.keyFile != oldFile)
             #expect(try store.keyFiles.names() == [back.keyFile!])
@@ -134,17 +146,17 @@ import Testing
         try await withStore { store, dir in
             let k = try stored([UInt8](repeating: 3, count: 64), passcode: "p")
             try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
-            try await store.commitWipeIntent("alice", reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
-            await #expect(try store.destroyVaultKey("alice", at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
-            await #expect(try store.vaultKey("alice") == nil)
+            try await store.commitWipeIntent(TurnHeld(testing: id("alice")), reason: "test", trigger: .admin, event: ev("alice", "wipe-started"))
+            await #expect(try store.destroyVaultKey(TurnHeld(testing: id("alice")), at: 300, secondsSinceRequest: 0.25, event: ev("alice", "key-destroyed")))
+            await #expect(try store.vaultKey(registration: id("alice")) == nil)
             #expect(try store.keyFiles.names().isEmpty)
             #expect(raw(dir).range(of: k.wrapped.sealed) == nil)
             let wal = FileManager.default.contents(atPath: dir + "/" + StateStore.fileName + "-wal") ?? Data()
             #expect(wal.isEmpty)
             // A resumed wipe finds it gone and keeps the first moment.
-            await #expect(try !store.destroyVaultKey("alice", at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
-            await #expect(try store.keyDestroyed("alice")?.at == 300)
-            await #expect(try store.keyDestroyed("alice")?.seconds == 0.25)
+            await #expect(try !store.destroyVaultKey(TurnHeld(testing: id("alice")), at: 400, secondsSinceRequest: 9, event: ev("alice", "key-destroyed")))
+            await #expect(try store.keyDestroyed(registration: id("alice"))?.at == 300)
+            await #expect(try store.keyDestroyed(registration: id("alice"))?.seconds == 0.25)
             await #expect(try store.events(user: "alice", limit: 10).filter { $0.kind == .keyDestroyed }.count == 1)
         }
     }

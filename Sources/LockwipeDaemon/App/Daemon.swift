@@ -114,8 +114,17 @@ public enum Daemon {
         let clock = SystemClock()
         let checkInClient = CheckInClient(
             tokenStorage: .init(
-                load: { try await store.refreshToken($0) },
-                rotate: { user, old, new in try await store.rotateRefreshToken(user, from: old, to: new, at: clock.now().wall) }),
+                // The token cache goes by name (its entries are checked against the stored
+                // refresh token at every use); the store is asked about the registration
+                // that holds the name now.
+                load: { user in
+                    guard let r = try await store.registration(user) else { return nil }
+                    return try await store.refreshToken(registration: r.id)
+                },
+                rotate: { user, old, new in
+                    guard let r = try await store.registration(user) else { return false }
+                    return try await store.rotateRefreshToken(registration: r.id, from: old, to: new, at: clock.now().wall)
+                }),
             sharedRefresh: { refresh in await RequestingClient.$current.withValue(nil) { await refresh() } },
             logger: logger)
         let hooks = HookRunner(directory: paths.hooksDirectory, timeout: .seconds(config.hookTimeoutSeconds), logger: logger)

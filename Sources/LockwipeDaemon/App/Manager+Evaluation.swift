@@ -30,7 +30,7 @@ extension Manager {
         for r in all where registry.inForce(r).state == .lockFailed {
             await inTurn(of: registration(id: r.id, user: r.user), "the retry of the failed lock") { turn in
                 guard turn.record.state == .lockFailed else { return }
-                await turn.registration.retryLock(turn.record)
+                await turn.registration.retryLock(turn.record, in: turn)
             }
         }
         var due = await checkpointClocks()
@@ -89,8 +89,8 @@ extension Manager {
             }
         }
         // A lease whose end the clock has passed is recorded as ended before what its end
-        // makes due is carried out.
-        for (r, advance) in checkpoints {
+        // makes due is carried out (by its registration's object: made only then).
+        for (r, advance) in checkpoints where r.lease?.endsUnrecorded(advance.clock) == true {
             var advanced = r
             advanced.clock = advance.clock
             await registration(id: r.id, user: r.user).recordLeaseEnd(advanced, at: reading.wall)

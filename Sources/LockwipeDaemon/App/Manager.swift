@@ -157,7 +157,7 @@ public actor Manager {
             let pending = try await context.store.pendingWipes()
             for r in try await context.store.registrations() {
                 await inTurn(of: registration(id: r.id, user: r.user), "the start-up pass") { turn in
-                    await turn.registration.startUp(in: turn, pendingWipe: pending.first { $0.user == r.user })
+                    await turn.registration.startUp(in: turn, pendingWipe: pending.first { $0.registrationID == r.id })
                 }
             }
         } catch {

@@ -16,7 +16,7 @@ extension Registration {
         await checkVaults(in: turn)
         guard await reread(turn, "the start-up retry of the lock") else { return }
         if turn.record.state.isLockCommitted {
-            await retryLock(turn.record)
+            await retryLock(turn.record, in: turn)
             guard await reread(turn, "the start-up reopen of the encrypted vault") else { return }
         }
         await reopenAfterStart(in: turn)
@@ -36,88 +36,83 @@ extension Registration {
         }
     }
 
-    /// Records the device and inode of directories registered before they were kept (only
-    /// when the path passes the ancestor rule now), then checks that every vault can be
-    /// reached, and shows those that cannot. Every look at a vault is a vault call: one that
-    /// never answers costs its deadline, and start-up goes on.
+    /// Checks that every vault can be reached, and shows those that cannot, after recording
+    /// the device and inode of directories registered before they were kept. Every look at
+    /// a vault is a vault call: one that never answers costs its deadline, and start-up goes on.
     private nonisolated(nonsending) func checkVaults(in turn: borrowing RegistrationTurn) async {
+        guard turn.record.state != .wiped else { return }
+        // The check opens each vault as its recorded identity: what was just recorded is read first.
+        if await recordIdentities(in: turn) {
+            guard await reread(turn, "the start-up check of the vaults") else { return }
+        }
         let r = turn.record
-        guard r.state != .wiped else { return }
-        var recorded = false
+        let vaults = r.vaults
+        let errors: [VaultOpenError]
         do {
-            for v in r.vaults where v.identity == nil {
-                let path = v.path
-                let found: (problems: [String], identity: VaultDirectory.Identity?)
-                do {
-                    found = try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: r.user), "the start-up check") {
-                        let problems = VaultPath.ancestorProblems(path)
-                        guard problems.isEmpty else { return (problems, nil) }
-                        do {
-                            return (problems, try VaultDirectory.current(path).identity)
-                        } catch {
-                            return (["cannot be read: \(ErrorWords.of(error))"], nil)
-                        }
-                    }
-                } catch {
-                    await context.vaultStalled(r, "start-up check", error)
-                    continue
-                }
-                guard found.problems.isEmpty, let identity = found.identity else {
-                    context.logger.warning(
-                        "the vault directory \(v.path) of \(r.user) was registered before lockwipe recorded device and inode, and its path does not pass the ancestor rule: it is not acted on until it is unregistered and registered again",
-                        metadata: [
-                            "user": .string(r.user), "path": .string(v.path), "problems": .string(found.problems.joined(separator: "; ")),
-                            "message_id": MessageID.vaultUnreachable.metadata,
-                        ])
-                    continue
-                }
-                let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
-                do {
-                    try await context.store.recordIdentity(
-                        r.user, path: v.path, identity, event: context.event(r.user, .vaultIdentity, .resume, detail, at: context.clock.now().wall))
-                    recorded = true
-                    context.logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
-                } catch {
-                    context.logger.error(
-                        "cannot record the identity of the vault directory \(v.path) of \(r.user); it is not acted on until it is: \(error)",
-                        metadata: ["user": .string(r.user), "path": .string(v.path), "message_id": MessageID.stateDamaged.metadata])
-                }
-            }
-        }
-        // The check below opens each vault as its recorded identity: read what was just recorded.
-        var checked = r
-        if recorded {
-            do {
-                checked = try await turn.refresh()
-            } catch {
-                return context.stateNotice("the start-up check of the vaults of \(r.user) did not run (retried at the next start)", user: r.user, error)
-            }
-        }
-        do {
-            let r = checked
-            let vaults = r.vaults
-            let errors: [VaultOpenError]
-            do {
-                errors = try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: r.user), "the start-up check") {
-                    vaults.compactMap { v -> VaultOpenError? in
-                        do throws(VaultOpenError) {
-                            try VaultPath.open(v).close()
-                            return nil
-                        } catch {
-                            return error
-                        }
+            errors = try await context.vaultCalls.run(for: vaultOwner, "the start-up check") {
+                vaults.compactMap { v -> VaultOpenError? in
+                    do throws(VaultOpenError) {
+                        try VaultPath.open(v).close()
+                        return nil
+                    } catch {
+                        return error
                     }
                 }
-            } catch {
-                await context.vaultStalled(r, "start-up check", error)
-                return
             }
-            if let first = errors.first {
-                await context.vaultWarning(r, "start-up check", first)
-            } else if r.vaultError != nil, r.state != .lockFailed {
-                await context.setVaultErrorOrLog(r.user, nil)
-            }
+        } catch {
+            await context.vaultStalled(r, "start-up check", error, in: turn)
+            return
+        }
+        if let first = errors.first {
+            await context.vaultWarning(r, "start-up check", first, in: turn)
+        } else if r.vaultError != nil, r.state != .lockFailed {
+            await context.setVaultErrorOrLog(r, nil, in: turn)
         }
     }
 
+    /// Records the device and inode of each directory registered before they were kept,
+    /// when its path passes the ancestor rule now; returns whether it recorded any.
+    private nonisolated(nonsending) func recordIdentities(in turn: borrowing RegistrationTurn) async -> Bool {
+        let r = turn.record
+        var recorded = false
+        for v in r.vaults where v.identity == nil {
+            let path = v.path
+            let found: (problems: [String], identity: VaultDirectory.Identity?)
+            do {
+                found = try await context.vaultCalls.run(for: vaultOwner, "the start-up check") {
+                    let problems = VaultPath.ancestorProblems(path)
+                    guard problems.isEmpty else { return (problems, nil) }
+                    do {
+                        return (problems, try VaultDirectory.current(path).identity)
+                    } catch {
+                        return (["cannot be read: \(ErrorWords.of(error))"], nil)
+                    }
+                }
+            } catch {
+                await context.vaultStalled(r, "start-up check", error, in: turn)
+                continue
+            }
+            guard found.problems.isEmpty, let identity = found.identity else {
+                context.logger.warning(
+                    "the vault directory \(v.path) of \(r.user) was registered before lockwipe recorded device and inode, and its path does not pass the ancestor rule: it is not acted on until it is unregistered and registered again",
+                    metadata: [
+                        "user": .string(r.user), "path": .string(v.path), "problems": .string(found.problems.joined(separator: "; ")),
+                        "message_id": MessageID.vaultUnreachable.metadata,
+                    ])
+                continue
+            }
+            let detail = "recorded the vault directory \(v.path) as \(identity) (registered before identities were kept)"
+            do {
+                try await context.store.recordIdentity(
+                    turn.held, path: v.path, identity, event: context.event(r.user, .vaultIdentity, .resume, detail, at: context.clock.now().wall))
+                recorded = true
+                context.logger.notice("\(detail)", metadata: ["user": .string(r.user), "path": .string(v.path)])
+            } catch {
+                context.logger.error(
+                    "cannot record the identity of the vault directory \(v.path) of \(r.user); it is not acted on until it is: \(ErrorWords.of(error))",
+                    metadata: ["user": .string(r.user), "path": .string(v.path), "message_id": MessageID.stateDamaged.metadata])
+            }
+        }
+        return recorded
+    }
 }

@@ -5,18 +5,18 @@ import LockwipeVaultIO
 import Logging
 
 extension RegistrationContext {
-    /// Records `text` as the vault error of `user`, or logs that it could not.
-    func setVaultErrorOrLog(_ user: String, _ text: String?) async {
+    /// Records `text` as the vault error of `r`, or logs that it could not.
+    nonisolated(nonsending) func setVaultErrorOrLog(_ r: RegistrationRecord, _ text: String?, in turn: borrowing RegistrationTurn) async {
         do {
-            try await store.setVaultError(user, text)
+            try await store.setVaultError(turn.held, text)
         } catch {
-            stateNotice("cannot record the vault state of \(user)", user: user, error)
+            stateNotice("cannot record the vault state of \(r.user)", user: r.user, error)
         }
     }
 
-    func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error) async {
+    nonisolated(nonsending) func vaultStalled(_ r: RegistrationRecord, _ action: String, _ error: any Error, in turn: borrowing RegistrationTurn) async {
         let text = ErrorWords.of(error)
-        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
+        if r.vaultError != text { await setVaultErrorOrLog(r, text, in: turn) }
         logger.warning(
             "\(action) of \(r.user): \(text)",
             metadata: [
@@ -28,16 +28,16 @@ extension RegistrationContext {
 
     /// An unlock (or other action) that could not reach the vault: the warning, the reason
     /// in `status`, and the caller's `ActionFailed`. Other errors are plain failures.
-    func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error) async -> ManagerError {
+    nonisolated(nonsending) func vaultFailure(_ r: RegistrationRecord, _ action: String, _ error: any Error, in turn: borrowing RegistrationTurn) async -> ManagerError {
         guard let vaultError = error as? VaultOpenError else { return failure(r.user, action, error) }
-        await vaultWarning(r, action, vaultError)
+        await vaultWarning(r, action, vaultError, in: turn)
         return ManagerError.actionFailed("\(action) of \(r.user) failed, nothing was touched: \(vaultError)")
     }
 
     /// The journal warning (MESSAGE_ID `vaultUnreachable`) and the `vault_error` of `r`.
-    func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError) async {
+    nonisolated(nonsending) func vaultWarning(_ r: RegistrationRecord, _ action: String, _ error: VaultOpenError, in turn: borrowing RegistrationTurn) async {
         let text = "\(error)"
-        if r.vaultError != text { await setVaultErrorOrLog(r.user, text) }
+        if r.vaultError != text { await setVaultErrorOrLog(r, text, in: turn) }
         logger.warning(
             "\(action) of \(r.user): the vault cannot be reached as registered; nothing was touched: \(text)",
             metadata: [

@@ -63,7 +63,7 @@ extension Manager {
         do {
             generation = try context.store.writesCommitted()
             if let planned { found = try await context.store.registration(id: planned) } else { found = try await context.store.registration(user) }
-            credentials = try await context.store.credentials(user)
+            if let found { credentials = try await context.store.credentials(registration: found.id) } else { credentials = nil }
         } catch {
             return Outcome(user: user, operation: .checkIn, state: nil, reason: context.stateFailure(user, "check-in", error).message, failed: true)
         }
@@ -111,10 +111,9 @@ extension Manager {
         do {
             (result, after) = try await RequestingClient.$current.withValue(nil) {
                 try await asking.withTurn { turn in
-                    // A connection recorded is a contact committed: the answer is applied to the record after it.
-                    if let connection = exchanged.connection, await turn.registration.recordConnection(connection, replacing: exchanged.replaced, in: turn) {
-                        try await turn.refresh()
-                    }
+                    // A connection recorded is a contact committed: the answer is applied to the
+                    // record after it (the turn has it as the write returned it).
+                    if let connection = exchanged.connection { await turn.registration.recordConnection(connection, replacing: exchanged.replaced, in: turn) }
                     turn.registration.notePolicyAbsence(exchanged.outcome, before: turn.record)
                     let applied = await turn.registration.apply(exchanged.outcome, in: turn, purpose: purpose, elapsedUSEC: elapsedUSEC)
                     return (applied, turn.record)

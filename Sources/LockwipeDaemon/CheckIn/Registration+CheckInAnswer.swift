@@ -40,7 +40,7 @@ extension Registration {
         case .lift(let unlocked):
             // The filesystem first, then the record (as unlock does).
             do {
-                guard try await openWithoutPasscode(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
+                guard try await openWithoutPasscode(r, in: turn) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
                 lock = .lifted
                 events.append(event(user, unlocked, at: reading.wall))
                 var m = context.journalFields(r, action: "unlock", trigger: .server, reason: unlocked.detail, id: .unlocked)
@@ -58,7 +58,7 @@ extension Registration {
         }
         let written: RegistrationRecord?
         do {
-            written = try await record(decision.write, of: user, reading: reading, lock: lock, events: events)
+            written = try await record(decision.write, in: turn, reading: reading, lock: lock, events: events)
         } catch {
             context.logger.critical("cannot record a server contact", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return Outcome(user: user, operation: .checkIn, state: r.state, reason: "contact ok but not recorded: \(ErrorWords.of(error))", failed: true)
@@ -90,7 +90,7 @@ extension Registration {
         case .lock(let code, let reason):
             return await carryOut(r, "lock", code: code) {
                 // A lock the server orders again is no longer liftable by an earlier contact.
-                if turn.record.lockLiftable { try await context.store.clearLockLiftable(user) }
+                if turn.record.lockLiftable { try await context.store.clearLockLiftable(turn.held) }
                 return try await self.lock(in: turn, trigger: .server, reason: reason)
             }
         case .wipe(let code, let reason):
@@ -137,7 +137,7 @@ extension Registration {
     private nonisolated(nonsending) func decisionInput(_ r: RegistrationRecord, _ outcome: CheckInOutcome) async -> CheckInDecision.Registration {
         var opens = true
         if outcome.isContact, r.protection == .encrypted, r.state.isLockCommitted {
-            do { opens = try await context.store.vaultKey(r.user)?.wrapped.wrapping == .machine } catch { opens = true }
+            do { opens = try await context.store.vaultKey(registration: r.id)?.wrapped.wrapping == .machine } catch { opens = true }
         }
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
@@ -148,19 +148,19 @@ extension Registration {
     /// The decision's one write, in one transaction with its events; returns the registration
     /// as written (nil when a write that is not a contact could not be recorded: logged).
     private nonisolated(nonsending) func record(
-        _ write: CheckInDecision.Write, of user: String, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]
+        _ write: CheckInDecision.Write, in turn: borrowing RegistrationTurn, reading: ClockReading, lock: ContactCommit.Lock, events: [StoredEvent]
     ) async throws -> RegistrationRecord? {
         switch write {
         case .contact(let policy, let settings, let lastError):
             return try await context.store.commitContact(
-                user,
+                turn.held,
                 ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: policy, settings: settings,
                     policyError: lastError, lock: lock, events: events))
         case .attempt(let error, let failures):
             // Not a contact: a failure to record it changes nothing that is enforced.
             do {
-                return try await context.store.recordFailedAttempt(user, at: reading.wall, error: error, failures: failures)
+                return try await context.store.recordFailedAttempt(turn.held, at: reading.wall, error: error, failures: failures)
             } catch {
                 context.stateNotice("the failed check-in of \(user) is not recorded (status shows the attempt before)", user: user, error)
                 return nil
@@ -168,7 +168,7 @@ extension Registration {
         case .blocked(let code, let failures):
             // The server says it again at the next check-in.
             do {
-                return try await context.store.setBlocked(user, code: code, at: reading.wall, failures: failures, event: events.first)
+                return try await context.store.setBlocked(turn.held, code: code, at: reading.wall, failures: failures, event: events.first)
             } catch {
                 context.stateNotice("that the server blocks \(user) (\(code)) is not recorded", user: user, error)
                 return nil
@@ -176,7 +176,7 @@ extension Registration {
         case .rejected(let status, let text, let failures):
             // Not a contact: the server says it again at the next check-in.
             do {
-                return try await context.store.recordRejected(user, at: reading.wall, status: status, text: text, failures: failures)
+                return try await context.store.recordRejected(turn.held, at: reading.wall, status: status, text: text, failures: failures)
             } catch {
                 context.stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
                 return nil

@@ -8,7 +8,7 @@ extension Registration {
         let user = turn.user
         let now = context.clock.now().wall
         try await context.store.setCredentials(
-            user, credentials,
+            turn.held, credentials,
             event: context.event(
                 user, .credentials, .admin,
                 "credentials replaced (now: \(credentials.kind))", at: now))

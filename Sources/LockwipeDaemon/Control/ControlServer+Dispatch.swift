@@ -62,7 +62,7 @@ extension ControlServer {
         var request = WhoMay.Request(
             caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
         if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes, .liftAtLogin].contains(verb) {
-            let all = try await manager.registrations()
+            let all = try await manager.context.store.registrations()
             if let name = namedRegistration ?? user, let r = all.first(where: { $0.user == name }) {
                 request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)
             }
@@ -82,9 +82,9 @@ extension ControlServer {
     func users(_ targets: WhoMay.Targets) async throws -> [String] {
         switch targets {
         case .user(let user):
-            guard try await manager.registrations().contains(where: { $0.user == user }) else { throw ManagerError.noSuchRegistration(user) }
+            guard try await manager.context.store.registrations().contains(where: { $0.user == user }) else { throw ManagerError.noSuchRegistration(user) }
             return [user]
-        case .all: return try await manager.registrations().map(\.user)
+        case .all: return try await manager.context.store.registrations().map(\.user)
         case .users(let users): return users
         case .nothing: return []
         case .records: preconditionFailure("a rule for registrations allowed records")

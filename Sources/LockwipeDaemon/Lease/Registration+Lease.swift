@@ -31,7 +31,7 @@ extension Registration {
         let untilText = Timestamp.iso(until)
         let maxDays = context.configuration.offlineCodes.maxLeaseDays
         if let refusal = OfflineLease.refusal(until: until, now: now, maxDays: maxDays, untilText: untilText) {
-            await recordRefusal(r, until: until, source: source, reference: reference, requester: requester, refusal, at: now)
+            await recordRefusal(in: turn, until: until, source: source, reference: reference, requester: requester, refusal, at: now)
             throw ManagerError.invalidParameter("until", reason: "offline lease for \(r.user) refused: \(refusal)")
         }
         guard !r.state.isWipeCommitted else {
@@ -40,33 +40,34 @@ extension Registration {
         }
         let lease = OfflineLease(until: until, grantedAt: now, source: source, reference: reference)
         let text = "\(lease.describe(untilText: untilText)), asked by \(requester)"
-        let granted: Bool
+        let granted: RegistrationRecord?
         do {
             granted = try await context.store.grantLease(
-                lease, registration: r.id, event: context.event(r.user, .leaseGranted, RegistrationContext.leaseTrigger(source), text, at: now))
+                lease, turn.held, event: context.event(r.user, .leaseGranted, RegistrationContext.leaseTrigger(source), text, at: now))
         } catch {
             throw context.stateFailure(r.user, "the offline lease", error)
         }
-        guard granted else { throw ManagerError.noSuchRegistration(r.user) }
+        guard let granted else { throw ManagerError.noSuchRegistration(r.user) }
         var meta = context.leaseFields(r, lease, requester: requester, id: .leaseGranted)
         meta["lease_granted_at"] = .string(Timestamp.iso(now))
         context.logger.notice("\(r.user): \(text); the offline policy neither locks nor wipes before it ends", metadata: meta)
-        try await turn.refresh()
+        try turn.committed(granted)
         return lease
     }
 
     /// A refused lease in the history and the journal. Not recording it does not change
     /// the refusal (the journal still has it).
     nonisolated(nonsending) func recordRefusal(
-        _ r: RegistrationRecord, until: Int64, source: OfflineLease.Source, reference: String, requester: String, _ refusal: String, at now: Int64
+        in turn: borrowing RegistrationTurn, until: Int64, source: OfflineLease.Source, reference: String, requester: String, _ refusal: String, at now: Int64
     ) async {
+        let r = turn.record
         let by = source == .server ? "the policy server (\(reference))" : "an offline code (challenge \(reference))"
         let text = "offline lease from \(by), asked by \(requester), refused: \(refusal)"
         let e = context.event(r.user, .leaseRefused, RegistrationContext.leaseTrigger(source), text, at: now)
         do {
             if source == .server {
                 // The server asks again at every check-in: recorded (and logged) once.
-                guard try await context.store.refuseServerLease(registration: r.id, until: until, reason: text, event: e) else { return }
+                guard try await context.store.refuseServerLease(turn.held, until: until, reason: text, event: e) else { return }
             } else {
                 try await context.store.append(e)
             }
@@ -86,7 +87,7 @@ extension Registration {
         let r = turn.record
         guard let until else {
             if r.leaseRefused != nil {
-                do { try await context.store.clearLeaseRefusal(registration: r.id) } catch {
+                do { try await context.store.clearLeaseRefusal(turn.held) } catch {
                     context.stateNotice("the end of a refused lease of \(r.user) is not recorded", user: r.user, error)
                 }
             }
@@ -107,7 +108,7 @@ extension Registration {
     /// lease: a restart does not repeat it). Run by the evaluation's checkpoint of every
     /// clock, outside the turn (`StateStore.endLease` writes only a lease not yet ended).
     nonisolated(nonsending) func recordLeaseEnd(_ r: RegistrationRecord, at wall: Int64) async {
-        guard let lease = r.lease, lease.endedAt == nil, !lease.inForce(r.clock) else { return }
+        guard let lease = r.lease, lease.endsUnrecorded(r.clock) else { return }
         // A lease that ended before the last contact held nothing off: its end is
         // recorded all the same, once, so history says it is over.
         let untilText = Timestamp.iso(lease.until)

@@ -223,14 +223,14 @@ extension Manager {
             var detail = "unregistered; the directories are left as they are"
             if r.state.isLockCommitted {
                 do {
-                    let (records, vaults, protection) = (try await context.store.lockRecords(user), r.vaults, context.permissions)
+                    let (records, vaults, protection) = (try await context.store.lockRecords(registration: r.id), r.vaults, context.permissions)
                     try await context.vaultCalls.run(for: VaultOwner(registration: r.id, user: user), "the unlock at unregister") {
                         try protection.unlock(records, directories: vaults, key: nil)
                     }
                     detail = "unregistered; the lock was lifted (owner and mode restored)"
                 } catch let error as VaultOpenError {
                     // Nothing is touched: the path no longer leads to the registered vault.
-                    await context.vaultWarning(r, "unregister", error)
+                    await context.vaultWarning(r, "unregister", error, in: turn)
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
                 } catch let error as FileSystemError where error.code == EPERM {
                     detail = "unregistered; the lock could NOT be lifted and nothing was touched: \(error)"
@@ -244,11 +244,11 @@ extension Manager {
             let credentials: ServerCredentials?
             do {
                 connection = try await context.store.sapConnection(registration: r.id)
-                credentials = try await context.store.credentials(user)
+                credentials = try await context.store.credentials(registration: r.id)
             } catch {
                 throw context.stateFailure(user, "unregister", error)
             }
-            try await context.store.delete(user, event: context.event(user, .unregister, .admin, detail, at: context.clock.now().wall))
+            try await context.store.delete(turn.held, event: context.event(user, .unregister, .admin, detail, at: context.clock.now().wall))
             forgetRegistration(turn.registration)
             checkIns.forget(r.id)
             checkIns.cancelRequests(of: r.id)

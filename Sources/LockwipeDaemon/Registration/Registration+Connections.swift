@@ -12,7 +12,7 @@ import NIOCore
 extension Registration {
     /// A successful Connections answer, in the turn of the registration that asked:
     /// the id (or that there is none) is stored, and the answer counts as a contact.
-    /// Returns whether it committed that (the turn's record is then out of date).
+    /// Returns whether it committed that (the turn goes on with the record as written).
     @discardableResult
     nonisolated(nonsending) func recordConnection(_ answer: SAPConnectionAnswer, replacing stale: String? = nil, in turn: borrowing RegistrationTurn) async -> Bool {
         let r = turn.record
@@ -32,13 +32,14 @@ extension Registration {
         }
         do {
             // Any successful Mobile Services response is a contact (as SAP's SDKs count it).
-            try await context.store.commitConnection(
-                user: user, registration: asked, id: id, problem: problem,
+            let written = try await context.store.commitConnection(
+                turn.held, id: id, problem: problem,
                 contact: ContactCommit(
                     clock: .started(at: reading), time: reading.wall, policy: nil, settings: nil, policyError: nil, lock: .keep,
                     events: [context.event(user, .connection, .server, detail, at: reading.wall)]))
+            try turn.committed(written)
         } catch {
-            context.logger.error("cannot record the application connection of \(user): \(error)", metadata: ["user": .string(user)])
+            context.stateNotice("the application connection of \(user) is not recorded (asked for again at the next check-in)", user: user, error)
             return false
         }
         let meta: Logger.Metadata = ["user": .string(user), "action": "connection", "registration_id": .string(asked.rawValue)]

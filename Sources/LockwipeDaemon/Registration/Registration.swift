@@ -65,7 +65,11 @@ final class Registration {
         } else {
             current = try await read()
         }
-        return try await body(RegistrationTurn(self))
+        do {
+            return try await body(RegistrationTurn(self))
+        } catch let gone as RegistrationGone where gone.id == id {
+            throw ManagerError.noSuchRegistration(user)
+        }
     }
 
     /// `r` as it is in force: locked reads lock-failed while a failed lock is unrecorded.
@@ -150,6 +154,10 @@ struct RegistrationTurn {
 
     var user: String { registration.user }
 
+    /// The right to write this registration's rows in the store, which only a turn hands
+    /// out: every store write that changes one registration takes it.
+    var held: TurnHeld { TurnHeld(registration.id) }
+
     /// The record read when the turn began (or at the last `refresh()`): what no other
     /// operation on this registration can change while this turn lasts.
     var record: RegistrationRecord { registration.current! }
@@ -170,6 +178,28 @@ struct RegistrationTurn {
         return r
     }
 }
+
+/// What a store write that changes one registration takes: that its turn is held. Only
+/// `RegistrationTurn.held` makes one (outside tests), and it is not `Sendable`, so such a
+/// write outside the registration's turn does not compile. The writes that need no turn
+/// take the id and say why: compare-and-set marks made by the evaluation (`markWarned`,
+/// `endLease`), the OAuth client's token rotation (`rotateRefreshToken`), the result of a
+/// DELETE sent after a reset (`recordServerResetResult`), and the clock checkpoint over
+/// every registration (`checkpointClocks`).
+struct TurnHeld {
+    let id: RegistrationID
+
+    fileprivate init(_ id: RegistrationID) { self.id = id }
+
+    #if DEBUG
+        /// For the store's own unit tests, which have no registration objects. Not in a
+        /// release build, so daemon code that used it would not build for the package.
+        init(testing id: RegistrationID) { self.id = id }
+    #endif
+}
+
+@available(*, unavailable)
+extension TurnHeld: Sendable {}
 
 /// A turn and its queue: one holder at a time, the others resumed in the order they asked.
 /// Used in one isolation only (the Manager's).

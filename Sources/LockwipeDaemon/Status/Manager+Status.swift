@@ -76,10 +76,6 @@ extension Manager {
     /// every registration), else the local one. Each registration shows its own too.
     func policyInForce() async throws -> (policy: Policy, source: String) { context.machinePolicy(try await context.store.registrations()) }
 
-    /// Every registration as the store has it now: what the control layer looks names up in
-    /// (who may act on which, `WhoMay`; which registrations a request names).
-    func registrations() async throws -> [RegistrationRecord] { try await context.store.registrations() }
-
     /// The newest certificate of `user` (or the one with `id`); with an `owner`, only one
     /// made for that uid's registration (as `history`), so a new account with an old name
     /// finds none. Who may ask is decided before (`WhoMay`, `.readCertificate`).

@@ -7,7 +7,7 @@ extension RegistrationContext {
     func keyStatus(_ r: RegistrationRecord) async -> VaultKeyStatus? {
         guard r.protection == .encrypted else { return nil }
         do {
-            return try await store.vaultKeyStatus(r.user)
+            return try await store.vaultKeyStatus(registration: r.id)
         } catch {
             stateNotice("status of \(r.user): the key fields are left out", user: r.user, error)
             return nil

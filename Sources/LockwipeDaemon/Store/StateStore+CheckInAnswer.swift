@@ -6,14 +6,16 @@ extension StateStore {
     /// Records a successful contact (`ContactCommit`) in one transaction: the offline clock
     /// restarts, the block is lifted, failures reset, the server policy (when valid) replaces
     /// the stored one, the lock is lifted or handed back, and the events are appended.
-    /// Returns the registration as written (read in the same transaction; nil: none of `user`).
+    /// Returns the registration as written (read in the same transaction).
     @discardableResult
-    public nonisolated(nonsending) func commitContact(_ user: String, _ c: ContactCommit) async throws -> RegistrationRecord? {
-        try await perform { [self] in
+    nonisolated(nonsending) func commitContact(_ held: TurnHeld, _ c: ContactCommit) async throws -> RegistrationRecord? {
+        let id = held.id
+        return try await perform { [self] in
             let settingsJSON = try c.settings.map { String(decoding: try StoredJSON.encoder().encode($0), as: UTF8.self) }
             return try db.write { db in
+                let user = try Self.user(of: id, db)
                 try Self.applyContact(user, c, settingsJSON: settingsJSON, db)
-                return try fetchRegistrations(db, only: user).first
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }

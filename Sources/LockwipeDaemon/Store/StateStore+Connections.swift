@@ -33,15 +33,19 @@ extension StateStore {
             resetConnection: row["reset_connection"], resetResult: row["reset_result"])
     }
 
-    /// Records what a successful Connections request of `user`'s registration
-    /// `registrationID` gave (an id, or with `id` nil the `problem` that there was none)
+    /// Records what a successful Connections request of registration `registrationID`
+    /// gave (an id, or with `id` nil the `problem` that there was none)
     /// and the contact it is (SAP's SDKs count any successful response), with the
-    /// contact's events, in one transaction.
-    public nonisolated(nonsending) func commitConnection(
-        user: String, registration registrationID: RegistrationID, id: String?, problem: String?, contact: ContactCommit
-    ) async throws {
-        try await perform { [self] in
+    /// contact's events, in one transaction. Returns the registration as written (read in
+    /// the same transaction).
+    @discardableResult
+    nonisolated(nonsending) func commitConnection(
+        _ held: TurnHeld, id: String?, problem: String?, contact: ContactCommit
+    ) async throws -> RegistrationRecord? {
+        let registrationID = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: registrationID, db)
                 try db.execute(
                     sql: """
                         INSERT INTO sap_connections (registration_id, user, connection_id, problem, updated_at) VALUES (?, ?, ?, ?, ?)
@@ -50,6 +54,7 @@ extension StateStore {
                         """,
                     arguments: [registrationID, user, id, problem, contact.time])
                 try Self.applyContact(user, contact, settingsJSON: nil, db)
+                return try fetchRegistrations(db, only: registrationID).first
             }
         }
     }

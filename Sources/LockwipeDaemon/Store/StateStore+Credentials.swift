@@ -2,10 +2,11 @@ import GRDB
 import LockwipeCore
 
 extension StateStore {
-    public nonisolated(nonsending) func credentials(_ user: String) async throws -> ServerCredentials? {
+    public nonisolated(nonsending) func credentials(registration id: RegistrationID) async throws -> ServerCredentials? {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
+                let user = try Self.user(of: id, db)
+                return try Row.fetchOne(db, sql: "SELECT * FROM credentials WHERE user = ?", arguments: [user]).map {
                     ServerCredentials(
                         token: $0["token"], clientCertificate: $0["client_certificate"], clientKey: $0["client_key"], refreshToken: $0["refresh_token"])
                 }
@@ -15,9 +16,11 @@ extension StateStore {
 
     /// Replaces a registration's credentials (all of them) and records `event` (which must
     /// not contain them).
-    public nonisolated(nonsending) func setCredentials(_ user: String, _ credentials: ServerCredentials, event: StoredEvent) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func setCredentials(_ held: TurnHeld, _ credentials: ServerCredentials, event: StoredEvent) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try Self.saveCredentials(credentials, of: user, at: event.time, db)
                 try Self.append(event, db)
             }

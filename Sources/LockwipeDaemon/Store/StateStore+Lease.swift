@@ -14,9 +14,11 @@ extension StateStore {
     }
 
     /// Stores `lease` for registration `id` (replacing any earlier lease) and its event, in
-    /// one transaction. Returns false (and records nothing) when the registration is gone.
-    public nonisolated(nonsending) func grantLease(_ lease: OfflineLease, registration id: RegistrationID, event: StoredEvent) async throws -> Bool {
-        try await perform { [self] in
+    /// one transaction. Returns the registration as written (read in the same transaction);
+    /// nil (and nothing recorded) when it is gone.
+    nonisolated(nonsending) func grantLease(_ lease: OfflineLease, _ held: TurnHeld, event: StoredEvent) async throws -> RegistrationRecord? {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
                 try db.execute(
                     sql: """
@@ -25,9 +27,9 @@ extension StateStore {
                         WHERE id = ?
                         """,
                     arguments: [lease.until, lease.grantedAt, lease.source.rawValue, lease.reference, id])
-                guard db.changesCount == 1 else { return false }
+                guard db.changesCount == 1 else { return nil }
                 try Self.append(event, db)
-                return true
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }
@@ -50,8 +52,9 @@ extension StateStore {
     /// Records that the server's lease until `until` was refused for registration `id`,
     /// with its event, unless that refusal is recorded already: returns false then, so
     /// a server that keeps asking is refused in the history and the journal once.
-    public nonisolated(nonsending) func refuseServerLease(registration id: RegistrationID, until: Int64, reason: String, event: StoredEvent) async throws -> Bool {
-        try await perform { [self] in
+    nonisolated(nonsending) func refuseServerLease(_ held: TurnHeld, until: Int64, reason: String, event: StoredEvent) async throws -> Bool {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
                 try db.execute(
                     sql: "UPDATE registrations SET lease_refused_until = ?, lease_refused = ? WHERE id = ? AND lease_refused_until IS NOT ?",
@@ -64,8 +67,9 @@ extension StateStore {
     }
 
     /// The server no longer asks for the lease it was refused: status stops saying so.
-    public nonisolated(nonsending) func clearLeaseRefusal(registration id: RegistrationID) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func clearLeaseRefusal(_ held: TurnHeld) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
                 try db.execute(
                     sql: "UPDATE registrations SET lease_refused_until = NULL, lease_refused = NULL WHERE id = ? AND lease_refused_until IS NOT NULL",

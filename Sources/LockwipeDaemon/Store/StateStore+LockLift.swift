@@ -6,21 +6,27 @@ import LockwipeCore
 extension StateStore {
     /// The server's or the offline lock is handed back to the user's passcode (the vault
     /// stays locked, its lock trigger becomes `user`), with its event, in one transaction.
-    public nonisolated(nonsending) func commitHandBack(_ user: String, event: StoredEvent) async throws {
-        try await perform { [self] in
+    /// Returns the registration as written (read in the same transaction).
+    @discardableResult
+    nonisolated(nonsending) func commitHandBack(_ held: TurnHeld, event: StoredEvent) async throws -> RegistrationRecord? {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(
                     sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
                     arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
                 try Self.append(event, db)
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }
 
     /// A server that orders a lock again takes back what an earlier contact allowed.
-    public nonisolated(nonsending) func clearLockLiftable(_ user: String) async throws {
-        try await perform { [self] in
-            try db.write { db in try db.execute(sql: "UPDATE registrations SET lock_liftable = 0 WHERE user = ?", arguments: [user]) }
+    nonisolated(nonsending) func clearLockLiftable(_ held: TurnHeld) async throws {
+        let id = held.id
+        return try await perform { [self] in
+            try db.write { db in try db.execute(sql: "UPDATE registrations SET lock_liftable = 0 WHERE id = ?", arguments: [id]) }
         }
     }
 }

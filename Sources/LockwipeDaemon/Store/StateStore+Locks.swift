@@ -3,10 +3,11 @@ import LockwipeCore
 import LockwipeVaultIO
 
 extension StateStore {
-    public nonisolated(nonsending) func lockRecords(_ user: String) async throws -> [LockRecord] {
+    public nonisolated(nonsending) func lockRecords(registration id: RegistrationID) async throws -> [LockRecord] {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
+                let user = try Self.user(of: id, db)
+                return try Row.fetchAll(db, sql: "SELECT * FROM lock_records WHERE user = ? ORDER BY path", arguments: [user]).map {
                     LockRecord(path: $0["path"], uid: UInt32($0["uid"] as Int64), gid: UInt32($0["gid"] as Int64), mode: UInt32($0["mode"] as Int64))
                 }
             }
@@ -16,9 +17,11 @@ extension StateStore {
     /// Commits a lock before the filesystem is touched: the original owner and mode of
     /// every directory (kept if already recorded, so a re-lock after a crash never records
     /// the locked `root:root 0000` as "original"), the new state and the event.
-    public nonisolated(nonsending) func commitLock(_ user: String, records: [LockRecord], trigger: Trigger, event: StoredEvent) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func commitLock(_ held: TurnHeld, records: [LockRecord], trigger: Trigger, event: StoredEvent) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 for r in records {
                     try db.execute(
                         sql: "INSERT OR IGNORE INTO lock_records (path, user, uid, gid, mode) VALUES (?, ?, ?, ?, ?)",
@@ -36,16 +39,21 @@ extension StateStore {
     /// offline clock restarted (an admin unlock is a re-authentication), in one transaction,
     /// so a crash can never leave an active registration with its old offline time.
     /// A nil `clock` keeps the offline clock (a user's own unlock of an encrypted vault is
-    /// not a re-authentication by the server or an administrator).
-    public nonisolated(nonsending) func commitUnlock(_ user: String, clock: OfflineClock?, event: StoredEvent) async throws {
-        try await perform { [self] in
+    /// not a re-authentication by the server or an administrator). Returns the registration
+    /// as written (read in the same transaction).
+    @discardableResult
+    nonisolated(nonsending) func commitUnlock(_ held: TurnHeld, clock: OfflineClock?, event: StoredEvent) async throws -> RegistrationRecord? {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
                 try db.execute(
                     sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                     arguments: [RegistrationState.active.rawValue, user])
                 if let clock { try Self.save(clock, of: user, db) }
                 try Self.append(event, db)
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }

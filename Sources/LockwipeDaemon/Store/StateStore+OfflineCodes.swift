@@ -6,10 +6,10 @@ import LockwipeCore
 /// responses in a row. Durable, so that a restart neither reuses a counter nor forgets a
 /// back-off.
 extension StateStore {
-    /// The row of `user`, if it belongs to the registration `registrationID`.
-    public nonisolated(nonsending) func offlineChallenge(_ user: String, registrationID: RegistrationID) async throws -> OfflineChallengeRecord? {
+    /// The row of registration `id`, if it has one.
+    public nonisolated(nonsending) func offlineChallenge(registration id: RegistrationID) async throws -> OfflineChallengeRecord? {
         try await perform { [self] in
-            try db.read { db in try Self.offlineChallenge(user, registrationID: registrationID, db) }
+            try db.read { db in try Self.offlineChallenge(try Self.user(of: id, db), registrationID: id, db) }
         }
     }
 
@@ -55,17 +55,19 @@ extension StateStore {
         }
     }
 
-    /// Takes the machine's next counter of key epoch `epoch` and makes it `user`'s
-    /// outstanding challenge (replacing any earlier one, keeping the wrong responses in a
+    /// Takes the machine's next counter of key epoch `epoch` and makes it registration
+    /// `registrationID`'s outstanding challenge (replacing any earlier one, keeping the wrong responses in a
     /// row of the same registration), recording `event`, in one transaction. A counter is
     /// never issued twice in one epoch: once they are used up the answer says so, and
     /// nothing is written; so does a registration that asked `OfflineChallengeRate`'s
     /// limit already.
-    public nonisolated(nonsending) func issueOfflineChallenge(
-        _ user: String, registrationID: RegistrationID, days: Int, epoch: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
+    nonisolated(nonsending) func issueOfflineChallenge(
+        _ held: TurnHeld, days: Int, epoch: Int, at time: Int64, event: @escaping @Sendable (UInt32) -> StoredEvent
     ) async throws -> OfflineChallengeIssue {
-        try await perform { [self] in
+        let registrationID = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: registrationID, db)
                 let row = try Row.fetchOne(db, sql: "SELECT next, epoch FROM offline_code_counter WHERE id = 1")
                 let next: Int64 = row?["next"] ?? 1
                 let stored: Int = row?["epoch"] ?? 0
@@ -103,30 +105,33 @@ extension StateStore {
         }
     }
 
-    /// Counts a wrong response of `user` (durably, with its event); returns the count in a row.
-    public nonisolated(nonsending) func recordOfflineCodeFailure(
-        _ user: String, registrationID: RegistrationID, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent
+    /// Counts a wrong response to registration `registrationID`'s challenge (durably, with
+    /// its event); returns the count in a row.
+    nonisolated(nonsending) func recordOfflineCodeFailure(
+        _ held: TurnHeld, at time: Int64, event: @escaping @Sendable (Int) -> StoredEvent
     ) async throws -> Int {
-        try await perform { [self] in
+        let registrationID = held.id
+        return try await perform { [self] in
             try db.write { db in
                 try db.execute(
-                    sql: "UPDATE offline_codes SET failures = failures + 1, failed_at = ? WHERE user = ? AND registration_id = ?",
-                    arguments: [time, user, registrationID])
-                let count = try Int.fetchOne(db, sql: "SELECT failures FROM offline_codes WHERE user = ?", arguments: [user]) ?? 0
+                    sql: "UPDATE offline_codes SET failures = failures + 1, failed_at = ? WHERE registration_id = ?",
+                    arguments: [time, registrationID])
+                let count = try Int.fetchOne(db, sql: "SELECT failures FROM offline_codes WHERE registration_id = ?", arguments: [registrationID]) ?? 0
                 try Self.append(event(count), db)
                 return count
             }
         }
     }
 
-    /// Uses up `user`'s outstanding challenge `counter` (once: false when it is no longer
+    /// Uses up registration `id`'s outstanding challenge `counter` (once: false when it is no longer
     /// outstanding), resets the wrong responses and records `event`, in one transaction.
-    public nonisolated(nonsending) func useOfflineChallenge(_ user: String, registrationID: RegistrationID, counter: UInt32, event: StoredEvent) async throws -> Bool {
-        try await perform { [self] in
+    nonisolated(nonsending) func useOfflineChallenge(_ held: TurnHeld, counter: UInt32, event: StoredEvent) async throws -> Bool {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
                 try db.execute(
-                    sql: "UPDATE offline_codes SET counter = NULL, failures = 0, failed_at = NULL WHERE user = ? AND registration_id = ? AND counter = ?",
-                    arguments: [user, registrationID, Int64(counter)])
+                    sql: "UPDATE offline_codes SET counter = NULL, failures = 0, failed_at = NULL WHERE registration_id = ? AND counter = ?",
+                    arguments: [id, Int64(counter)])
                 guard db.changesCount == 1 else { return false }
                 try Self.append(event, db)
                 return true

@@ -25,6 +25,8 @@ extension StateStore {
     /// (taken before the read) is what the store holds while it is still N.
     public func writesCommitted() throws -> UInt64 { try db.writeGeneration() }
 
+    /// The registration that holds the name `user` now: the one lookup by name. Every
+    /// other operation on a registration takes its id.
     public nonisolated(nonsending) func registration(_ user: String) async throws -> RegistrationRecord? {
         try await registrations().first { $0.user == user }
     }
@@ -34,10 +36,23 @@ extension StateStore {
         try await registrations().first { $0.id == id }
     }
 
+    /// The name registration `id` holds, read in the transaction `db` of an operation on
+    /// it. The tables beside `registrations` keep their rows by that name (a name is held by
+    /// one registration at a time); resolving the id in the operation's own transaction is
+    /// what makes an operation meant for a registration that is gone (its name registered
+    /// again meanwhile) fail with `RegistrationGone` instead of reaching the new one.
+    static func user(of id: RegistrationID, _ db: Database) throws -> String {
+        guard let user = try String.fetchOne(db, sql: "SELECT user FROM registrations WHERE id = ?", arguments: [id]) else {
+            throw RegistrationGone(id: id)
+        }
+        return user
+    }
+
     /// Every registration with its directories, server state and which credentials it has:
-    /// four queries in all, whatever the number of registrations (`only`: that user's alone,
-    /// as a write that returns the record it wrote reads it, in its transaction).
-    func fetchRegistrations(_ db: Database, only user: String? = nil) throws -> [RegistrationRecord] {
+    /// four queries in all, whatever the number of registrations (`only`: that registration
+    /// alone, as a write that returns the record it wrote reads it, in its transaction).
+    func fetchRegistrations(_ db: Database, only id: RegistrationID? = nil) throws -> [RegistrationRecord] {
+        let user = try id.map { try Self.user(of: $0, db) }
         let (whereUser, arguments): (String, StatementArguments) = user.map { (" WHERE user = ?", [$0]) } ?? ("", [])
         var directories: [String: [String]] = [:]
         var identities: [String: [VaultDirectory.Identity?]] = [:]
@@ -149,11 +164,13 @@ extension StateStore {
 
     /// Removes a registration (its lock records, pending wipe and any wrapped key too) and
     /// records `event`.
-    public nonisolated(nonsending) func delete(_ user: String, event: StoredEvent) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func delete(_ held: TurnHeld, event: StoredEvent) async throws {
+        let id = held.id
+        return try await perform { [self] in
             var keyFile: String?
             defer { if let keyFile { try? keyFiles.destroy(keyFile) } }
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "DELETE FROM directories WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM lock_records WHERE user = ?", arguments: [user])
                 try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])
@@ -173,9 +190,11 @@ extension StateStore {
 
     /// Records the identity of a directory registered before identities were kept
     /// (start-up, once its path passed the ancestor rule).
-    public nonisolated(nonsending) func recordIdentity(_ user: String, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func recordIdentity(_ held: TurnHeld, path: String, _ identity: VaultDirectory.Identity, event: StoredEvent) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(
                     sql: "UPDATE directories SET device = ?, inode = ? WHERE user = ? AND path = ? AND device IS NULL",
                     arguments: [Int64(bitPattern: identity.device), Int64(bitPattern: identity.inode), user, path])
@@ -200,12 +219,16 @@ extension StateStore {
         }
     }
 
-    /// Sets or clears why the vault of `user` could not be reached; `lockFailed` moves a
+    /// Sets or clears why the vault of registration `id` could not be reached; `lockFailed` moves a
     /// `locked` registration to `lock-failed` (the lock is committed but not in force) and
     /// `lockHolds` moves `lock-failed` back to `locked` once a retry verified it.
-    public nonisolated(nonsending) func setVaultError(_ user: String, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func setVaultError(
+        _ held: TurnHeld, _ error: String?, lockFailed: Bool = false, lockHolds: Bool = false, event: StoredEvent? = nil
+    ) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "UPDATE registrations SET vault_error = ? WHERE user = ?", arguments: [error, user])
                 if lockFailed {
                     try db.execute(

@@ -6,15 +6,17 @@ extension StateStore {
     /// Records a check-in the server rejected (`CheckInDecision.Write.rejected`): a failed
     /// attempt, and the rejection (status, text; since when, kept from the first one in a
     /// row) until the next contact clears it. Not a contact: the offline clock runs on.
-    /// Returns the registration as written (read in the same transaction; nil: none of `user`).
+    /// Returns the registration as written (read in the same transaction).
     @discardableResult
-    public nonisolated(nonsending) func recordRejected(
-        _ user: String, at time: Int64, status: Int, text: String, failures: Int
+    nonisolated(nonsending) func recordRejected(
+        _ held: TurnHeld, at time: Int64, status: Int, text: String, failures: Int
     ) async throws
         -> RegistrationRecord?
     {
-        try await perform { [self] in
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try Self.ensureServerRow(user, db)
                 try db.execute(
                     sql: """
@@ -22,7 +24,7 @@ extension StateStore {
                             rejected_status = ?, rejected_text = ?, rejected_since = coalesce(rejected_since, ?) WHERE user = ?
                         """,
                     arguments: [time, "rejected by the server (HTTP \(status): \(text))", failures, status, text, time, user])
-                return try fetchRegistrations(db, only: user).first
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }

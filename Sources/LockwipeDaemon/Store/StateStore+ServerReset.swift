@@ -3,14 +3,16 @@ import LockwipeCore
 
 extension StateStore {
     /// SAP's full reset after a wipe, in one transaction: the token and refresh token of
-    /// `user` are forgotten (a client certificate is kept: it is the machine's, not the
-    /// enrolment's), the connection id of registration `registrationID` is forgotten and the
+    /// registration `registrationID` are forgotten (a client certificate is kept: it is the machine's, not the
+    /// enrolment's), its connection id is forgotten and the
     /// reset recorded with `result` (what the DELETE is at), and `event` appended.
-    public nonisolated(nonsending) func commitServerReset(
-        user: String, registration registrationID: RegistrationID, connection: String?, result: String, event: StoredEvent
+    nonisolated(nonsending) func commitServerReset(
+        _ held: TurnHeld, connection: String?, result: String, event: StoredEvent
     ) async throws {
-        try await perform { [self] in
+        let registrationID = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: registrationID, db)
                 try db.execute(
                     sql: "UPDATE credentials SET token = NULL, refresh_token = NULL, updated_at = ? WHERE user = ?",
                     arguments: [event.time, user])

@@ -8,37 +8,41 @@ extension StateStore {
     }
 
     /// Records an attempt that was not a contact: nothing else changes. Returns the
-    /// registration as written (read in the same transaction; nil: none of `user`).
+    /// registration as written (read in the same transaction).
     @discardableResult
-    public nonisolated(nonsending) func recordFailedAttempt(_ user: String, at time: Int64, error: String, failures: Int) async throws -> RegistrationRecord? {
-        try await perform { [self] in
+    nonisolated(nonsending) func recordFailedAttempt(_ held: TurnHeld, at time: Int64, error: String, failures: Int) async throws -> RegistrationRecord? {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try Self.ensureServerRow(user, db)
                 try db.execute(
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
                     arguments: [time, error, failures, user])
-                return try fetchRegistrations(db, only: user).first
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }
 
     /// Marks a registration blocked by the server (`code` as sent); not a contact. Returns
-    /// the registration as written (read in the same transaction; nil: none of `user`).
+    /// the registration as written (read in the same transaction).
     @discardableResult
-    public nonisolated(nonsending) func setBlocked(
-        _ user: String, code: String, at time: Int64, failures: Int, event: StoredEvent?
+    nonisolated(nonsending) func setBlocked(
+        _ held: TurnHeld, code: String, at time: Int64, failures: Int, event: StoredEvent?
     ) async throws
         -> RegistrationRecord?
     {
-        try await perform { [self] in
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try Self.ensureServerRow(user, db)
                 try db.execute(sql: "UPDATE registrations SET blocked = 1 WHERE user = ?", arguments: [user])
                 try db.execute(
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
                     arguments: [time, "blocked by the server (\(code))", failures, code, user])
                 if let event { try Self.append(event, db) }
-                return try fetchRegistrations(db, only: user).first
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }

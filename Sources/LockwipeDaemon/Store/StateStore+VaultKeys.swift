@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import LockwipeCore
 import LockwipeVaultIO
 
 /// Vault keys: the row in the state database (table `vault_keys`: identifier, wrapping,
@@ -7,9 +8,10 @@ import LockwipeVaultIO
 /// itself in its file (`KeyFiles`). No wrapped key is ever written to the database
 /// (since `v6-key-files`), so none can survive in its free pages or WAL frames.
 extension StateStore {
-    /// The vault key of `user`, its wrapped form read from its key file.
-    public nonisolated(nonsending) func vaultKey(_ user: String) async throws -> StoredVaultKey? {
+    /// The vault key of registration `id`, its wrapped form read from its key file.
+    public nonisolated(nonsending) func vaultKey(registration id: RegistrationID) async throws -> StoredVaultKey? {
         try await perform { [self] in
+            let user = try db.read { db in try Self.user(of: id, db) }
             guard
                 var k = try db.read({ db in
                     try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:))
@@ -24,10 +26,11 @@ extension StateStore {
     }
 
     /// The vault key fields `status` shows, without reading the key file.
-    public nonisolated(nonsending) func vaultKeyStatus(_ user: String) async throws -> VaultKeyStatus? {
+    public nonisolated(nonsending) func vaultKeyStatus(registration id: RegistrationID) async throws -> VaultKeyStatus? {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
+                let user = try Self.user(of: id, db)
+                return try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
                     VaultKeyStatus(
                         wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
                         passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
@@ -88,12 +91,14 @@ extension StateStore {
     /// destroying the old file, if anything (it is then an orphan the next start destroys);
     /// the new passcode is in force either way.
     @discardableResult
-    public nonisolated(nonsending) func rewrapVaultKey(_ user: String, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) async throws -> String? {
-        try await perform { [self] in
+    nonisolated(nonsending) func rewrapVaultKey(_ held: TurnHeld, _ wrapped: WrappedKey, passcodeSetAt: Int64?, event: StoredEvent) async throws -> String? {
+        let id = held.id
+        return try await perform { [self] in
             let newFile = try keyFiles.write(wrapped)
             let oldFile: String?
             do {
                 oldFile = try db.write { db -> String? in
+                    let user = try Self.user(of: id, db)
                     guard var k = try Row.fetchOne(db, sql: "SELECT * FROM vault_keys WHERE user = ?", arguments: [user]).map(Self.vaultKeyRow(from:)) else {
                         throw DatabaseError(message: "no vault key stored for \(user)")
                     }
@@ -135,9 +140,11 @@ extension StateStore {
     /// Counts one unlock attempt as failed, durably, and returns the new count. Called
     /// before the passcode is even tried (a right one resets it): no crash, kill or
     /// dropped connection between a wrong guess and its answer can lose the count.
-    public nonisolated(nonsending) func recordFailedUnlock(_ user: String, at time: Int64, event: StoredEvent?) async throws -> Int {
-        try await perform { [self] in
+    nonisolated(nonsending) func recordFailedUnlock(_ held: TurnHeld, at time: Int64, event: StoredEvent?) async throws -> Int {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "UPDATE vault_keys SET failed_attempts = failed_attempts + 1, failed_at = ? WHERE user = ?", arguments: [time, user])
                 if let event { try Self.append(event, db) }
                 return try Int.fetchOne(db, sql: "SELECT failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]) ?? 0
@@ -145,20 +152,24 @@ extension StateStore {
         }
     }
 
-    /// Records the event of a wrong passcode and moves the time of the last failure to
-    /// when it was found wrong (the back-off counts from there).
-    public nonisolated(nonsending) func append(_ event: StoredEvent, failedUnlockAt time: Int64) async throws {
-        try await perform { [self] in
+    /// Records the event of a wrong passcode for registration `id` and moves the time of
+    /// its last failure to when it was found wrong (the back-off counts from there).
+    nonisolated(nonsending) func append(_ event: StoredEvent, failedUnlockAt time: Int64, _ held: TurnHeld) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
-                try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, event.user])
+                let user = try Self.user(of: id, db)
+                try db.execute(sql: "UPDATE vault_keys SET failed_at = ? WHERE user = ? AND failed_attempts > 0", arguments: [time, user])
                 try Self.append(event, db)
             }
         }
     }
 
-    public nonisolated(nonsending) func resetFailedUnlocks(_ user: String) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func resetFailedUnlocks(_ held: TurnHeld) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "UPDATE vault_keys SET failed_attempts = 0, failed_at = NULL WHERE user = ? AND failed_attempts <> 0", arguments: [user])
             }
         }
@@ -168,13 +179,16 @@ extension StateStore {
     /// overwritten in place, `fsync`ed and unlinked, then the row is deleted. Records when,
     /// in the pending wipe. Returns false when there was no key left (a resumed wipe).
     @discardableResult
-    public nonisolated(nonsending) func destroyVaultKey(_ user: String, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) async throws -> Bool {
-        try await perform { [self] in
-            let keyFile = try db.read { db in
-                try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user])
+    nonisolated(nonsending) func destroyVaultKey(_ held: TurnHeld, at time: Int64, secondsSinceRequest: Double, event: StoredEvent) async throws -> Bool {
+        let id = held.id
+        return try await perform { [self] in
+            let (user, keyFile) = try db.read { db in
+                let user = try Self.user(of: id, db)
+                return (user, try String.fetchOne(db, sql: "SELECT key_file FROM vault_keys WHERE user = ?", arguments: [user]))
             }
             if let keyFile { try keyFiles.destroy(keyFile) }
             let existed = try db.write { db -> Bool in
+                guard try Self.user(of: id, db) == user else { throw RegistrationGone(id: id) }
                 try db.execute(sql: "DELETE FROM vault_keys WHERE user = ?", arguments: [user])
                 let deleted = db.changesCount > 0
                 if deleted {
@@ -191,9 +205,10 @@ extension StateStore {
     }
 
     /// When the key of a pending wipe was destroyed, and how long after the wipe request.
-    public nonisolated(nonsending) func keyDestroyed(_ user: String) async throws -> (at: Int64, seconds: Double?)? {
+    public nonisolated(nonsending) func keyDestroyed(registration id: RegistrationID) async throws -> (at: Int64, seconds: Double?)? {
         try await perform { [self] in
             try db.read { db in
+                let user = try Self.user(of: id, db)
                 guard let row = try Row.fetchOne(db, sql: "SELECT key_destroyed_at, key_destroyed_seconds FROM pending_wipes WHERE user = ?", arguments: [user]),
                     let at: Int64 = row["key_destroyed_at"]
                 else { return nil }

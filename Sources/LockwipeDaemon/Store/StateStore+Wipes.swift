@@ -4,6 +4,8 @@ import LockwipeCore
 
 extension StateStore {
     public struct PendingWipe: Sendable, Equatable {
+        /// The registration it is of (the one that holds `user`).
+        public var registrationID: RegistrationID
         public var user: String
         public var reason: String
         public var trigger: Trigger
@@ -13,20 +15,22 @@ extension StateStore {
     }
 
     /// Makes the intent to wipe durable before the first byte is touched.
-    /// Returns the registration as written (nil: there is none of `user`).
+    /// Returns the registration as written.
     @discardableResult
-    public nonisolated(nonsending) func commitWipeIntent(
-        _ user: String, reason: String, trigger: Trigger, requester: WipeRequester = WipeRequester(), event: StoredEvent
+    nonisolated(nonsending) func commitWipeIntent(
+        _ held: TurnHeld, reason: String, trigger: Trigger, requester: WipeRequester = WipeRequester(), event: StoredEvent
     ) async throws -> RegistrationRecord? {
-        try await perform { [self] in
+        let id = held.id
+        return try await perform { [self] in
             let requesterJSON = String(decoding: try StoredJSON.encoder().encode(requester), as: UTF8.self)
             return try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(
                     sql: "INSERT OR IGNORE INTO pending_wipes (user, reason, trigger, started_at, requester) VALUES (?, ?, ?, ?, ?)",
                     arguments: [user, reason, trigger.rawValue, event.time, requesterJSON])
                 try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wipePending.rawValue, user])
                 try Self.append(event, db)
-                return try fetchRegistrations(db, only: user).first
+                return try fetchRegistrations(db, only: id).first
             }
         }
     }
@@ -34,15 +38,18 @@ extension StateStore {
     public nonisolated(nonsending) func pendingWipes() async throws -> [PendingWipe] {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM pending_wipes ORDER BY started_at, user").map(pendingWipe(from:))
+                try Row.fetchAll(
+                    db, sql: "SELECT p.*, r.id AS registration_id FROM pending_wipes p JOIN registrations r ON r.user = p.user ORDER BY p.started_at, p.user"
+                ).map(pendingWipe(from:))
             }
         }
     }
 
-    public nonisolated(nonsending) func pendingWipe(_ user: String) async throws -> PendingWipe? {
+    public nonisolated(nonsending) func pendingWipe(registration id: RegistrationID) async throws -> PendingWipe? {
         try await perform { [self] in
             try db.read { db in
-                try Row.fetchOne(db, sql: "SELECT * FROM pending_wipes WHERE user = ?", arguments: [user]).map(pendingWipe(from:))
+                let user = try Self.user(of: id, db)
+                return try Row.fetchOne(db, sql: "SELECT *, ? AS registration_id FROM pending_wipes WHERE user = ?", arguments: [id, user]).map(pendingWipe(from:))
             }
         }
     }
@@ -51,14 +58,16 @@ extension StateStore {
         // Intents stored before v10-certificates have no requester.
         let requester = decodeStored(WipeRequester.self, row["requester"], "who asked for the pending wipe of \(row["user"] as String)")
         return PendingWipe(
-            user: row["user"], reason: row["reason"], trigger: Trigger(rawValue: row["trigger"]) ?? .resume,
+            registrationID: row["registration_id"], user: row["user"], reason: row["reason"], trigger: Trigger(rawValue: row["trigger"]) ?? .resume,
             startedAt: row["started_at"], attempts: row["attempts"], requester: requester ?? WipeRequester())
     }
 
     /// Marks the start of an attempt (state `wiping`), so a crash shows up as a resumed attempt.
-    public nonisolated(nonsending) func beginWipeAttempt(_ user: String, event: StoredEvent?) async throws {
-        try await perform { [self] in
+    nonisolated(nonsending) func beginWipeAttempt(_ held: TurnHeld, event: StoredEvent?) async throws {
+        let id = held.id
+        return try await perform { [self] in
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 try db.execute(sql: "UPDATE pending_wipes SET attempts = attempts + 1 WHERE user = ?", arguments: [user])
                 try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wiping.rawValue, user])
                 if let event { try Self.append(event, db) }
@@ -69,22 +78,24 @@ extension StateStore {
     /// Records the wipe's report and its certificate, with the result event that names it,
     /// in one transaction. Only a complete wipe ends the pending intent and makes the
     /// registration `wiped`; an incomplete one stays pending and is retried.
-    public nonisolated(nonsending) func finishWipe(
-        _ user: String, summary: WipeSummary, certificate: SanitizationCertificate? = nil, event: StoredEvent
+    nonisolated(nonsending) func finishWipe(
+        _ held: TurnHeld, summary: WipeSummary, certificate: SanitizationCertificate? = nil, event: StoredEvent
     ) async throws {
-        try await perform { [self] in
+        let id = held.id
+        return try await perform { [self] in
             let json = String(decoding: try StoredJSON.encoder().encode(summary), as: UTF8.self)
             let certificateJSON = try certificate.map { String(decoding: try Self.certificateEncoder.encode($0), as: UTF8.self) }
             var event = event
             event.certificate = certificate?.id
             try db.write { db in
+                let user = try Self.user(of: id, db)
                 if let certificate, let certificateJSON {
                     try db.execute(
                         sql: """
                             INSERT INTO certificates (id, user, finished_at, complete, body, uid, registration_id)
-                            VALUES (?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE user = ?), (SELECT id FROM registrations WHERE user = ?))
+                            VALUES (?, ?, ?, ?, ?, (SELECT uid FROM registrations WHERE id = ?), ?)
                             """,
-                        arguments: [certificate.id, user, event.time, summary.complete, certificateJSON, user, user])
+                        arguments: [certificate.id, user, event.time, summary.complete, certificateJSON, id, id])
                 }
                 if summary.complete {
                     try db.execute(sql: "DELETE FROM pending_wipes WHERE user = ?", arguments: [user])

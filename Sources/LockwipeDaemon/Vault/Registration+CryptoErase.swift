@@ -14,7 +14,7 @@ extension Registration {
     /// are destroyed anyway, and the wipe then falls back to overwriting, which cannot open
     /// such files and so stays incomplete and pending until they close.
     nonisolated(nonsending) func destroyVaultKey(
-        _ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant
+        _ r: RegistrationRecord, trigger: Trigger, reason: String, requested: ContinuousClock.Instant, in turn: borrowing RegistrationTurn
     ) async -> (at: Int64, seconds: Double?)? {
         let user = r.user
         // Decided from the key itself (key status on the recorded vault's filesystem), never
@@ -24,7 +24,7 @@ extension Registration {
         do {
             kernelGone = try await context.vaultCalls.run(for: vaultOwner, "the check that the key left the kernel") { encryption.isLocked(vaults) }
         } catch {
-            await context.vaultStalled(r, "wipe", error)
+            await context.vaultStalled(r, "wipe", error, in: turn)
             kernelGone = false
         }
         let elapsed = ContinuousClock.now - requested
@@ -32,7 +32,7 @@ extension Registration {
         let now = context.clock.now().wall
         do {
             let detail = "vault key destroyed (removed from the kernel, wrapped copy overwritten and deleted) \(String(format: "%.3f", seconds)) s after the wipe request"
-            if try await context.store.destroyVaultKey(user, at: now, secondsSinceRequest: seconds, event: context.event(user, .keyDestroyed, trigger, detail, at: now)) {
+            if try await context.store.destroyVaultKey(turn.held, at: now, secondsSinceRequest: seconds, event: context.event(user, .keyDestroyed, trigger, detail, at: now)) {
                 var meta = context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .keyDestroyed)
                 meta["key_destroyed_usec"] = .string(JournalFields.microseconds(seconds: seconds))
                 meta["key_in_kernel"] = kernelGone ? "absent" : "still in use"
@@ -52,7 +52,7 @@ extension Registration {
         }
         do {
             // nil: not destroyed by this call (an earlier attempt did), as recorded then.
-            return try await context.store.keyDestroyed(user) ?? (now, seconds)
+            return try await context.store.keyDestroyed(registration: id) ?? (now, seconds)
         } catch {
             context.stateNotice("the time the vault key of \(user) was destroyed is not read back; the certificate gives this attempt's", user: user, error)
             return (now, seconds)

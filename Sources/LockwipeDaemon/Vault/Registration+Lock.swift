@@ -20,7 +20,7 @@ extension Registration {
         switch r.state.lockStep {
         case .alreadyLocked: return Outcome(user: user, operation: .lock, state: .locked, reason: "already locked")
         case .retry:
-            if let failed = await retryLock(r) { throw failed }
+            if let failed = await retryLock(r, in: turn) { throw failed }
             return Outcome(user: user, operation: .lock, state: .locked, reason: "locked (the lock that had failed was applied and verified)")
         case .refuse:
             throw ManagerError.wrongState(
@@ -32,16 +32,16 @@ extension Registration {
         // What can be reached now is recorded (after taking back what its user mounted
         // over it); a directory that cannot is recorded at the retry that reaches it (the
         // lock is committed either way, and fails below).
-        let records = await recordableState(r)
+        let records = await recordableState(r, in: turn)
         let now = context.clock.now().wall
-        try await context.store.commitLock(user, records: records, trigger: trigger, event: context.event(user, .lock, trigger, reason, at: now))
+        try await context.store.commitLock(turn.held, records: records, trigger: trigger, event: context.event(user, .lock, trigger, reason, at: now))
         let ended: [Int32]
         do {
             ended = try await applyLock(r, trigger: trigger)
         } catch {
-            throw await lockFailed(r, error)
+            throw await lockFailed(r, error, in: turn)
         }
-        if r.vaultError != nil { await context.setVaultErrorOrLog(user, nil) }
+        if r.vaultError != nil { await context.setVaultErrorOrLog(r, nil, in: turn) }
         var meta = context.journalFields(r, action: "lock", trigger: trigger, reason: reason, id: .locked)
         if !ended.isEmpty { meta["terminated_pids"] = .string(ended.map(String.init).joined(separator: " ")) }
         context.logger.notice("locked \(user): \(reason)", metadata: meta)
@@ -109,7 +109,7 @@ extension Registration {
     /// The take-back runs again in the lock's own vault call (`applyLock`), on purpose:
     /// between the two calls the lock is committed to the store and she may mount again,
     /// and each call must act on the vault, never on what she mounted over it.
-    nonisolated(nonsending) func recordableState(_ r: RegistrationRecord) async -> [LockRecord] {
+    nonisolated(nonsending) func recordableState(_ r: RegistrationRecord, in turn: borrowing RegistrationTurn) async -> [LockRecord] {
         let (p, vaults, user) = (context.lock(for: r), r.vaults, r.user)
         do {
             let (records, takebacks) = try await context.vaultCalls.run(for: vaultOwner, "reading the vault's owner and mode") {
@@ -119,7 +119,7 @@ extension Registration {
             journalTakebacks(r, takebacks, action: "lock")
             return readableLockRecords(r, records)
         } catch {
-            await context.vaultStalled(r, "lock", error)
+            await context.vaultStalled(r, "lock", error, in: turn)
             return []
         }
     }
@@ -176,14 +176,14 @@ extension Registration {
     /// verifies. Returns nil when the lock holds (the registration is `locked`), else the
     /// failure (it is `lock-failed`, said in the journal and in `status`).
     @discardableResult
-    nonisolated(nonsending) func retryLock(_ r: RegistrationRecord) async -> ManagerError? {
+    nonisolated(nonsending) func retryLock(_ r: RegistrationRecord, in turn: borrowing RegistrationTurn) async -> ManagerError? {
         if r.protection == .permissions {
             let known: Set<String>
             do {
-                known = Set(try await context.store.lockRecords(r.user).map(\.path))
+                known = Set(try await context.store.lockRecords(registration: r.id).map(\.path))
             } catch {
                 // Fail closed: no lock without the records that let unlock restore the vault.
-                return await lockFailed(r, error)
+                return await lockFailed(r, error, in: turn)
             }
             let missing = r.vaults.filter { !known.contains($0.path) }
             if !missing.isEmpty {
@@ -196,21 +196,21 @@ extension Registration {
                             missing.map { v in Result { try protection.recordState(of: [v], user: user).first } }
                         }, level: .debug)
                 } catch {
-                    await context.vaultStalled(r, "lock", error)
+                    await context.vaultStalled(r, "lock", error, in: turn)
                     found = []
                 }
                 let records = found.filter { !PermissionLock.isLockedForm(owner: $0.uid, group: $0.gid, mode: $0.mode) }
                 if !records.isEmpty, let trigger = r.lockTrigger {
                     do {
                         try await context.store.commitLock(
-                            r.user, records: records, trigger: trigger,
+                            turn.held, records: records, trigger: trigger,
                             event: context.event(
                                 r.user, .lockRecorded, trigger, "recorded owner and mode of \(records.map(\.path).joined(separator: ", ")) for the lock being retried",
                                 at: context.clock.now().wall))
-                        if r.state == .lockFailed { try await context.store.setVaultError(r.user, r.vaultError, lockFailed: true) }
+                        if r.state == .lockFailed { try await context.store.setVaultError(turn.held, r.vaultError, lockFailed: true) }
                     } catch {
                         // Fail closed: a vault whose owner and mode are not recorded is not locked.
-                        return await lockFailed(r, error)
+                        return await lockFailed(r, error, in: turn)
                     }
                 }
             }
@@ -218,13 +218,13 @@ extension Registration {
         do {
             _ = try await applyLock(r, trigger: r.lockTrigger ?? .resume)
         } catch {
-            return await lockFailed(r, error)
+            return await lockFailed(r, error, in: turn)
         }
         if r.state == .lockFailed || r.vaultError != nil {
             let now = context.clock.now().wall
             do {
                 try await context.store.setVaultError(
-                    r.user, nil, lockHolds: true,
+                    turn.held, nil, lockHolds: true,
                     event: r.state == .lockFailed ? context.event(r.user, .lock, r.lockTrigger, "the lock that had failed was applied and verified", at: now) : nil)
                 self.unrecordedLockFailure = nil
             } catch {
@@ -245,13 +245,13 @@ extension Registration {
     /// A lock that could not be applied or verified: the registration becomes
     /// `lock-failed` (never reported locked), the reason is kept for `status`, the journal
     /// gets a warning; the lock is retried.
-    nonisolated(nonsending) func lockFailed(_ r: RegistrationRecord, _ error: any Error) async -> ManagerError {
+    nonisolated(nonsending) func lockFailed(_ r: RegistrationRecord, _ error: any Error, in turn: borrowing RegistrationTurn) async -> ManagerError {
         let text = ErrorWords.of(error)
         let now = context.clock.now().wall
         let changed = r.vaultError != text || r.state != .lockFailed
         do {
             try await context.store.setVaultError(
-                r.user, text, lockFailed: true,
+                turn.held, text, lockFailed: true,
                 event: changed ? context.event(r.user, .lockFailed, r.lockTrigger, text, at: now) : nil)
             self.unrecordedLockFailure = nil
         } catch {
@@ -278,7 +278,7 @@ extension Registration {
             guard r.state != .wiped else { return }
             let pending: StateStore.PendingWipe?
             do {
-                pending = try await context.store.pendingWipe(user)
+                pending = try await context.store.pendingWipe(registration: id)
             } catch {
                 return context.stateNotice("the wipe that waited for the vault of \(user) is retried at the next start", user: user, error)
             }
@@ -286,7 +286,7 @@ extension Registration {
             await performWipe(in: turn, reason: pending.reason, trigger: pending.trigger, resumed: true)
             await resetServerIdentity(in: turn, trigger: pending.trigger)
         } else if r.state == .lockFailed {
-            _ = await retryLock(r)
+            _ = await retryLock(r, in: turn)
         }
     }
 }

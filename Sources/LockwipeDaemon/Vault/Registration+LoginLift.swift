@@ -30,7 +30,7 @@ extension Registration {
         var stored: StoredVaultKey?
         var notOpened = ""
         if r.protection == .encrypted {
-            guard let found = try await context.store.vaultKey(user) else {
+            guard let found = try await context.store.vaultKey(registration: id) else {
                 throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
             }
             stored = found
@@ -59,18 +59,18 @@ extension Registration {
         case .lift:
             let by = lock.trigger == .server ? "server" : "offline"
             if let stored, let key {
-                if stored.wrapped.wrapping == .passcode { try await context.store.resetFailedUnlocks(user) }
-                await bindToRegistration(r, stored, key: key, passcode: stored.wrapped.wrapping == .passcode ? password : nil, trigger: .user)
+                if stored.wrapped.wrapping == .passcode { try await context.store.resetFailedUnlocks(turn.held) }
+                await bindToRegistration(r, stored, key: key, passcode: stored.wrapped.wrapping == .passcode ? password : nil, trigger: .user, in: turn)
             }
-            try await liftLock(r, context.lock(for: r), records: try await context.store.lockRecords(user), key: key)
+            try await liftLock(r, context.lock(for: r), records: try await context.store.lockRecords(registration: id), key: key, in: turn)
             let reason = "the \(by) lock, made liftable by a contact with the policy server, was lifted at the login of \(user)"
-            try await context.store.commitUnlock(user, clock: nil, event: context.event(user, .unlock, .user, reason, at: reading.wall))
+            try await context.store.commitUnlock(turn.held, clock: nil, event: context.event(user, .unlock, .user, reason, at: reading.wall))
             context.logger.notice("lifted the lock of \(user) at login", metadata: context.journalFields(r, action: "unlock", trigger: .user, reason: reason, id: .liftedAtLogin))
             return Outcome(user: user, operation: .login, state: .active, reason: "unlocked at login", lift: .lifted)
         case .handBack:
             let by = lock.trigger == .server ? "server" : "offline"
             let reason = "the \(by) lock was lifted at the login of \(user); the encrypted vault stays locked: \(notOpened)"
-            try await context.store.commitHandBack(user, event: context.event(user, .lockLifted, .user, reason, at: reading.wall))
+            try await context.store.commitHandBack(turn.held, event: context.event(user, .lockLifted, .user, reason, at: reading.wall))
             context.logger.notice(
                 "lifted the \(by) lock of \(user) at login; the vault stays locked",
                 metadata: context.journalFields(r, action: "lock-lifted", trigger: .user, reason: reason, id: .liftedAtLogin))

@@ -14,7 +14,7 @@ extension Registration {
         let user = r.user
         let now = context.clock.now().wall
         let trigger = Self.trigger(caller)
-        guard let row = try await readOrFail(user, { try await context.store.offlineChallenge(user, registrationID: r.id) }), let counter = row.counter else {
+        guard let row = try await readOrFail(user, { try await context.store.offlineChallenge(registration: r.id) }), let counter = row.counter else {
             try await refuse(
                 r, caller, "no challenge is outstanding for \(user) (it was used, or none was asked): ask for one with lockwipectl offline-code challenge",
                 as: ManagerError.actionFailed)
@@ -53,7 +53,7 @@ extension Registration {
             do {
                 let template = context.event(user, .offlineCodeRefused, trigger, "", at: now)
                 let wrong = "wrong offline code from \(Self.who(caller)) for \(challenge.text)"
-                count = try await context.store.recordOfflineCodeFailure(user, registrationID: r.id, at: now) { count in
+                count = try await context.store.recordOfflineCodeFailure(turn.held, at: now) { count in
                     var e = template
                     e.detail = "\(wrong) (\(count) in a row)"
                     return e
@@ -72,7 +72,7 @@ extension Registration {
         let used: Bool
         do {
             used = try await context.store.useOfflineChallenge(
-                user, registrationID: r.id, counter: counter, event: context.event(user, .offlineCodeAccepted, trigger, accepted, at: now))
+                turn.held, counter: counter, event: context.event(user, .offlineCodeAccepted, trigger, accepted, at: now))
         } catch {
             throw context.stateFailure(user, "the offline code", error)
         }
@@ -101,24 +101,25 @@ extension Registration {
         let r = turn.record
         let user = r.user
         var opens = r.protection != .encrypted
-        if !opens, let key = try await readOrFail(user, { try await context.store.vaultKey(user) }) { opens = key.wrapped.wrapping == .machine }
+        if !opens, let key = try await readOrFail(user, { try await context.store.vaultKey(registration: id) }) { opens = key.wrapped.wrapping == .machine }
         // The setting and `liftable` do not change what an offline code does.
         let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: false)
         let now = context.clock.now().wall
         let reason = "lifted with the helpdesk's offline code for \(challenge), entered by \(Self.who(caller))"
         var detail: String
         var state = r.state
+        let written: RegistrationRecord?
         switch PolicyLockLift.decide(lock, proof: .offlineCode, setting: .atLogin, opens: opens) {
         case .notAPolicyLock, .stays, .becomesLiftable:
             throw ManagerError.actionFailed("the code was right but there is nothing to lift: \(Self.nothingToLift(r) ?? "\(user) is \(r.state.rawValue)")")
         case .lift:
             do {
-                guard try await openWithoutPasscode(r) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
+                guard try await openWithoutPasscode(r, in: turn) else { throw FileSystemError("unlock", "the vault key of \(user) is wrapped by a passcode") }
             } catch {
                 throw context.failure(user, "unlock", error)
             }
             do {
-                try await context.store.commitUnlock(user, clock: nil, event: context.event(user, .unlock, Self.trigger(caller), reason, at: now))
+                written = try await context.store.commitUnlock(turn.held, clock: nil, event: context.event(user, .unlock, Self.trigger(caller), reason, at: now))
             } catch {
                 throw context.stateFailure(user, "unlock", error)
             }
@@ -130,14 +131,14 @@ extension Registration {
         case .handBack:
             let handed = reason + "; the vault stays locked until its passcode is given (lockwipectl unlock)"
             do {
-                try await context.store.commitHandBack(user, event: context.event(user, .lockLifted, Self.trigger(caller), handed, at: now))
+                written = try await context.store.commitHandBack(turn.held, event: context.event(user, .lockLifted, Self.trigger(caller), handed, at: now))
             } catch {
                 throw context.stateFailure(user, "unlock", error)
             }
             context.logger.notice("\(user): \(handed)", metadata: context.journalFields(r, action: "unlock", trigger: Self.trigger(caller), reason: handed, id: .unlocked))
             detail = "the policy lock was lifted with the offline code; unlock the vault with its passcode (lockwipectl unlock)"
         }
-        try await turn.refresh()
+        try turn.committed(written)
         let days = context.configuration.offlineCodes.unlockLeaseDays
         if days > 0 {
             do {
@@ -182,7 +183,7 @@ extension Registration {
         let template = context.event(user, .offlineCodeChallenge, Self.trigger(caller), detailWithout, at: now)
         let issue: OfflineChallengeIssue
         do {
-            issue = try await context.store.issueOfflineChallenge(user, registrationID: r.id, days: extendDays ?? 0, epoch: epoch, at: now) {
+            issue = try await context.store.issueOfflineChallenge(turn.held, days: extendDays ?? 0, epoch: epoch, at: now) {
                 [challenge] counter in
                 var c = challenge
                 c.counter = counter

@@ -35,12 +35,12 @@ extension Registration {
                 "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
                     + "this attempt was not tried and does not count")
         }
-        let count = try await context.store.recordFailedUnlock(user, at: now, event: nil)
+        let count = try await context.store.recordFailedUnlock(turn.held, at: now, event: nil)
         let wrapped = stored.wrapped
         let binding = keyBinding(r)
         do {
             let key = try await context.keys.open(wrapped, passcode: passcode, binding: binding)
-            try await context.store.resetFailedUnlocks(user)
+            try await context.store.resetFailedUnlocks(turn.held)
             return key
         } catch KeyWrapError.wrongPasscode {
             let limit = policy.retryLimit
@@ -48,7 +48,8 @@ extension Registration {
             let detail = "wrong passcode from uid \(caller.credentials.uid) (\(count) in a row" + (limit > 0 ? " of \(limit) allowed)" : ")")
             // The back-off counts from the answer, not from the start of the scrypt run.
             do {
-                try await context.store.append(context.event(user, .unlockFailed, trigger, detail, at: context.clock.now().wall), failedUnlockAt: context.clock.now().wall)
+                try await context.store.append(
+                    context.event(user, .unlockFailed, trigger, detail, at: context.clock.now().wall), failedUnlockAt: context.clock.now().wall, turn.held)
             } catch {
                 // Fail the request: a wrong passcode that is not counted must not be free to retry.
                 throw context.stateFailure(user, "unlock (a wrong passcode was given and could not be counted)", error)
@@ -83,7 +84,9 @@ extension Registration {
     /// start-up reopen or an unlock after a server contact. A passcode-wrapped key is wrapped
     /// under the same passcode (a new salt, one more scrypt run). A failure changes
     /// nothing (the old wrap stays, and opens) and is only logged.
-    nonisolated(nonsending) func bindToRegistration(_ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger) async {
+    nonisolated(nonsending) func bindToRegistration(
+        _ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger, in turn: borrowing RegistrationTurn
+    ) async {
         guard !stored.wrapped.isBound, let binding = keyBinding(r) else { return }
         do {
             let wrapped: WrappedKey
@@ -98,7 +101,7 @@ extension Registration {
             let now = context.clock.now().wall
             let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
             let leftover = try await context.store.rewrapVaultKey(
-                r.user, wrapped, passcodeSetAt: stored.passcodeSetAt,
+                turn.held, wrapped, passcodeSetAt: stored.passcodeSetAt,
                 event: context.event(r.user, .keyRewrapped, trigger, detail, at: now))
             context.logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
             if let leftover { context.logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
@@ -111,7 +114,9 @@ extension Registration {
 
     /// Wraps `key` under `new` and replaces the stored copy (the old key file is
     /// overwritten in place and unlinked once the new one is committed).
-    nonisolated(nonsending) func rewrap(_ r: RegistrationRecord, key: [UInt8], new: String, kind: EventKind, caller: Caller, detail: String) async throws {
+    nonisolated(nonsending) func rewrap(
+        _ r: RegistrationRecord, key: [UInt8], new: String, kind: EventKind, caller: Caller, detail: String, in turn: borrowing RegistrationTurn
+    ) async throws {
         let wrapped: WrappedKey
         do {
             wrapped = try await context.keys.wrap(key, passcode: new, binding: keyBinding(r))
@@ -120,7 +125,7 @@ extension Registration {
         }
         let now = context.clock.now().wall
         let leftover = try await context.store.rewrapVaultKey(
-            r.user, wrapped, passcodeSetAt: now,
+            turn.held, wrapped, passcodeSetAt: now,
             event: context.event(r.user, kind, caller.isAdmin ? .admin : .user, "\(detail) by uid \(caller.credentials.uid)", at: now))
         if let leftover {
             context.logger.error("\(kind.rawValue) for \(r.user): \(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata])
@@ -145,7 +150,7 @@ extension Registration {
         guard !r.state.isWipeCommitted else {
             throw ManagerError.wrongState(user: user, current: r.state, reason: "\(user) is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
         }
-        guard let stored = try await context.store.vaultKey(user) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
+        guard let stored = try await context.store.vaultKey(registration: id) else { throw ManagerError.actionFailed("no key is stored for the vault of \(user)") }
         let policy = context.passcodePolicy(for: r).policy
         if let problem = policy.problem(with: new) { throw ManagerError.actionFailed("the new passcode breaks the passcode policy: " + problem) }
         var key: [UInt8]
@@ -169,7 +174,7 @@ extension Registration {
         }
         defer { key.wipe() }
         let kind: EventKind = current == nil ? .passcodeSet : .passcodeChanged
-        try await rewrap(r, key: key, new: new, kind: kind, caller: caller, detail: current == nil ? "passcode set (was the default passcode)" : "passcode changed")
+        try await rewrap(r, key: key, new: new, kind: kind, caller: caller, detail: current == nil ? "passcode set (was the default passcode)" : "passcode changed", in: turn)
         var detail = current == nil ? "passcode set; the vault key is now wrapped by it" : "passcode changed"
         if policy.expirationDays > 0 { detail += "; expires in \(policy.expirationDays)d" }
         return Outcome(user: user, operation: current == nil ? .passcodeSet : .passcodeChanged, state: r.state, reason: detail)

@@ -28,8 +28,8 @@ extension Registration {
         if r.protection == .encrypted {
             return try await unlockEncrypted(in: turn, caller: caller, passcode: passcode, newPasscode: newPasscode)
         }
-        try await liftLock(r, context.permissions, records: try await context.store.lockRecords(user), key: nil)
-        try await commitUnlock(r, by: caller)
+        try await liftLock(r, context.permissions, records: try await context.store.lockRecords(registration: id), key: nil, in: turn)
+        try await commitUnlock(r, by: caller, in: turn)
         return Outcome(user: user, operation: .unlock, state: .active, reason: "unlocked; offline clock restarted")
     }
 
@@ -38,7 +38,7 @@ extension Registration {
     private nonisolated(nonsending) func unlockEncrypted(in turn: borrowing RegistrationTurn, caller: Caller, passcode: String?, newPasscode: String?) async throws -> Outcome {
         let r = turn.record
         let user = r.user
-        guard let stored = try await context.store.vaultKey(user) else {
+        guard let stored = try await context.store.vaultKey(registration: id) else {
             throw ManagerError.actionFailed("no key is stored for the encrypted vault of \(user); it cannot be unlocked (wipe it to start again)")
         }
         let policy = context.passcodePolicy(for: r).policy
@@ -73,7 +73,7 @@ extension Registration {
                 throw ManagerError(refusal, user: user)
             case .rewrap(let new, let detail, let note):
                 do {
-                    try await rewrap(r, key: key, new: new, kind: .passcodeChanged, caller: caller, detail: detail)
+                    try await rewrap(r, key: key, new: new, kind: .passcodeChanged, caller: caller, detail: detail, in: turn)
                 } catch {
                     key.wipe()
                     throw error
@@ -84,10 +84,10 @@ extension Registration {
         }
         defer { key.wipe() }
         if !rewrapped {
-            await bindToRegistration(r, stored, key: key, passcode: passcode, trigger: caller.isAdmin ? .admin : .user)
+            await bindToRegistration(r, stored, key: key, passcode: passcode, trigger: caller.isAdmin ? .admin : .user, in: turn)
         }
-        try await liftLock(r, context.encryption, records: try await context.store.lockRecords(user), key: key)
-        try await commitUnlock(r, by: caller, metadata: ["protection": "encrypted"])
+        try await liftLock(r, context.encryption, records: try await context.store.lockRecords(registration: id), key: key, in: turn)
+        try await commitUnlock(r, by: caller, metadata: ["protection": "encrypted"], in: turn)
         var detail = caller.isAdmin ? "unlocked (encryption key added); offline clock restarted" : "unlocked (encryption key added)"
         if !notes.isEmpty { detail += "; " + notes.joined(separator: "; ") }
         return Outcome(user: user, operation: .unlock, state: .active, reason: detail)
@@ -96,7 +96,9 @@ extension Registration {
     /// Lifts the lock of `r` from its vaults (a vault call, after taking back what was
     /// mounted over them in the daemon's view); a vault that cannot be reached as
     /// registered is reported (`vaultFailure`), and nothing is touched.
-    nonisolated(nonsending) func liftLock(_ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?) async throws {
+    nonisolated(nonsending) func liftLock(
+        _ r: RegistrationRecord, _ lock: any VaultProtecting, records: [LockRecord], key: [UInt8]?, in turn: borrowing RegistrationTurn
+    ) async throws {
         let vaults = r.vaults
         do {
             let takebacks = try await context.vaultCalls.run(for: vaultOwner, "the unlock") {
@@ -106,21 +108,24 @@ extension Registration {
             }
             journalTakebacks(r, takebacks, action: "unlock")
         } catch {
-            throw await context.vaultFailure(r, "unlock", error)
+            throw await context.vaultFailure(r, "unlock", error, in: turn)
         }
     }
 
     /// Records an unlock the filesystem has seen through: the state, the history event and
     /// the journal. An administrator's unlock is a re-authentication and restarts the
     /// offline clock; a user's own unlock of a user or logout lock is not.
-    private nonisolated(nonsending) func commitUnlock(_ r: RegistrationRecord, by caller: Caller, metadata extra: Logger.Metadata = [:]) async throws {
+    private nonisolated(nonsending) func commitUnlock(
+        _ r: RegistrationRecord, by caller: Caller, metadata extra: Logger.Metadata = [:], in turn: borrowing RegistrationTurn
+    ) async throws {
         let reading = context.clock.now()
         let trigger: Trigger = caller.isAdmin ? .admin : .user
         let reason =
             caller.isAdmin
             ? "unlocked by administrator uid \(caller.credentials.uid); offline clock restarted"
             : "unlocked by the user with their passcode"
-        try await context.store.commitUnlock(r.user, clock: caller.isAdmin ? .started(at: reading) : nil, event: context.event(r.user, .unlock, trigger, reason, at: reading.wall))
+        try await context.store.commitUnlock(
+            turn.held, clock: caller.isAdmin ? .started(at: reading) : nil, event: context.event(r.user, .unlock, trigger, reason, at: reading.wall))
         var meta = context.journalFields(r, action: "unlock", trigger: trigger, reason: reason, id: .unlocked)
         meta["peer_uid"] = "\(caller.credentials.uid)"
         meta["peer_pid"] = "\(caller.credentials.pid)"
@@ -132,14 +137,14 @@ extension Registration {
     /// permission lock is lifted; an encrypted vault is opened when the machine key wraps
     /// its key. Returns false when only the user's passcode can open it: the server's lock
     /// is lifted, the vault stays locked until its user unlocks it (trigger becomes `user`).
-    nonisolated(nonsending) func openWithoutPasscode(_ r: RegistrationRecord) async throws -> Bool {
+    nonisolated(nonsending) func openWithoutPasscode(_ r: RegistrationRecord, in turn: borrowing RegistrationTurn) async throws -> Bool {
         guard r.protection == .encrypted else {
-            try await liftLock(r, context.permissions, records: try await context.store.lockRecords(r.user), key: nil)
+            try await liftLock(r, context.permissions, records: try await context.store.lockRecords(registration: r.id), key: nil, in: turn)
             return true
         }
-        guard let stored = try await context.store.vaultKey(r.user), stored.wrapped.wrapping == .machine else { return false }
+        guard let stored = try await context.store.vaultKey(registration: r.id), stored.wrapped.wrapping == .machine else { return false }
         let key = try await context.keys.openWithMachineKey(stored.wrapped, binding: keyBinding(r))
-        await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume)
+        await bindToRegistration(r, stored, key: key, passcode: nil, trigger: .resume, in: turn)
         let dirs = r.vaults
         let encryption = context.encryption
         try await context.vaultCalls.run(for: vaultOwner, "adding the vault key") {
@@ -171,17 +176,18 @@ extension Registration {
                 } && encryption.isLocked(vaults)
             }
         } catch {
-            await context.vaultStalled(r, "start-up check", error)
+            await context.vaultStalled(r, "start-up check", error, in: turn)
             return
         }
         guard keyGone else { return }
         do {
-            if try await openWithoutPasscode(r) {
+            if try await openWithoutPasscode(r, in: turn) {
                 context.logger.info("re-added the vault key of \(r.user) (default passcode) after start-up", metadata: ["user": .string(r.user)])
                 return
             }
             let reason = "the vault key was not in the kernel at start-up (reboot): unlock with the passcode"
-            try await context.store.commitLock(r.user, records: [], trigger: .resume, event: context.event(r.user, .lock, .resume, reason, at: context.clock.now().wall))
+            try await context.store.commitLock(
+                turn.held, records: [], trigger: .resume, event: context.event(r.user, .lock, .resume, reason, at: context.clock.now().wall))
             context.logger.notice("\(r.user) is locked: \(reason)", metadata: context.journalFields(r, action: "lock", trigger: .resume, reason: reason, id: .locked))
         } catch {
             context.logger.error(

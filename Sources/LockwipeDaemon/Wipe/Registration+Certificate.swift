@@ -37,7 +37,7 @@ extension Registration {
             var absent = false
             let detail: String
             do {
-                absent = try await context.store.vaultKeyStatus(r.user) == nil
+                absent = try await context.store.vaultKeyStatus(registration: r.id) == nil
                 detail = absent ? "no wrapped copy of the vault key is left in the state directory" : "a wrapped copy of the vault key is still stored"
             } catch {
                 context.stateNotice("the wipe certificate of \(r.user) cannot show the wrapped key absent", user: r.user, error)

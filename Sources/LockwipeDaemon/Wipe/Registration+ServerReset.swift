@@ -22,7 +22,7 @@ extension Registration {
         let credentials: ServerCredentials?
         let connection: SAPConnectionRecord?
         do {
-            credentials = try await context.store.credentials(user)
+            credentials = try await context.store.credentials(registration: asked)
             connection = try await context.store.sapConnection(registration: asked)
         } catch {
             return context.stateNotice("the SAP full reset of \(user) after its wipe is not made (its credentials are kept)", user: user, error)
@@ -36,7 +36,7 @@ extension Registration {
             + (id.map { ", connection \($0) to be deleted on the server" } ?? "") + "; enrol \(user) again: \(enrol)"
         do {
             try await context.store.commitServerReset(
-                user: user, registration: asked, connection: id, result: ServerReset.pendingResult(connection: id),
+                turn.held, connection: id, result: ServerReset.pendingResult(connection: id),
                 event: context.event(user, .connection, trigger, detail, at: now))
         } catch {
             context.logger.error(

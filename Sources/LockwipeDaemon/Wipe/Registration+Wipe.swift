@@ -22,7 +22,7 @@ extension Registration {
         }
         let now = context.clock.now().wall
         let written = try await context.store.commitWipeIntent(
-            user, reason: reason, trigger: trigger, requester: requester, event: context.event(user, .wipeStarted, trigger, reason, at: now))
+            turn.held, reason: reason, trigger: trigger, requester: requester, event: context.event(user, .wipeStarted, trigger, reason, at: now))
         context.logger.notice("wipe of \(user) committed: \(reason)", metadata: context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         // The turn goes on with the record as the commit wrote it (no second read).
         try turn.committed(written)
@@ -52,18 +52,18 @@ extension Registration {
             _ = try await applyLock(r, trigger: trigger)
         } catch let error as VaultOpenError {
             // The erase below cannot open it either: nothing is touched, the wipe stays pending.
-            await context.vaultWarning(r, "wipe", error)
+            await context.vaultWarning(r, "wipe", error, in: turn)
         } catch let error as VaultUnresponsive {
             // The erase would stall its thread and this registration's turn for good: it is not
             // started, and the wipe stays pending (retried like any pending wipe).
-            await context.vaultStalled(r, "wipe", error)
+            await context.vaultStalled(r, "wipe", error, in: turn)
             return nil
         } catch {
             context.logger.warning("could not lock before wiping; wiping anyway", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
         }
         let now = context.clock.now().wall
         do {
-            try await context.store.beginWipeAttempt(user, event: resumed ? context.event(user, .wipeResumed, .resume, reason, at: now) : nil)
+            try await context.store.beginWipeAttempt(turn.held, event: resumed ? context.event(user, .wipeResumed, .resume, reason, at: now) : nil)
         } catch {
             context.logger.critical("cannot record the wipe attempt; not wiping", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])
             return nil
@@ -73,7 +73,7 @@ extension Registration {
         if r.protection == .encrypted {
             // Crypto-erase: once the key is gone from the kernel and from the store, what is
             // left is ciphertext; the files are then only unlinked.
-            destroyed = await destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested)
+            destroyed = await destroyVaultKey(r, trigger: trigger, reason: reason, requested: requested, in: turn)
             if destroyed != nil { options.passes = 0 }
         }
         // A resumed wipe runs before READY=1: keep systemd's start timeout from killing a
@@ -101,7 +101,7 @@ extension Registration {
         }
         let pending: StateStore.PendingWipe?
         do {
-            pending = try await context.store.pendingWipe(user)
+            pending = try await context.store.pendingWipe(registration: id)
         } catch {
             context.stateNotice("the certificate of the wipe of \(user) gives this attempt as the first", user: user, error)
             pending = nil
@@ -128,7 +128,7 @@ extension Registration {
         let detail = summary.recordText(resumed: resumed)
         do {
             try await context.store.finishWipe(
-                user, summary: summary, certificate: certificate,
+                turn.held, summary: summary, certificate: certificate,
                 event: context.event(user, summary.complete ? .wipe : .wipeIncomplete, trigger, detail, at: context.clock.now().wall))
         } catch {
             context.logger.critical("cannot record the wipe's result", metadata: ["user": .string(user), "error": .string(ErrorWords.of(error))])

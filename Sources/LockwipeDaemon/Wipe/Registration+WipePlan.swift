@@ -13,7 +13,7 @@ extension Registration {
         // An encrypted vault whose key is still stored would be crypto-erased (no overwrite).
         let stored: VaultKeyStatus?
         do {
-            stored = r.protection == .encrypted ? try await context.store.vaultKeyStatus(user) : nil
+            stored = r.protection == .encrypted ? try await context.store.vaultKeyStatus(registration: id) : nil
         } catch {
             throw context.stateFailure(user, "wipe --dry-run", error)
         }
