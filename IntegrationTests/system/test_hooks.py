@@ -151,6 +151,13 @@ def test_failing_hook_is_logged_and_lock_happens(make_daemon, make_user):
     assert lines
     d.wait_log(lambda l: "hook-says-no" in l, 10,
                "the failing hook's stderr did not reach the daemon log")
+    # Issue 42: what `journalctl -u lockwiped` shows is the message alone (the stderr
+    # line's text before its KEY=value fields): it names the hook and its exit status, and
+    # each line of the hook's output is an entry of its own.
+    d.wait_log(lambda l: l.startswith("warning hook 10-fail (willLock " + user.name + ") failed with exit status 3;"), 10,
+               "the message of the failure does not name the hook, its event and its exit status")
+    d.wait_log(lambda l: l.startswith("warning hook 10-fail: hook-says-no"), 10,
+               "the hook's output line is not an entry of its own")
     assert d.log_lines(f"MESSAGE_ID={ID_HOOK_FAILED}", "10-fail"), \
         "the failure was not logged with the hook-failed MESSAGE_ID, which the catalog explains\n" + d.log_tail()
 

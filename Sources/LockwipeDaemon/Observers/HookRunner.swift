@@ -124,6 +124,9 @@ public struct HookRunner: LockAndWipeEventObserving {
         var meta: Logger.Metadata = [
             "hook": .string(hook), "event": .string(callback.rawValue), "user": .string(event.user),
         ]
+        // What `journalctl -u lockwiped` shows is the message: it names the hook, its event
+        // and its end, and each line of its output follows as an entry of its own.
+        let named = "hook \(FilePath(hook).lastComponent?.string ?? hook) (\(callback.rawValue) \(event.user))"
         var options = PlatformOptions()
         options.createSession = true  // its own process group, so the teardown reaches its children
         options.teardownSequence = [.gracefulShutDown(toProcessGroup: true, allowedDurationToNextStep: .seconds(2))]
@@ -142,7 +145,7 @@ public struct HookRunner: LockAndWipeEventObserving {
                         output: .string(limit: 1 << 20),
                         error: .string(limit: 1 << 20))
                     return ExecutionRecord(
-                        status: result.terminationStatus.description, success: result.terminationStatus.isSuccess,
+                        status: Self.words(result.terminationStatus), success: result.terminationStatus.isSuccess,
                         output: result.standardOutput + result.standardError)
                 }
                 group.addTask {
@@ -156,27 +159,55 @@ public struct HookRunner: LockAndWipeEventObserving {
             meta["elapsed_usec"] = .string(JournalFields.microseconds(ContinuousClock.now - started))
             guard let outcome else {
                 meta["message_id"] = MessageID.hookFailed.metadata
-                logger.error("hook timed out after \(limit) and was terminated", metadata: meta)
+                logger.error("\(named) timed out after \(limit) and was terminated; the action goes ahead", metadata: meta)
                 return
             }
             let output = outcome.output.trimmingCharacters(in: .whitespacesAndNewlines)
             if !output.isEmpty { meta["hook_output"] = .string(output) }
+            meta["hook_status"] = .string(outcome.status)
             if outcome.success {
-                logger.info("hook finished", metadata: meta)
+                logger.info("\(named) finished: \(outcome.status)", metadata: meta)
             } else {
-                meta["hook_status"] = .string(outcome.status)
                 meta["message_id"] = MessageID.hookFailed.metadata
-                logger.warning("hook failed; the action goes ahead", metadata: meta)
+                logger.warning("\(named) failed with \(outcome.status); the action goes ahead", metadata: meta)
             }
+            logOutput(output, of: hook, named: FilePath(hook).lastComponent?.string ?? hook, level: outcome.success ? .info : .warning)
         } catch is CancellationError {
             // Shutdown: the hook was ended with its process group; the action itself is not affected.
             meta["error"] = "stopped before it finished: lockwiped is stopping"
             meta["message_id"] = MessageID.hookFailed.metadata
-            logger.warning("hook stopped before it finished: lockwiped is stopping", metadata: meta)
+            logger.warning("\(named) stopped before it finished: lockwiped is stopping", metadata: meta)
         } catch {
             meta["error"] = .string(ErrorWords.of(error))
             meta["message_id"] = MessageID.hookFailed.metadata
-            logger.error("hook could not be run; the action goes ahead", metadata: meta)
+            logger.error("\(named) could not be run (\(ErrorWords.of(error))); the action goes ahead", metadata: meta)
+        }
+    }
+
+    /// At most this many lines of a hook's output become entries of their own; the whole
+    /// output (up to 1 MiB) is in the summary's `HOOK_OUTPUT` field.
+    static let outputLines = 100
+
+    /// Each line of a hook's output as a journal entry of its own, "hook NAME: LINE", as
+    /// systemd shows a service's output.
+    private func logOutput(_ output: String, of hook: String, named name: String, level: Logger.Level) {
+        guard !output.isEmpty else { return }
+        let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+        for line in lines.prefix(Self.outputLines) {
+            logger.log(level: level, "hook \(name): \(line)", metadata: ["hook": .string(hook)])
+        }
+        if lines.count > Self.outputLines {
+            logger.log(
+                level: level, "hook \(name): \(lines.count - Self.outputLines) more lines in the HOOK_OUTPUT field of its summary entry",
+                metadata: ["hook": .string(hook)])
+        }
+    }
+
+    /// How a hook ended, in words: "exit status 3", "killed by signal 9".
+    static func words(_ status: TerminationStatus) -> String {
+        switch status {
+        case .exited(let code): return "exit status \(code)"
+        case .signaled(let signal): return "killed by signal \(signal)"
         }
     }
 
