@@ -24,11 +24,11 @@ func describe(_ p: WipeProgressInfo) -> String {
         let files = p.filesTotal.map { "\(p.filesOverwritten)/\($0) files" } ?? "\(p.filesOverwritten) files"
         parts = [
             "wiping: \(files)", "\(TextFormat.bytes(p.bytesOverwritten)) of \(TextFormat.bytes(total))", eta,
-            p.bytesPerSecond > 0 ? "\(TextFormat.bytes(Int64(p.bytesPerSecond)))/s" : nil, "\(p.entriesRemoved) entries removed",
+            p.bytesPerSecond > 0 ? "\(TextFormat.bytes(Int64(p.bytesPerSecond)))/s" : nil, TextFormat.count(p.entriesRemoved, "entry", "entries") + " removed",
         ]
     } else {
         parts = [
-            "wiping: \(p.entriesRemoved) entries removed", eta,
+            "wiping: " + TextFormat.count(p.entriesRemoved, "entry", "entries") + " removed", eta,
             p.entriesPerSecond > 0 ? TextFormat.fixed(p.entriesPerSecond, decimals: 0) + " entries/s" : nil,
         ]
     }
@@ -45,13 +45,13 @@ func previewLines(_ p: WipePreview) -> [String] {
     var lines: [String] = []
     switch p.method {
     case .cryptoErase:
-        lines.append("\(at): would crypto-erase: destroy the vault key, then unlink \(floor)\(entries) entries (ciphertext)")
+        lines.append("\(at): would crypto-erase: destroy the vault key, then unlink \(floor)\(TextFormat.count(entries, "entry", "entries")) (ciphertext)")
     case .overwrite:
         lines.append(
             "\(at): would overwrite \(floor)\(p.files) files (\(TextFormat.bytes(p.bytes)), \(p.passes) \(p.pattern) pass\(p.passes == 1 ? "" : "es"))"
-                + " and unlink \(floor)\(entries) entries (\(p.directories) director\(p.directories == 1 ? "y" : "ies"), \(p.otherEntries) other)")
+                + " and unlink \(floor)\(TextFormat.count(entries, "entry", "entries")) (\(p.directories) director\(p.directories == 1 ? "y" : "ies"), \(p.otherEntries) other)")
     case .unlink:
-        lines.append("\(at): would unlink \(floor)\(entries) entries without overwriting ([wipe] passes = 0)")
+        lines.append("\(at): would unlink \(floor)\(TextFormat.count(entries, "entry", "entries")) without overwriting ([wipe] passes = 0)")
     }
     if let m = p.media {
         var media = "on \(m.filesystem)" + (m.filesystemUUID.map { " (UUID \($0))" } ?? "")

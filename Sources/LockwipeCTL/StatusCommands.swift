@@ -133,7 +133,8 @@ struct Status: ParsableCommand {
                 }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print(
-                        "\(r.user): " + Terminal.red("last wipe INCOMPLETE, \(w.skipped.count) entries not removed (lockwipectl history --user \(r.user))"))
+                        "\(r.user): "
+                            + Terminal.red("last wipe INCOMPLETE, \(TextFormat.count(w.skipped.count, "entry", "entries")) not removed (lockwipectl history --user \(r.user))"))
                 }
                 if r.wipeProgress == nil, let w = r.wipe, !w.caveats.isEmpty {
                     // The overwrite could not reach every old copy: said until the next wipe.

@@ -280,7 +280,7 @@ extension SanitizationCertificate {
         }
         if media.isEmpty { lines.append("  media:        not read") }
         lines.append(
-            "  result:       \(result == "complete" ? "complete" : "INCOMPLETE"): \(entriesRemoved) entries removed, \(filesOverwritten) files overwritten (\(TextFormat.bytes(bytesOverwritten)))"
+            "  result:       \(result == "complete" ? "complete" : "INCOMPLETE"): \(TextFormat.count(entriesRemoved, "entry", "entries")) removed, \(TextFormat.count(filesOverwritten, "file", "files")) overwritten (\(TextFormat.bytes(bytesOverwritten)))"
         )
         lines += exceptions.map { "  exception:    \($0.path): \($0.reason)" }
         lines += verification.map { "  verified:     \($0.passed ? "yes" : "NO"), \($0.check): \($0.detail)" }

@@ -25,6 +25,11 @@ public enum TextFormat {
         return buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
     }
 
+    /// `n` and the noun in the number it takes: "1 entry", "3 entries", "0 files".
+    public static func count(_ n: some BinaryInteger, _ singular: String, _ plural: String) -> String {
+        "\(n) \(n == 1 ? singular : plural)"
+    }
+
     /// `text` followed by spaces up to `width` characters; text as long or longer is
     /// returned unchanged.
     public static func padded(_ text: String, to width: Int) -> String {

@@ -61,7 +61,7 @@ struct SanitizationCertificateTests {
         let lines = Self.make(s, requester: WipeRequester(peerUID: 0, server: nil, policy: nil, retryLimit: 5)).textLines
         #expect(lines.first == "Certificate of sanitization 5f0c7a52-3c1e-4d2a-9d59-0b3c8d1e2f40")
         #expect(lines.contains("  requester:    peer uid 0; retry limit 5"))
-        #expect(lines.contains("  result:       INCOMPLETE: 2 entries removed, 1 files overwritten (10 B)"))
+        #expect(lines.contains("  result:       INCOMPLETE: 2 entries removed, 1 file overwritten (10 B)"))
         #expect(lines.contains("  exception:    /v/m: a mount point"))
         #expect(lines.contains("  verified:     NO, vault-empty: re-walked"))
         #expect(lines.contains("  caveat:       copy-on-write: /srv/field/alice: btrfs writes new blocks"))

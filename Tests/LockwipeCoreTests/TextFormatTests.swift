@@ -20,6 +20,10 @@ import Testing
 
     @Test func paddedFillsWithSpacesAndNeverCuts() {
         #expect(TextFormat.padded("ab", to: 5) == "ab   ")
+        // Issue 42: "1 entries" read as a slip; a count takes its noun's number.
+        #expect(TextFormat.count(1, "entry", "entries") == "1 entry")
+        #expect(TextFormat.count(0, "entry", "entries") == "0 entries")
+        #expect(TextFormat.count(UInt64(2), "file", "files") == "2 files")
         #expect(TextFormat.padded("abcdef", to: 3) == "abcdef")
         #expect(TextFormat.padded("été", to: 4) == "été ")
         #expect(TextFormat.padded("alice", to: 9) == "alice".padding(toLength: 9, withPad: " ", startingAt: 0))

@@ -44,11 +44,11 @@ struct WipeSummaryTextTests {
             overwrite,
             [
                 "removed 5 entries, overwrote 3 files (3.0 MiB, 1 random pass) in 1.23 s",
-                "cleared the immutable/append-only attribute of 1 entries",
+                "cleared the immutable/append-only attribute of 1 entry",
             ]
         ),
         (crypto, ["crypto-erased: key destroyed at 2027-01-01T00:00:00Z (0.042 s after the request); 4 entries (ciphertext) removed, no overwrite pass needed, in 0.50 s"]),
-        (incomplete, ["removed 2 entries, overwrote 1 files (10 B, 2 zeros passes) in 0.10 s", "not removed: /v/m: a mount point"]),
+        (incomplete, ["removed 2 entries, overwrote 1 file (10 B, 2 zeros passes) in 0.10 s", "not removed: /v/m: a mount point"]),
     ])
     func theReportLines(_ s: WipeSummary, _ lines: [String]) {
         #expect(s.reportLines == lines)
