@@ -603,3 +603,25 @@ def test_200_registrations_check_in_with_bounded_connections(make_daemon, make_s
     print(f"\n200 check-ins in {elapsed:.1f} s, at most {peak} concurrent connections at the server")
     assert 2 <= peak <= 8, f"{peak} concurrent connections for 200 registrations (bound: 8)"
     assert all(d.registration(u)["last_error"] is None for u in users[:5])
+
+
+def test_a_refused_connection_ends_the_check_in_at_once_not_after_the_timeout(make_daemon, make_user):
+    """Issue 42, item 7: a server that is not listening refuses the connection at once
+    (ECONNREFUSED); the check-in fails then, with the refusal as its error, instead of
+    retrying the connection until [server] timeout. (Before, `check-in` against a stopped
+    server took the whole timeout, and so did the first check-in of a registration.)"""
+    import socket
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    timeout = 20
+    d = make_daemon(config=config_text(extra=server_config(f"http://127.0.0.1:{port}", timeout=timeout)))
+    user = registered(d, make_user)  # its first check-in is answered well within 10 s
+    started = time.monotonic()
+    r = d.ctl("check-in", "--user", user.name, timeout=timeout + 20)
+    took = time.monotonic() - started
+    assert r.code == 1, "a check-in against a refused connection did not fail: " + r.describe()
+    assert took < timeout / 2, f"a refused connection took {took:.1f} s, [server] timeout = {timeout}"
+    reg = d.registration(user)
+    assert reg["last_error"] and "refused" in reg["last_error"].lower(), reg["last_error"]
+    assert d.running()

@@ -42,6 +42,11 @@ public final class CheckInClient: SettingsFetching {
             redirectConfiguration: .disallow,
             connectionPool: .init(idleTimeout: .seconds(30), concurrentHTTP1ConnectionsPerHostSoftLimit: Self.maxConcurrent))
         configuration.httpVersion = .http1Only
+        // A connection that cannot be made (refused, no route, a name that does not
+        // resolve) ends the attempt at once: the scheduler's retry and back-off are the
+        // retry, and `timeout` bounds a server that accepts and then stalls. With the
+        // pool's own retry a refusal known at once cost the whole `timeout` (issue 42).
+        configuration.connectionPool.retryConnectionEstablishment = false
         let client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup.singleton), configuration: configuration)
         self.client = client
         tokens = tokenStorage.map { storage in
