@@ -151,6 +151,41 @@ def test_a_server_lease_holds_lock_and_wipe_off_until_it_ends_then_lock_then_wip
     assert "ended before the wipe was requested" in d.ok("certificate", "--user", user.name).out
 
 
+def test_an_ended_lease_stays_ended_after_the_clock_is_set_back_and_a_contact(make_daemon, make_server, make_user):
+    """Issue 42, item 8: a lease ends on the offline clock; setting the wall clock back and
+    one contact must not bring it back (the README: setting the clock back does not
+    lengthen it). At a contact the lease keeps what was left of it, and no more."""
+    srv = make_server(extra_args=["--lock-days", "5", "--wipe-days", "10"])
+    d = leased_daemon(make_daemon, srv, lock=5, wipe=10)
+    user = make_user()
+    srv.set(user, mode="ok", lease_days=2)
+    reg = register(d, user)
+    assert reg["lease"] and reg["lease"]["in_force"] is True, reg
+    srv.set(user, mode="500")
+
+    # Three days offline: the two-day lease ended, and that is recorded.
+    d.restart(faketime="+3d")
+    reg = d.registration(user)
+    assert reg["lease"]["in_force"] is False and reg["lease"]["ended_at"], reg
+    assert len(kinds(d, user, "lease-ended")) == 1, d.history(user)
+
+    # The wall clock is set back three days; the server answers again, with no lease.
+    d.restart(faketime="+0")
+    srv.set(user, reset=True, mode="ok")
+    d.ok("check-in", "--user", user.name)
+    reg = d.registration(user)
+    contact = parse_time(reg["last_contact"])
+    assert reg["offline_seconds"] < 300, reg
+    lease = reg["lease"]
+    assert lease["in_force"] is False and lease["remaining_seconds"] == 0 and lease["ended_at"], reg
+    # The policy counts from the contact alone: the lock after its five days.
+    assert reg["next_action"]["action"] == "lock", reg
+    near(reg["next_action"]["at"], contact + timedelta(days=5), "the lock planned by the policy, not by an ended lease")
+    human = d.ok("status").out
+    assert f"{user.name}: offline lease" not in human, human
+    assert len(kinds(d, user, "lease-ended")) == 1 and len(kinds(d, user, "lease-granted")) == 1, d.history(user)
+
+
 def test_a_server_lease_past_the_maximum_is_refused_once_and_changes_nothing(make_daemon, make_server, make_user):
     srv = make_server(extra_args=["--lock-days", "2", "--wipe-days", "5"])
     d = leased_daemon(make_daemon, srv)

@@ -62,6 +62,21 @@ public struct OfflineLease: Sendable, Equatable, Codable {
         max(0, endsAtOffline(clock) - (offline ?? clock.offlineSeconds))
     }
 
+    /// The lease read on a clock that restarts at a contact or an administrator's unlock:
+    /// `restarted` (`OfflineClock.started(at:)`) replaces `old`, which was read up to the
+    /// same moment. When the wall clock is behind the offline clock (it was set back by more
+    /// than `OfflineClock.rollbackTolerance`), the lease keeps what was left of it on the old
+    /// clock and no more: it ends at `restarted.lastContact + remaining(old)`, so one contact
+    /// neither lengthens a lease nor brings back one that ended. With an honest wall clock
+    /// it is unchanged (a server that sends the same lease again is not granted it again).
+    public func carried(from old: OfflineClock, to restarted: OfflineClock) -> OfflineLease {
+        let behind = old.lastContact + old.offlineSeconds - restarted.lastContact
+        guard behind > OfflineClock.rollbackTolerance else { return self }
+        var carried = self
+        carried.until = min(until, restarted.lastContact + remaining(old))
+        return carried
+    }
+
     public static let day: Int64 = 86_400
 
     /// Why a lease until `until`, asked at wall time `now`, cannot be granted under

@@ -112,6 +112,29 @@ import Testing
         #expect(e.due == .lock)
     }
 
+    /// A contact restarts the offline clock; the lease is carried over to it
+    /// (`OfflineLease.carried`). Rows: days since the grant on the offline clock, days the
+    /// wall clock was set back, and the days of the lease left after the contact.
+    @Test(
+        arguments: [
+            (offlineDays: 3, setBackDays: 0, leftDays: 7),  // honest clock: unchanged
+            (12, 0, 0),  // ended, honest clock: stays ended
+            (12, 5, 0),  // ended, clock set back: stays ended (issue 42, item 8)
+            (3, 5, 7),  // in force, clock set back: what was left, no more
+            (3, 2, 7),
+        ] as [(Int64, Int64, Int64)])
+    func aContactCarriesTheLeaseOverWithWhatWasLeftOfIt(offlineDays: Int64, setBackDays: Int64, leftDays: Int64) {
+        let lease = OfflineLease(until: Self.contact + 10 * Self.day, grantedAt: Self.contact, source: .server, reference: "https://policy")
+        let start = OfflineClock.started(at: ClockReading(wall: Self.contact, boot: 0, bootID: "b"))
+        let at = ClockReading(wall: Self.contact + (offlineDays - setBackDays) * Self.day, boot: offlineDays * Self.day, bootID: "b")
+        let old = start.advanced(to: at).clock
+        let restarted = OfflineClock.started(at: at)
+        let carried = lease.carried(from: old, to: restarted)
+        #expect(carried.remaining(restarted) == leftDays * Self.day)
+        if setBackDays == 0 { #expect(carried == lease) }
+        #expect(carried.until <= lease.until)
+    }
+
     /// The warning window opens `warn_before` ahead of the lease's end, and a new lease
     /// moves the threshold (warned about again).
     @Test func warningsArePlannedFromTheLeaseEnd() {

@@ -23,7 +23,7 @@ extension StateStore {
     /// The writes of a contact, inside the caller's transaction.
     static func applyContact(_ user: String, _ c: ContactCommit, settingsJSON: String?, _ db: Database) throws {
         try Self.ensureServerRow(user, db)
-        try Self.save(c.clock, of: user, db)
+        try Self.restartClock(c.clock, of: user, db)
         try db.execute(sql: "UPDATE registrations SET blocked = 0 WHERE user = ?", arguments: [user])
         try db.execute(
             sql: """

@@ -16,6 +16,32 @@ extension StateStore {
         }
     }
 
+    /// Restarts the offline clock of `user` (a contact, or an administrator's unlock) with
+    /// `restarted` (`OfflineClock.started(at:)`), and carries its lease over to the new
+    /// clock (`OfflineLease.carried`), inside the caller's transaction: an ended lease stays
+    /// ended after the wall clock was set back, and a lease in force is not lengthened.
+    static func restartClock(_ restarted: OfflineClock, of user: String, _ db: Database) throws {
+        let reading = ClockReading(wall: restarted.lastWall, boot: restarted.bootMark, bootID: restarted.bootID)
+        if let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds,
+                    lease_until, lease_granted_at, lease_source, lease_reference, lease_ended_at
+                FROM registrations WHERE user = ?
+                """, arguments: [user]),
+            let lease = lease(from: row)
+        {
+            let old = OfflineClock(
+                lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"], bootID: row["clock_boot_id"],
+                bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"], offlineSeconds: row["clock_offline_seconds"])
+            let carried = lease.carried(from: old.advanced(to: reading).clock, to: restarted)
+            if carried.until != lease.until {
+                try db.execute(sql: "UPDATE registrations SET lease_until = ? WHERE user = ?", arguments: [carried.until, user])
+            }
+        }
+        try save(restarted, of: user, db)
+    }
+
     static func save(_ c: OfflineClock, of user: String, _ db: Database) throws {
         // Prepared once per connection: every evaluation saves every registration's clock.
         try db.cachedStatement(

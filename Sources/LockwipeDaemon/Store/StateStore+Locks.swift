@@ -51,7 +51,7 @@ extension StateStore {
                 try db.execute(
                     sql: "UPDATE registrations SET state = ?, lock_trigger = NULL, vault_error = NULL WHERE user = ?",
                     arguments: [RegistrationState.active.rawValue, user])
-                if let clock { try Self.save(clock, of: user, db) }
+                if let clock { try Self.restartClock(clock, of: user, db) }
                 try Self.append(event, db)
                 return try fetchRegistrations(db, only: id).first
             }
