@@ -108,6 +108,10 @@ def test_global_options_stand_anywhere(daemon, make_user):
         r = ctl_raw(daemon, *args)
         assert r.code == 0, r.describe()
         json.loads(r.out)
+    # Every verb takes them, also one that needs no daemon (issue 42: `offline-code
+    # respond` refused --socket): the challenge is what it reads next.
+    r = ctl_raw(daemon, "--socket", daemon.socket, "offline-code", "respond", "--fleet-key-file", "/nonexistent", "NOT-A-CHALLENGE")
+    assert r.code == 2 and "the challenge does not read" in r.err and "nknown option" not in r.err, r.describe()
 
 
 def timeless(value):
@@ -194,6 +198,15 @@ def test_a_user_may_dry_run_the_wipe_of_her_own_vault(daemon, make_user):
     assert str(bob.vault) not in r.out
     r = daemon.ctl("wipe", "--dry-run", "--all", user=alice)
     assert r.code == 77, r.describe()
+    # Without a name, her own (issue 42: it asked for her own name), as lock does.
+    r = daemon.ctl("wipe", "--dry-run", user=alice)
+    assert r.code == 0, r.describe()
+    assert str(alice.vault) in r.out and str(bob.vault) not in r.out and "nothing was changed" in r.out, r.describe()
+    # Root has no registration of her own to mean; a real wipe always names whom it erases.
+    r = daemon.ctl("wipe", "--dry-run")
+    assert r.code == 2 and "give the users whose wipe to preview" in r.err, r.describe()
+    r = daemon.ctl("wipe", "--yes", user=alice)
+    assert r.code == 2 and "give the users whose data to wipe" in r.err, r.describe()
     # The real wipe of a permission-locked vault stays an administrator's.
     r = daemon.ctl("wipe", "--yes", alice.name, user=alice)
     assert r.code == 77, r.describe()

@@ -156,14 +156,19 @@ struct Wipe: ParsableCommand {
         name: .customLong("dry-run"),
         help: """
             Change nothing: print what the wipe would remove, the media, the mount points it would not enter \
-            and the caveats (copy-on-write, snapshots, shared extents, names, flash).
+            and the caveats (copy-on-write, snapshots, shared extents, names, flash). Without a user name, \
+            your own registration.
             """)
     var dryRun = false
     @Flag(help: "With --dry-run: print JSON (--json=short: on one line).") var json = false
     @Flag(name: .shortAndLong, help: "Do not show the progress while waiting (the report is still printed).") var quiet = false
 
     func validate() throws {
-        if all == !namedUsers(users, user).isEmpty { throw ValidationError("give user names or --all (one of them)") }
+        let named = !namedUsers(users, user).isEmpty
+        if all && named { throw ValidationError("give user names or --all, not both") }
+        // A wipe names whom it erases; a dry run changes nothing, and without a name
+        // previews the caller's own registration, as lock and check-in mean her own.
+        if !all && !named && !dryRun { throw ValidationError("give the users whose data to wipe, or --all (--dry-run alone previews your own)") }
         if json && !dryRun { throw ValidationError("--json goes with --dry-run (a wipe prints its report)") }
     }
 
@@ -173,6 +178,14 @@ struct Wipe: ParsableCommand {
         let target = { (name: String) in all ? TargetSelection(all: true) : TargetSelection(user: name) }
         if dryRun {
             var previews: [WipePreview] = []
+            if !all && names.isEmpty {
+                // The caller's own registration: lockwiped decides whose.
+                do {
+                    previews = try global.call(.previewWipe, TargetSelection(), WipePreviewReply.self).previews
+                } catch let failure as CommandFailure where failure.code == ExitStatus.usage {
+                    throw CommandFailure(code: ExitStatus.usage, message: "give the users whose wipe to preview (lockwipectl wipe --dry-run NAME ...), or --all")
+                }
+            }
             try forEachUser(all ? ["all"] : names) { name in
                 previews += try global.call(.previewWipe, target(name), WipePreviewReply.self).previews
             }
@@ -196,7 +209,8 @@ struct CheckIn: ParsableCommand {
         discussion: """
             Waits for the answers and prints one line per registration. Exits 1 when any \
             check-in was not a successful contact (timeout, TLS or HTTP error, bad answer, \
-            blocked). Users may check in their own registration (without a name, theirs).
+            blocked), or a wipe the server ordered, or one ordered before, is incomplete \
+            (wipe-pending). Users may check in their own registration (without a name, theirs).
             """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("Only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))

@@ -64,8 +64,11 @@ struct OfflineCodeCommand: ParsableCommand {
                 Reads the fleet secret from --fleet-key-file (its bytes, trailing newlines \
                 removed; at least 16). Checks the challenge's check characters first and names \
                 the group that was misread. Prints what the challenge asks, then the response \
-                alone on the last line.
+                alone on the last line. It asks no daemon: the global options are accepted \
+                and change nothing.
                 """)
+        // Accepted as by every verb (they may stand anywhere on the line); unused.
+        @OptionGroup var global: GlobalOptions
         @Option(name: .customLong("fleet-key-file"), help: ArgumentHelp("The file holding the fleet secret.", valueName: "file"), completion: .file())
         var fleetKeyFile: String
         @Argument(help: ArgumentHelp("The challenge as read out (groups may be separated by dashes or spaces).", valueName: "challenge"))

@@ -110,7 +110,10 @@ public enum WhoMay {
     public static func decide(_ verb: Verb, _ r: Request) -> Decision {
         switch verb {
         case .lock: return lock(r)
-        case .previewWipe: return selection(r, verb: "survey a wipe of", userMayTargetSelf: true)
+        case .previewWipe:
+            // Naming none, a user means her one registration (as lock and check-in do).
+            if r.user == nil, !r.all, !r.caller.isAdmin { return oneOwnOrAdmin(r, verb: "survey a wipe of") }
+            return selection(r, verb: "survey a wipe of", userMayTargetSelf: true)
         case .wipe:
             // "Forgot passcode": her own encrypted vault, nothing else.
             let ownEncrypted = !r.caller.isAdmin && !r.all && isOwn(r) && r.named?.protection == .encrypted

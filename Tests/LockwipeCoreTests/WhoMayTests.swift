@@ -57,7 +57,8 @@ struct WhoMayTests {
             noRegistration("lock").replacing("carol (uid 1003)", with: "alice (uid 1000)"), "her name, but another uid's registration"),
         // Survey a wipe.
         Row(.previewWipe, .init(caller: alice, user: "alice", named: alicePermissions, own: ["alice"]), .allowed(.user("alice")), "her own, whatever its protection"),
-        Row(.previewWipe, .init(caller: alice, own: ["alice"]), onlyOne, "naming none is not her own"),
+        Row(.previewWipe, .init(caller: alice, own: ["alice"]), .allowed(.user("alice")), "naming none, her one registration (issue 42)"),
+        Row(.previewWipe, .init(caller: root), onlyOne, "an administrator naming none: no registration of her own"),
         Row(
             .previewWipe, .init(caller: alice, user: "bob", named: bobsRegistration, own: ["alice"]), refused("you may only survey a wipe of your own registration"),
             "another's"),
