@@ -132,6 +132,11 @@ def test_a_helpdesk_code_lifts_an_offline_lock_once(make_daemon, make_user):
 
     code = respond(d, secret, challenge)
     assert len(code.replace("-", "")) <= 10 and not set(code) & set("01OIl"), code
+    # One misread character of the response is caught before lockwiped sees it, and said
+    # to be one (issue 42: "more than one character is wrong").
+    misread = ("3" if code[0] != "3" else "4") + code[1:]
+    r = d.ctl("offline-code", "enter", misread, user=user)
+    assert r.code == 2 and "a character was misread" in r.err and "more than one" not in r.err, r.describe()
     r = d.ctl("offline-code", "enter", code, user=user)
     assert r.code == 0, r.describe() + d.log_tail()
     assert "unlocked with the offline code" in last_line(r), r.describe()

@@ -105,6 +105,9 @@ public enum OfflineCode {
         case wrongInGroup(group: Int, character: Int)
         /// The check does not match and the error cannot be placed: more than one character is wrong.
         case checkFailed
+        /// A response's one check character does not match: one character or more was
+        /// misread (one check catches every single error but cannot place it).
+        case responseCheckFailed
         /// It reads, but is no challenge this version makes (too large, or no such request).
         case notAChallenge
 
@@ -119,6 +122,8 @@ public enum OfflineCode {
                 return "the check characters do not match: group \(group) is wrong (probably its character \(character)); read it again"
             case .checkFailed:
                 return "the check characters do not match: more than one character is wrong; read it again"
+            case .responseCheckFailed:
+                return "the check character does not match: a character was misread; read the code again"
             case .notAChallenge:
                 return "the characters check, but they are not a challenge of this version of lockwipe"
             }
@@ -305,7 +310,7 @@ public enum OfflineCode {
             s1 = (s1 + (i + 1) * v) % base
         }
         if checks == 1 {
-            guard s1 == 0 else { throw .checkFailed }
+            guard s1 == 0 else { throw .responseCheckFailed }
             return
         }
         if s0 == 0 && s1 == 0 { return }
