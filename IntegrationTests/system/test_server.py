@@ -104,11 +104,19 @@ def test_server_policy_arrives_is_applied_and_survives_a_restart(make_daemon, ma
     r = d.ctl("check-in", "--user", user.name, user=user)
     assert r.code == 0, r.describe()
 
+    # A new policy is said once in the check-in's line, as new (issue 42: it was said twice).
+    srv.set("*", mode="ok", settings={"blockWipingPolicy": {
+        "blockWipeEnabled": "true", "blockDisconnectedPeriod": "4", "wipeDisconnectedPeriod": "10"}})
+    r = d.ok("check-in", "--user", user.name)
+    assert r.out.count("server policy") == 1 and "new server policy: lock after 4d, wipe after 10d" in r.out, r.describe()
+    r = d.ok("check-in", "--user", user.name)
+    assert r.out.count("server policy") == 1 and "new server policy" not in r.out, r.describe()
+
     # Durable: the server is gone, the daemon restarts, the server's policy still holds.
     srv.stop()
     d.restart(faketime="+1d")
     reg = d.registration(user)
-    assert reg["policy_source"] == "server" and reg["policy"]["offline_days_before_lock"] == 3, reg
+    assert reg["policy_source"] == "server" and reg["policy"]["offline_days_before_lock"] == 4, reg
     assert reg["state"] == "active"
     wait_until(lambda: d.registration(user)["last_error"], 10, "the failed start-up check-in is not shown")
     assert "connect" in d.registration(user)["last_error"], d.registration(user)
@@ -203,6 +211,32 @@ def test_traffic_reg_wiped_wipes_one_registration_within_a_second(make_daemon, m
 
 
 ID_CHECKIN_DROPPED = "1c9fd3f6e6b74c34a039741d2e9b232f"
+
+
+def test_a_check_in_whose_ordered_wipe_is_incomplete_fails_and_says_so_after(make_daemon, make_server, make_user):
+    """Issue 42: `check-in` exited 0 after a wipe order that `status` calls failed. A wipe
+    the server orders that cannot remove everything (an immutable file, the daemon without
+    CAP_LINUX_IMMUTABLE) leaves the registration wipe-pending: the check-in that carried
+    it out fails, and so does every later check-in while the wipe stays pending."""
+    srv = make_server()
+    srv.set("*", mode="ok")
+    d = make_daemon(config=config_text(extra=server_config(srv.url, 3600, 3)), start=False)
+    d.wrapper = ["setpriv", "--inh-caps=-linux_immutable", "--bounding-set=-linux_immutable", "--"]
+    d.start()
+    user = registered(d, make_user)
+    frozen = user.vault / "frozen.txt"
+    frozen.write_text("immutable")
+    subprocess.run(["chattr", "+i", str(frozen)], check=True)
+    try:
+        srv.set(user, mode="wipe")
+        r = d.ctl("check-in", "--user", user.name)
+        assert r.code == 1 and "the server ordered a wipe" in r.out, r.describe()
+        assert d.state_of(user) == "wipe-pending"
+        r = d.ctl("check-in", "--user", user.name)
+        assert r.code == 1 and "wipe-pending" in r.out and "incomplete" in r.out, r.describe()
+        assert d.state_of(user) == "wipe-pending"
+    finally:
+        subprocess.run(["chattr", "-i", str(frozen)], check=False)
 
 
 def test_a_stale_wipe_order_never_reaches_a_new_registration_of_the_same_user(make_daemon, make_server, make_user):

@@ -123,6 +123,9 @@ public struct CheckInDecision: Sendable, Equatable {
     public var order: Order?
     /// What the answer did, for the check-in's result (a contact adds its summary first).
     public var notes: [String] = []
+    /// The answer brought a policy other than the one in force: the contact's summary
+    /// says the policy is new (said once, not again as a note).
+    public var newPolicy = false
     /// The result's detail when the answer was not a contact (nil for a contact, whose
     /// detail is its summary and the notes).
     public var detail: String?
@@ -217,7 +220,7 @@ public struct CheckInDecision: Sendable, Equatable {
                         fields: [
                             "offline_days_before_lock": "\(p.offlineDaysBeforeLock)", "offline_days_before_wipe": "\(p.offlineDaysBeforeWipe)",
                         ]))
-                d.notes.append("server policy: \(text)")
+                d.newPolicy = true
             }
         }
         if r.rejectedStatus != nil { d.notes.append("no longer rejected") }

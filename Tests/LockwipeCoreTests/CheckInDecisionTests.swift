@@ -217,7 +217,7 @@ import Testing
             Reg(user: "alice", state: .locked, lockTrigger: .offline, liftAfterContact: .immediately), .contact(Self.settings(lock: 3, wipe: 0)))
         #expect(applied.events.map(\.detail) == ["policy from the server: lock after 3d, never wipe"])
         #expect(applied.lockChange == .lift(.init(.unlock, "unlocked by a successful contact with the policy server (lock trigger: offline)")))
-        #expect(applied.notes == ["server policy: lock after 3d, never wipe"])
+        #expect(applied.notes.isEmpty && applied.newPolicy)
         #expect(applied.before.first?.fields == ["offline_days_before_lock": "3", "offline_days_before_wipe": "0"])
         #expect(applied.after.message == "check-in of alice ok")
 

@@ -74,6 +74,13 @@ extension Manager {
         }
         if r.state.isWipeCommitted {
             checkIns.forget(r.id)
+            // A pending wipe is one that could not finish: not a good outcome to exit 0 on.
+            if r.state == .wipePending {
+                return Outcome(
+                    user: user, operation: .checkIn, state: r.state,
+                    reason: "not checked in: the registration is wipe-pending (its wipe is incomplete and is retried; lockwipectl status says what is left)",
+                    failed: true)
+            }
             return Outcome(user: user, operation: .checkIn, state: r.state, reason: "not checked in: the registration is \(r.state.rawValue)")
         }
         // The answer belongs to this registration (this id), not to whoever has the user

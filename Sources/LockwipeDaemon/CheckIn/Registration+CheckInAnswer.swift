@@ -115,7 +115,7 @@ extension Registration {
             }
         }
         let (p, source) = context.policy(for: turn.record)
-        let summary = "contact ok; offline clock restarted; \(source) policy: \(p.text)"
+        let summary = "contact ok; offline clock restarted; \(decision.newPolicy ? "new " : "")\(source) policy: \(p.text)"
         return Outcome(user: user, operation: .checkIn, state: state, reason: ([summary] + notes).joined(separator: "; "))
     }
 
