@@ -239,6 +239,31 @@ def test_a_check_in_whose_ordered_wipe_is_incomplete_fails_and_says_so_after(mak
         subprocess.run(["chattr", "-i", str(frozen)], check=False)
 
 
+def test_rejection_advice_fits_the_protocol_and_is_forgotten_with_its_server(make_daemon, make_server, make_user):
+    """Issue 42, item 4: a registration with no credentials that the lockwipe-protocol
+    server answers 401 is told to store credentials (`lockwipectl credentials`), not SAP's
+    hints (application_version, roles, application connection); status gives the advice
+    once per user; and once no server is configured, the rejection is forgotten."""
+    srv = make_server()
+    srv.set("*", mode="unauthorized")
+    d = served_daemon(make_daemon, srv)
+    user = registered(d, make_user)
+    r = d.ctl("check-in", "--user", user.name)
+    assert r.code == 1 and f"lockwipectl credentials {user.name} --token-file PATH" in r.out, r.describe()
+    assert "application_version" not in r.out and "roles" not in r.out, r.describe()
+    reg = d.registration(user)
+    assert reg["rejected"]["http_status"] == 401 and "lockwipectl credentials" in reg["rejected"]["check"], reg
+    human = d.ok("status").out
+    assert human.count("lockwipectl credentials") == 1 and "application_version" not in human, human
+
+    # The server goes from the configuration: the rejection it answered goes with it.
+    d.write_config(config_text())
+    d.restart()
+    reg = d.registration(user)
+    assert reg["rejected"] is None, reg
+    assert "rejected by the policy server" not in d.ok("status").out
+
+
 def test_a_stale_wipe_order_never_reaches_a_new_registration_of_the_same_user(make_daemon, make_server, make_user):
     """Issue 12, finding 5: the server holds the old registration's check-in while the
     user is unregistered and registered again with a new vault, then answers 403

@@ -114,8 +114,7 @@ struct Status: ParsableCommand {
                         "\(r.user): "
                             + Terminal.red(
                                 "rejected by the policy server (HTTP \(j.httpStatus): \(j.text))\(j.since.map { " since \(relative($0))" } ?? ""): "
-                                    + "reached, but it refuses this machine; the offline clock runs on")
-                            + "; \(j.check)")
+                                    + "reached, but it refuses this machine; the offline clock runs on (what to check: under warnings)"))
                 }
                 if let e = r.vaultError {
                     print(

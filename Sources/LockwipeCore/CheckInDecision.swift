@@ -26,6 +26,11 @@ public struct CheckInDecision: Sendable, Equatable {
         /// The HTTP status of the rejection in force (`CheckInOutcome.rejected`); nil when
         /// the registration is not rejected.
         public var rejectedStatus: Int?
+        /// What to check when the server rejects the registration (`RejectionAdvice`), given
+        /// the HTTP status: computed from the protocol and the credentials it has.
+        public var serverProtocol: ServerProtocol = .lockwipe
+        public var hasCredentials = true
+        public var oauth = false
         /// A lock can be lifted without the user: a permission lock, or an encrypted vault
         /// whose key the machine key wraps (the default passcode).
         public var opensWithoutPasscode: Bool
@@ -37,8 +42,12 @@ public struct CheckInDecision: Sendable, Equatable {
         public init(
             user: String, state: RegistrationState, lockTrigger: Trigger? = nil, blocked: Bool = false, blockedCode: String? = nil,
             lastError: String? = nil, failures: Int = 0, serverPolicy: Policy? = nil, opensWithoutPasscode: Bool = true,
-            rejectedStatus: Int? = nil, liftable: Bool = false, liftAfterContact: PolicyLockLift.Setting = .atLogin
+            rejectedStatus: Int? = nil, liftable: Bool = false, liftAfterContact: PolicyLockLift.Setting = .atLogin,
+            serverProtocol: ServerProtocol = .lockwipe, hasCredentials: Bool = true, oauth: Bool = false
         ) {
+            self.serverProtocol = serverProtocol
+            self.hasCredentials = hasCredentials
+            self.oauth = oauth
             self.rejectedStatus = rejectedStatus
             self.liftable = liftable
             self.liftAfterContact = liftAfterContact
@@ -135,12 +144,6 @@ public struct CheckInDecision: Sendable, Equatable {
     /// (the `warnRejected` hook) are told once, not at every check-in.
     public var newlyRejected = false
 
-    /// What an administrator should check when the server refuses a machine it is
-    /// reachable from: said in the journal, the check-in's result and `status`.
-    public static let rejectionAdvice =
-        "check application versioning ([server] application_version against the versions active for the app), "
-        + "the user's roles, the registration's credentials and its application connection"
-
     /// The decision for `outcome` applied to `r`.
     public static func decide(_ r: Registration, _ outcome: CheckInOutcome) -> CheckInDecision {
         switch outcome {
@@ -169,6 +172,8 @@ public struct CheckInDecision: Sendable, Equatable {
                 detail: "blocked by the server (\(code)); not a contact", failed: true)
         case .rejected(let status, let text):
             let failures = r.failures + 1
+            let rejectionAdvice = RejectionAdvice.text(
+                status: status, serverProtocol: r.serverProtocol, hasCredentials: r.hasCredentials, oauth: r.oauth, user: r.user)
             return CheckInDecision(
                 write: .rejected(status: status, text: text, failures: failures),
                 after: JournalLine(

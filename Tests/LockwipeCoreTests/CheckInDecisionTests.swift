@@ -212,6 +212,33 @@ import Testing
         #expect(d.failed == (!row.outcome.isContact && d.order == nil))
     }
 
+    /// Issue 42: advice that fits the protocol and the credentials. SAP's hints (versions,
+    /// roles, application connection) only for SAP; a 401 with no credentials says to
+    /// store some, whatever the protocol.
+    @Test(
+        arguments: [
+            (401, ServerProtocol.lockwipe, false, false, "the registration has no credentials to show the server: store them (lockwipectl credentials alice --token-file PATH)"),
+            (401, .sapMobileServices, false, true, "the registration has no credentials to show the server: store them (lockwipectl credentials alice --refresh-token-file PATH)"),
+            (
+                401, .lockwipe, true, false,
+                "check the registration's bearer token (replace it with lockwipectl credentials alice --token-file PATH) and that the server serves alice"
+            ),
+            (
+                403, .lockwipe, false, false,
+                "check the registration's bearer token (replace it with lockwipectl credentials alice --token-file PATH) and that the server serves alice"
+            ),
+            (
+                403, .sapMobileServices, true, false,
+                "check application versioning ([server] application_version against the versions active for the app), the user's roles, "
+                    + "the registration's credentials (lockwipectl credentials alice --token-file PATH) and its application connection"
+            ),
+        ] as [(Int, ServerProtocol, Bool, Bool, String)])
+    func rejectionAdviceFitsTheProtocolAndTheCredentials(status: Int, serverProtocol: ServerProtocol, hasCredentials: Bool, oauth: Bool, expected: String) {
+        #expect(RejectionAdvice.text(status: status, serverProtocol: serverProtocol, hasCredentials: hasCredentials, oauth: oauth, user: "alice") == expected)
+        let lockwipeAdvice = RejectionAdvice.text(status: status, serverProtocol: .lockwipe, hasCredentials: hasCredentials, oauth: oauth, user: "alice")
+        #expect(!lockwipeAdvice.contains("application_version") && !lockwipeAdvice.contains("application connection"))
+    }
+
     @Test func theWordsOfTheHistoryAndTheJournal() {
         let applied = CheckInDecision.decide(
             Reg(user: "alice", state: .locked, lockTrigger: .offline, liftAfterContact: .immediately), .contact(Self.settings(lock: 3, wipe: 0)))
@@ -249,14 +276,15 @@ import Testing
         #expect(order.after.message == "check-in of alice: the server orders a wipe (TRAFFIC_REG_WIPED)")
         #expect(order.after.kind == .serverOrder)
 
-        let rejected403 = CheckInDecision.decide(Reg(user: "alice", state: .active), .rejected(status: 403, text: "no message code"))
+        let rejected403 = CheckInDecision.decide(
+            Reg(user: "alice", state: .active, serverProtocol: .sapMobileServices), .rejected(status: 403, text: "no message code"))
+        let sapAdvice = RejectionAdvice.text(status: 403, serverProtocol: .sapMobileServices, hasCredentials: true, oauth: false, user: "alice")
         #expect(
             rejected403.after.message
-                == "check-in of alice rejected: the server is reached but refuses this machine (HTTP 403: no message code); "
-                + CheckInDecision.rejectionAdvice)
+                == "check-in of alice rejected: the server is reached but refuses this machine (HTTP 403: no message code); " + sapAdvice)
         #expect(rejected403.after.fields == ["result": "rejected", "http_status": "403", "error": "HTTP 403: no message code", "failures": "1"])
-        #expect(rejected403.detail == "rejected by the server (HTTP 403: no message code); not a contact; " + CheckInDecision.rejectionAdvice)
-        #expect(CheckInDecision.rejectionAdvice.contains("[server] application_version") && CheckInDecision.rejectionAdvice.contains("roles"))
+        #expect(rejected403.detail == "rejected by the server (HTTP 403: no message code); not a contact; " + sapAdvice)
+        #expect(sapAdvice.contains("[server] application_version") && sapAdvice.contains("roles"))
 
         let cleared = CheckInDecision.decide(Reg(user: "alice", state: .active, rejectedStatus: 403), .contact(Self.settings()))
         #expect(cleared.notes == ["no longer rejected"])

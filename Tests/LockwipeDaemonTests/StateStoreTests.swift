@@ -184,6 +184,22 @@ import Testing
         }
     }
 
+    /// Issue 42: a rejection is forgotten once the server that answered it is no longer the
+    /// one configured (another URL, or none); one from the server configured now stays.
+    @Test func aRejectionIsForgottenWhenItsServerIsNoLongerConfigured() async throws {
+        try await withStore { store, _ in
+            for name in ["alice", "bob", "carol"] { try await store.insert(record(name), event: ev(name, "register")) }
+            _ = try await store.recordRejected(TurnHeld(testing: id("alice")), at: 10, status: 401, text: "Unauthorized", failures: 1, server: "https://old")
+            _ = try await store.recordRejected(TurnHeld(testing: id("bob")), at: 10, status: 403, text: "no", failures: 1, server: "https://new")
+            #expect(try await store.forgetRejections(unlessFrom: "https://new") == ["alice"])
+            await #expect(try store.registration("alice")?.server.rejectedStatus == nil)
+            await #expect(try store.registration("bob")?.server.rejectedStatus == 403)
+            #expect(try await store.forgetRejections(unlessFrom: "https://new").isEmpty)
+            #expect(try await store.forgetRejections(unlessFrom: nil) == ["bob"])
+            await #expect(try store.registration("bob")?.server.rejectedText == nil)
+        }
+    }
+
     /// Issue 41: a write that returns the registration returns it as a read after it gives
     /// it (read in the write's own transaction), and only that user's.
     @Test func writesThatReturnTheRegistrationReturnItAsWritten() async throws {
@@ -193,7 +209,7 @@ import Testing
             let attempt = try await store.recordFailedAttempt(TurnHeld(testing: id("bob")), at: 200, error: "timed out", failures: 3)
             #expect(attempt?.server.failures == 3)
             await #expect(try attempt == store.registration("bob"))
-            let rejected = try await store.recordRejected(TurnHeld(testing: id("bob")), at: 210, status: 401, text: "Unauthorized", failures: 4)
+            let rejected = try await store.recordRejected(TurnHeld(testing: id("bob")), at: 210, status: 401, text: "Unauthorized", failures: 4, server: "https://policy.example")
             #expect(rejected?.server.rejectedStatus == 401)
             await #expect(try rejected == store.registration("bob"))
             let blocked = try await store.setBlocked(TurnHeld(testing: id("bob")), code: "TRAFFIC_REG_BLOCKED", at: 220, failures: 5, event: nil)

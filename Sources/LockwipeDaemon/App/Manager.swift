@@ -163,9 +163,30 @@ public actor Manager {
         } catch {
             context.logger.critical("cannot read the state database", metadata: ["error": .string("\(error)"), "path": .string(context.store.path)])
         }
+        await forgetStaleRejections()
         await evaluate()
         checkIns.startPlanning()
         await scheduleCheckInsForAll(now: false)
+    }
+
+    /// Forgets the rejections of a server that is no longer the one configured (another
+    /// URL, or none): status and the metrics stop saying "rejected by the policy server"
+    /// for an answer nobody will give again.
+    private func forgetStaleRejections() async {
+        let url = context.configuration.server.isConfigured ? context.configuration.server.url : nil
+        do {
+            let users = try await context.store.forgetRejections(unlessFrom: url)
+            if !users.isEmpty {
+                let why = url == nil ? "no policy server is configured now" : "it came from a server that is no longer the one configured"
+                context.logger.notice(
+                    "forgot the policy server's rejection of \(TextFormat.count(users.count, "registration", "registrations")) (\(users.joined(separator: ", "))): \(why)",
+                    metadata: ["users": .string(users.joined(separator: " "))])
+            }
+        } catch {
+            context.logger.error(
+                "cannot forget the rejections of a policy server no longer configured (status may still show them): \(ErrorWords.of(error))",
+                metadata: ["message_id": MessageID.actionFailed.metadata])
+        }
     }
 
     /// Applies a new configuration (SIGHUP) and re-evaluates every registration under it.
@@ -181,6 +202,7 @@ public actor Manager {
         authorizer.withLock { $0 = Authorizer(adminGroup: new.adminGroup) }
         metrics.setPath(new.metricsTextfile, options: new.metrics)
         metrics.changed()
+        if serverChanged { await forgetStaleRejections() }
         await evaluate()
         if serverChanged {
             checkIns.clear()

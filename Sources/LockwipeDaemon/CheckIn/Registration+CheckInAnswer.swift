@@ -142,7 +142,9 @@ extension Registration {
         return CheckInDecision.Registration(
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
             lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens,
-            rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: context.configuration.liftAfterContact)
+            rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: context.configuration.liftAfterContact,
+            serverProtocol: context.configuration.server.serverProtocol, hasCredentials: r.server.credentials != "none",
+            oauth: context.configuration.server.oauth != nil)
     }
 
     /// The decision's one write, in one transaction with its events; returns the registration
@@ -176,7 +178,8 @@ extension Registration {
         case .rejected(let status, let text, let failures):
             // Not a contact: the server says it again at the next check-in.
             do {
-                return try await context.store.recordRejected(turn.held, at: reading.wall, status: status, text: text, failures: failures)
+                return try await context.store.recordRejected(
+                    turn.held, at: reading.wall, status: status, text: text, failures: failures, server: context.configuration.server.url ?? "")
             } catch {
                 context.stateNotice("that the server rejects \(user) (HTTP \(status)) is not recorded", user: user, error)
                 return nil
@@ -215,7 +218,7 @@ extension Registration {
     /// offline clock, which runs on, does next and when.
     func announceRejection(_ r: RegistrationRecord, status: Int, text: String, reading: ClockReading) {
         let next = context.outlook(r, reading).next
-        var reason = "the policy server rejects the check-ins (HTTP \(status): \(text)); \(CheckInDecision.rejectionAdvice)"
+        var reason = "the policy server rejects the check-ins (HTTP \(status): \(text)); \(context.configuration.server.rejectionAdvice(r, status: status))"
         if let next {
             reason += "; until a check-in succeeds the offline clock runs on: \(next.action.rawValue) in \(RelativeTime.format(seconds: next.inSeconds))"
         }

@@ -36,7 +36,7 @@ extension RegistrationInfo {
         if let status = r.server.rejectedStatus {
             rejected = RejectionInfo(
                 httpStatus: status, text: r.server.rejectedText ?? "", since: r.server.rejectedSince.map(Timestamp.iso),
-                check: CheckInDecision.rejectionAdvice)
+                check: server.rejectionAdvice(r, status: status))
         }
         lastError = r.server.lastAttempt == nil ? nil : r.server.lastError
         nextCheckIn = e.nextCheckIn.map(Timestamp.iso)

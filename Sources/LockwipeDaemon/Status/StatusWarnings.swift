@@ -58,7 +58,7 @@ enum StatusWarnings {
             guard let status = r.server.rejectedStatus else { continue }
             warnings.append(
                 "\(r.user) is rejected by the policy server (HTTP \(status): \(r.server.rejectedText ?? "")): it is reached but refuses this machine, "
-                    + "so the offline clock runs on; \(CheckInDecision.rejectionAdvice)")
+                    + "so the offline clock runs on; \(server.rejectionAdvice(r, status: status))")
         }
         for (user, problem) in connectionProblems {
             warnings.append("\(user) has no SAP application connection yet: \(problem)")

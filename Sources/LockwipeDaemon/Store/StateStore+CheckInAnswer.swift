@@ -28,7 +28,7 @@ extension StateStore {
         try db.execute(
             sql: """
                 UPDATE server_state SET last_attempt = ?, last_error = ?, failures = 0, blocked_code = NULL,
-                    rejected_status = NULL, rejected_text = NULL, rejected_since = NULL, settings = coalesce(?, settings) WHERE user = ?
+                    rejected_status = NULL, rejected_text = NULL, rejected_since = NULL, rejected_server = NULL, settings = coalesce(?, settings) WHERE user = ?
                 """, arguments: [c.time, c.policyError, settingsJSON, user])
         if let p = c.policy {
             try db.execute(

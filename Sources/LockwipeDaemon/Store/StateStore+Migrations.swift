@@ -317,6 +317,12 @@ extension StateStore {
                     ALTER TABLE offline_codes ADD COLUMN window_count INTEGER NOT NULL DEFAULT 0;
                     """)
         }
+        // Advice that fits (issue 42): the server URL a rejection came from, so that it is
+        // forgotten once that server is no longer the one configured (NULL: recorded
+        // before this column, forgotten at the first start that has it).
+        m.registerMigration("v20-rejected-server") { db in
+            try db.execute(sql: "ALTER TABLE server_state ADD COLUMN rejected_server TEXT")
+        }
         return m
     }
 

@@ -1,0 +1,8 @@
+import LockwipeCore
+
+extension ServerConfiguration {
+    /// What to check when this server rejects `r` with HTTP `status` (`RejectionAdvice`).
+    func rejectionAdvice(_ r: RegistrationRecord, status: Int) -> String {
+        RejectionAdvice.text(status: status, serverProtocol: serverProtocol, hasCredentials: r.server.credentials != "none", oauth: oauth != nil, user: r.user)
+    }
+}
