@@ -62,7 +62,7 @@ def test_an_admin_lock_and_wipe_name_their_requester_in_the_journal(daemon, make
 def test_a_users_own_lock_names_her(daemon, make_user):
     user = make_user()
     register(daemon, user, daemon.make_vault(user, "v"))
-    r = daemon.ctl("lock", "--user", user.name, user=user)
+    r = daemon.ctl("lock", "--user", user.name, "--yes", user=user)
     assert r.code == 0, r.describe()
     found = entries(daemon, "LOCKWIPE_ACTION=lock", f"LOCKWIPE_USER={user.name}")
     assert found and all(f.get("LOCKWIPE_PEER_UID") == str(user.uid) for f in found), found
@@ -76,7 +76,7 @@ def test_history_names_the_requester_and_keeps_two_registrations_of_one_user_apa
     daemon.ok("unlock", "--user", user.name)
     unregister = daemon.ok("unregister", "--user", user.name)
     second = daemon.ok("register", "--user", user.name, "--dir", daemon.make_vault(user, "two"))
-    own = daemon.ctl("lock", "--user", user.name, user=user)
+    own = daemon.ctl("lock", "--user", user.name, "--yes", user=user)
     assert own.code == 0, own.describe()
 
     events = daemon.history(user)

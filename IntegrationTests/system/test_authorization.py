@@ -94,7 +94,7 @@ def test_registered_user_sees_and_locks_only_their_own(daemon, victim, make_user
     assert r.code == 77, "a user may not lock someone else: " + r.describe()
     assert daemon.state_of(victim) == "active"
 
-    r = daemon.ctl("lock", "--user", me.name, user=me)
+    r = daemon.ctl("lock", "--user", me.name, "--yes", user=me)
     assert r.code == 0, "a user may lock their own vault: " + r.describe()
     assert daemon.state_of(me) == "locked"
     assert owner_of(vault) == (0, 0, 0), "the self-lock did not lock the directory"

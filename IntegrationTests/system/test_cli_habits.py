@@ -166,10 +166,29 @@ def test_an_ordinary_users_verbs_default_to_herself(make_daemon, make_server, ma
     assert r.code == 0, "an ordinary user's check-in without a name is refused: " + r.describe()
     assert alice.name in r.out and bob.name not in r.out, r.describe()
 
+    # Her own lock of a permission vault, which only an administrator lifts: said first and
+    # asked for (issue 42, item 3: she locked herself out, warned by nothing). Without a
+    # terminal to confirm on, --yes.
     r = d.ctl("lock", user=alice)
+    assert r.code == 2 and "refusing without --yes" in r.err, r.describe()
+    assert f"{alice.name}: once locked, only an administrator can unlock it (lockwipectl unlock {alice.name}" in r.out, r.describe()
+    assert "you cannot undo this lock yourself" in r.out, r.describe()
+    assert d.state_of(alice) == "active"
+    r = d.ctl("lock", "--yes", user=alice)
     assert r.code == 0, "an ordinary user's lock without a name is refused: " + r.describe()
     assert d.state_of(alice) == "locked" and d.state_of(bob) == "active"
     assert owner_of(alice.vault) == (0, 0, 0)
+    # The way back it named: an administrator's unlock.
+    r = d.ctl("unlock", user=alice)
+    assert r.code == 77, r.describe()
+    d.ok("unlock", alice.name)
+    assert d.state_of(alice) == "active"
+    # An administrator's lock asks nothing: she can undo it.
+    r = d.ok("lock", alice.name)
+    assert "once locked" not in r.out, r.describe()
+    d.ok("unlock", alice.name)
+    r = d.ctl("lock", "--yes", user=alice)
+    assert r.code == 0, r.describe()
 
     # Root names someone (or --all): no default for an administrator.
     r = d.ctl("lock")

@@ -139,7 +139,7 @@ def test_own_lock_answers_her_client_and_ends_her_other_processes(daemon, make_u
     vault = daemon.make_vault(user, "vault")
     daemon.ok("register", "--user", user.name, "--dir", str(vault))
     other = procs.spawn(user, ["sleep", "600"])
-    r = daemon.ok("lock", "--user", user.name, user=user)
+    r = daemon.ok("lock", "--user", user.name, "--yes", user=user)
     assert "locked" in r.out, r.describe()
     wait_until(lambda: other.poll() is not None, 10, f"{user.name}'s other process survived her own lock")
 

@@ -170,7 +170,7 @@ def test_ancestor_swap_cannot_turn_her_lock_on_another_users_vault(daemon, make_
     s.make_unsafe()
     s.attack()
     before = s.snapshot()
-    r = daemon.ctl("lock", "--user", s.alice.name, user=s.alice)
+    r = daemon.ctl("lock", "--user", s.alice.name, "--yes", user=s.alice)
     assert r.code != 0, "a lock of a vault whose path now leads elsewhere was reported done: " + r.describe()
     s.assert_nothing_outside_changed(before, "Alice's lock")
     reg = daemon.registration(s.alice)

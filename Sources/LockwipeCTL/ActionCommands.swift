@@ -13,13 +13,15 @@ struct Lock: ParsableCommand {
             Users may lock their own registration (without a name, theirs); administrators any, \
             or --all. First lists the processes the lock will end (those of the users whose \
             vaults it locks, [lock] terminate_processes). --all asks for confirmation on a \
-            terminal and needs --yes otherwise, as wipe does.
+            terminal and needs --yes otherwise, as wipe does; so does a lock you cannot undo \
+            yourself (a user's own lock of a permission vault: only an administrator unlocks \
+            it), which is said first.
             """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("The users to lock.", valueName: "user"), completion: .custom(completeUsers)) var users: [String] = []
     @Option(help: "The user to lock.", completion: .custom(completeUsers)) var user: String?
     @Flag(help: "Lock every registration.") var all = false
-    @Flag(help: "With --all: do not ask for confirmation.") var yes = false
+    @Flag(help: "Do not ask for confirmation (--all, or a lock you cannot undo yourself).") var yes = false
 
     func validate() throws {
         if all && !namedUsers(users, user).isEmpty { throw ValidationError("give user names or --all, not both") }
@@ -51,6 +53,13 @@ struct Lock: ParsableCommand {
             }
         }
         for p in previews { for line in processLines(p) { print(line) } }
+        // A lock the one asking cannot undo herself is said first, and asked for (a user's
+        // own permission lock: only an administrator unlocks it).
+        let lockedOut = previews.filter { $0.undoneByAsker == false && $0.state?.isLockCommitted != true }
+        for p in lockedOut { print("\(p.user): once locked, \(p.undo ?? "only an administrator can unlock it")") }
+        if !all, !lockedOut.isEmpty {
+            try confirm("Lock \(lockedOut.map(\.user).joined(separator: ", ")), which you cannot unlock yourself?", yes: yes, undoable: true)
+        }
         if all {
             let ending = previews.reduce(0) { $0 + ($1.processes?.count ?? 0) }
             try confirm(

@@ -115,6 +115,35 @@ public enum UnlockRule {
         }
     }
 
+    // MARK: Before a lock: what will undo it
+
+    /// What will undo a lock the one asking is about to make (`byAdmin`: an administrator
+    /// asks; otherwise the registered user, trigger `user`), from the same rule the unlock
+    /// asks (`access`): a user who cannot undo her own lock is told so before it, and asked
+    /// (issue 42: a user locked her permission vault and could not unlock it).
+    public struct Undo: Equatable, Sendable {
+        /// The one asking can unlock it herself afterwards.
+        public var byAsker: Bool
+        /// Who unlocks it, and how, in her words.
+        public var text: String
+
+        public init(byAsker: Bool, text: String) {
+            self.byAsker = byAsker
+            self.text = text
+        }
+    }
+
+    public static func undo(user: String, byAdmin: Bool, protection: Protection, serverConfigured: Bool) -> Undo {
+        let request = Request(
+            user: user, byAdmin: byAdmin, protection: protection, state: .locked, lockTrigger: byAdmin ? .admin : .user, serverConfigured: serverConfigured)
+        let adminUnlock = "lockwipectl unlock \(user), as root or a member of the admin group"
+        guard access(request) == .allowed else {
+            return Undo(byAsker: false, text: "only an administrator can unlock it (\(adminUnlock)): you cannot undo this lock yourself")
+        }
+        if byAdmin { return Undo(byAsker: true, text: "an administrator unlocks it (\(adminUnlock))") }
+        return Undo(byAsker: true, text: "you can unlock it yourself (lockwipectl unlock, with your passcode once you have set one)")
+    }
+
     // MARK: Step 2: what opens the key
 
     /// What wraps a vault key (the daemon's `WrappedKey.Wrapping`).

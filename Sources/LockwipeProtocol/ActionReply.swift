@@ -19,11 +19,23 @@ public struct ActionResult: Codable, Sendable, Equatable {
     /// when it was handed back to the passcode and the encrypted vault stays locked);
     /// absent otherwise. `lockwipectl pam-auth` tells the user only about these.
     public var lifted: Bool?
+    /// A lock's preview: who will unlock the vault once locked, and how, in the asker's
+    /// words; `undoneByAsker` false when the one asking cannot unlock it herself.
+    public var undo: String?
+    public var undoneByAsker: Bool?
+
+    // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
+    enum CodingKeys: String, CodingKey {
+        case user, action, state, detail, wipe, failed, processes, lifted, undo
+        case undoneByAsker = "undone_by_asker"
+    }
 
     public init(
         user: String, action: String, state: RegistrationState?, detail: String, wipe: WipeSummary? = nil, failed: Bool? = nil,
-        processes: [ProcessEntry]? = nil, lifted: Bool? = nil
+        processes: [ProcessEntry]? = nil, lifted: Bool? = nil, undo: String? = nil, undoneByAsker: Bool? = nil
     ) {
+        self.undo = undo
+        self.undoneByAsker = undoneByAsker
         self.processes = processes
         self.lifted = lifted
         self.user = user

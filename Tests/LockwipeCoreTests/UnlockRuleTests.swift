@@ -120,6 +120,24 @@ import Testing
         .init(wrapping: .passcode, passcode: "secret", newPasscode: "new one", expected: .withPasscode("secret")),
     ]
 
+    /// Issue 42, item 3: before a lock, what will undo it for the one asking, from the
+    /// unlock's own rule. A user's own permission lock is the one she cannot undo.
+    @Test(
+        arguments: [
+            (
+                false, Protection.permissions, false,
+                "only an administrator can unlock it (lockwipectl unlock alice, as root or a member of the admin group): you cannot undo this lock yourself"
+            ),
+            (false, .encrypted, true, "you can unlock it yourself (lockwipectl unlock, with your passcode once you have set one)"),
+            (true, .permissions, true, "an administrator unlocks it (lockwipectl unlock alice, as root or a member of the admin group)"),
+            (true, .encrypted, true, "an administrator unlocks it (lockwipectl unlock alice, as root or a member of the admin group)"),
+        ] as [(Bool, Protection, Bool, String)])
+    func beforeALockTheAskerIsToldWhatUndoesIt(byAdmin: Bool, protection: Protection, byAsker: Bool, text: String) {
+        for server in [false, true] {
+            #expect(UnlockRule.undo(user: "alice", byAdmin: byAdmin, protection: protection, serverConfigured: server) == .init(byAsker: byAsker, text: text))
+        }
+    }
+
     @Test(arguments: openingRows)
     func whatOpensTheKey(_ row: OpeningRow) {
         #expect(UnlockRule.opening(user: "alice", wrapping: row.wrapping, passcode: row.passcode, newPasscode: row.newPasscode) == row.expected)

@@ -138,7 +138,9 @@ import Testing
           wipe: ?WipeSummary,
           failed: ?bool,
           processes: ?[]ProcessEntry,
-          lifted: ?bool
+          lifted: ?bool,
+          undo: ?string,
+          undone_by_asker: ?bool
         )
 
         # Who asked for a wipe: the lockwipectl peer, the policy server, the offline

@@ -60,7 +60,7 @@ import Testing
         ),
         (#"{"certificate":CERT}"#.replacingOccurrences(of: "CERT", with: certificate), CertificateReply.self),
         (
-            #"{"results":[{"action":"wipe","detail":"d","failed":true,"lifted":true,"processes":[{"comm":"bash","pid":7,"uid":1000}],"state":"wiped","user":"alice","wipe":WIPE}]}"#
+            #"{"results":[{"action":"wipe","detail":"d","failed":true,"lifted":true,"processes":[{"comm":"bash","pid":7,"uid":1000}],"state":"wiped","undo":"u","undone_by_asker":false,"user":"alice","wipe":WIPE}]}"#
                 .replacingOccurrences(of: "WIPE", with: wipe), ActionReply.self
         ),
         (

@@ -11,7 +11,7 @@ extension ActionResult {
             user: outcome.user, action: outcome.operation.rawValue, state: outcome.state, detail: outcome.reason, wipe: outcome.wipe,
             failed: outcome.failed ? true : nil,
             processes: outcome.processes?.map { ProcessEntry(pid: $0.pid, comm: $0.comm, uid: $0.uid) },
-            lifted: outcome.lift != nil ? true : nil)
+            lifted: outcome.lift != nil ? true : nil, undo: outcome.undo?.text, undoneByAsker: outcome.undo?.byAsker)
     }
 }
 

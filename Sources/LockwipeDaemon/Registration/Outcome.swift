@@ -40,6 +40,8 @@ public struct Outcome: Sendable, Equatable {
     public var failed = false
     /// A lock's preview: the processes of the user it would end.
     public var processes: [Process]? = nil
+    /// A lock's preview: what will undo the lock, for the one asking (`UnlockRule.undo`).
+    public var undo: UnlockRule.Undo? = nil
     /// Set on a login's outcome when a lock was lifted or handed back.
     public var lift: Lift? = nil
 }

@@ -10,11 +10,15 @@ import Logging
 /// (The client of her own lock ended after its answer: `RegistrationContext+OwnRequest.swift`.)
 extension Registration {
     /// What a lock would end now (`r`: its record as just read) (`lockwipectl lock` lists it first): her
-    /// processes, but the client asking when it is hers (a lock spares it). Changes nothing.
-    nonisolated(nonsending) func lockPreview(_ r: RegistrationRecord) async throws -> Outcome {
+    /// processes, but the client asking when it is hers (a lock spares it), and what will
+    /// undo the lock for the one asking (`byAdmin`: an administrator; `UnlockRule.undo`).
+    /// Changes nothing.
+    nonisolated(nonsending) func lockPreview(_ r: RegistrationRecord, byAdmin: Bool) async throws -> Outcome {
+        let undo = UnlockRule.undo(user: r.user, byAdmin: byAdmin, protection: r.protection, serverConfigured: context.configuration.server.isConfigured)
         guard context.configuration.terminateProcesses else {
             return Outcome(
-                user: r.user, operation: .lock, state: r.state, reason: "ends no processes ([lock] terminate_processes = false)", processes: [])
+                user: r.user, operation: .lock, state: r.state, reason: "ends no processes ([lock] terminate_processes = false)", processes: [],
+                undo: undo)
         }
         let client = RequestingClient.current
         let spared = client.flatMap { $0.uid == r.uid ? $0.pid : nil }
@@ -29,6 +33,6 @@ extension Registration {
             }
         }
         let detail = entries.isEmpty ? "ends no processes (none running)" : "ends \(entries.count) process\(entries.count == 1 ? "" : "es")"
-        return Outcome(user: r.user, operation: .lock, state: r.state, reason: detail, processes: entries)
+        return Outcome(user: r.user, operation: .lock, state: r.state, reason: detail, processes: entries, undo: undo)
     }
 }

@@ -10,7 +10,7 @@ extension ControlServer {
         let users = if case .user(let user) = targets { [user] } else { try await users(targets) }
         if p.preview == true {
             var previews: [Outcome] = []
-            for user in users { previews.append(try await manager.look(at: user) { registration, r in try await registration.lockPreview(r) }) }
+            for user in users { previews.append(try await manager.look(at: user) { registration, r in try await registration.lockPreview(r, byAdmin: caller.isAdmin) }) }
             return ActionReply(previews)
         }
         var results: [Outcome] = []
