@@ -63,6 +63,7 @@ class Nginx:
         (root / "pki").mkdir()
         self.pki = make_pki(root / "pki")
         self.port = free_port()
+        self.generation_port = free_port()
         self.url = f"https://localhost:{self.port}"
         for d in ("logs", "tmp"):
             (root / d).mkdir()
@@ -77,8 +78,10 @@ class Nginx:
         site = site.replace("/var/log/nginx/", f"{root}/logs/")
         site = re.sub(r"(?m)^(\s*)listen 8443 ssl;$", rf"\1listen 127.0.0.1:{self.port} ssl;", site)
         site = re.sub(r"(?m)^\s*listen \[::\]:8443 ssl;\n", "", site)
+        site = re.sub(r"(?m)^(\s*)listen 127\.0\.0\.1:8442;$", rf"\1listen 127.0.0.1:{self.generation_port};", site)
         directives = re.sub(r"(?m)^\s*#.*\n", "", site)
         assert str(self.port) in directives and not re.search(r"/var/|/etc/", directives), directives
+        assert f"127.0.0.1:{self.generation_port};" in directives, directives
         (root / "lockwipe-server.conf").write_text(site)
         temps = "".join(f"    {kind}_temp_path {root}/tmp/{kind};\n"
                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -276,6 +279,32 @@ def test_lock_wipe_block_and_policy_written_by_the_admin_script_reach_the_daemon
     assert re.search(rf'"GET {PATH_PREFIX}{a.name} HTTP/1.1" 403 .*"lockwiped/', log), log
 
 
+def test_an_order_is_served_as_soon_as_the_admin_script_returns(nginx, make_daemon, make_user):
+    """Issue 42: `lockwipe-server lock` returned while nginx, reloading in the background,
+    still served the old maps, so a check-in made at once got the settings document (a
+    contact) and the lock came a check-in later. The script returns once nginx serves
+    the new files: no wait between the command and the check-in here."""
+    d = served(make_daemon, nginx)
+    a = registered(d, nginx, make_user)
+
+    r = nginx.admin("lock", a.name)
+    assert "nginx serves it now" in r.stdout, r.stdout
+    c = d.ctl("check-in", "--user", a.name)
+    reg = d.registration(a)
+    assert reg["state"] == "locked" and reg["lock_trigger"] == "server", (c.describe(), reg)
+
+    nginx.admin("ok", a.name)
+    c = d.ctl("check-in", "--user", a.name)
+    assert c.code == 0 and "contact ok" in c.out, c.describe()
+    assert d.registration(a)["last_error"] is None, d.registration(a)
+
+    nginx.admin("wipe", a.name)
+    c = d.ctl("check-in", "--user", a.name)
+    wait_until(lambda: empty_or_absent(a.vault), 5, f"the wipe ordered just before the check-in did not happen: {c.describe()}",
+               details=d.log_tail)
+    assert d.registration(a)["state"] == "wiped", d.registration(a)
+
+
 def test_a_new_registration_after_a_wipe_order_is_not_wiped(nginx, make_daemon, make_user):
     """Issue 42: orders were keyed on the user name, so a wipe order outlived the
     registration it was given for: after the wipe, the user unregistered and registered
@@ -422,12 +451,15 @@ def token_md5(token):
 
 def older_configuration(current, keys):
     """The shipped configuration as it was before issue 42 (orders and documents keyed on
-    the user name), and with keys "bare" before issue 40 (maps on the bare name)."""
+    the user name, no generation to ask), and with keys "bare" before issue 40 (maps on
+    the bare name)."""
     conf = current.replace('map "u:$lockwipe_user:$lockwipe_token_md5" $lockwipe_order', 'map "u:$lockwipe_user" $lockwipe_order')
     conf = conf.replace("try_files /$lockwipe_token_md5 =404;", "try_files /$lockwipe_user =404;")
+    conf = re.sub(r"(?s)\n# The generation of the files.*?\n}\n", "\n", conf)
+    conf = re.sub(r"(?s)\n# What lockwipe-server asks after a reload.*\Z", "\n", conf)
     if keys == "bare":
         conf = conf.replace('map "u:$lockwipe_user"', "map $lockwipe_user")
-    assert "lockwipe_token_md5 =404" not in conf, conf
+    assert "$lockwipe_generation" not in conf and "lockwipe_token_md5 =404" not in conf, conf
     return conf
 
 
@@ -486,10 +518,12 @@ def test_an_upgrade_changes_the_configuration_and_the_maps_together(keys):
         # The upgrade: the shipped configuration, then the files.
         conf.write_text(current["conf"])
         r = server.admin("rewrite")
-        assert "every file written again" in r.stdout, r.stdout
+        assert "every file written again (nginx serves it now)" in r.stdout, r.stdout
         assert "carol: the TRAFFIC_REG_WIPED order is dropped: carol had no token" in r.stdout, r.stdout
-        server.serving("alice", tokens["alice"], 200, contains='"blockDisconnectedPeriod": 3')
-        server.serving("bob", tokens["bob"], 403, "TRAFFIC_REG_LOCKED")
+        # No wait: the script returned once nginx served the new files.
+        assert server.answer("alice", tokens["alice"])[0] == 200
+        assert '"blockDisconnectedPeriod": 3' in server.answer("alice", tokens["alice"])[2]
+        assert server.answer("bob", tokens["bob"])[:2] == (403, "TRAFFIC_REG_LOCKED")
         assert server.answer("alice", tokens["bob"])[0] == 401
         entries = [line for name in ("tokens.map", "orders.map")
                    for line in (server.data / name).read_text().splitlines() if not line.startswith("#")]
@@ -499,8 +533,7 @@ def test_an_upgrade_changes_the_configuration_and_the_maps_together(keys):
 
         # carol's next registration does not get the wipe she was ordered before.
         carol = server.admin("token", "carol").stdout.strip()
-        server.serving("carol", carol, 200)
+        assert server.answer("carol", carol)[0] == 200
         # bob's next one does not get his lock.
         bob = server.admin("token", "bob").stdout.strip()
-        server.serving("bob", bob, 200)
-        assert server.answer("bob", tokens["bob"])[0] == 401
+        assert server.answer("bob", bob)[0] == 200 and server.answer("bob", tokens["bob"])[0] == 401
