@@ -9,11 +9,14 @@ lockwipe-server.conf is used as it is, only its paths and port replaced. The tes
 nginx and removes that directory whatever happens.
 """
 
+import base64
 import contextlib
+import hashlib
 import http.client
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import signal
@@ -60,6 +63,7 @@ class Nginx:
         (root / "pki").mkdir()
         self.pki = make_pki(root / "pki")
         self.port = free_port()
+        self.generation_port = free_port()
         self.url = f"https://localhost:{self.port}"
         for d in ("logs", "tmp"):
             (root / d).mkdir()
@@ -74,8 +78,10 @@ class Nginx:
         site = site.replace("/var/log/nginx/", f"{root}/logs/")
         site = re.sub(r"(?m)^(\s*)listen 8443 ssl;$", rf"\1listen 127.0.0.1:{self.port} ssl;", site)
         site = re.sub(r"(?m)^\s*listen \[::\]:8443 ssl;\n", "", site)
+        site = re.sub(r"(?m)^(\s*)listen 127\.0\.0\.1:8442;$", rf"\1listen 127.0.0.1:{self.generation_port};", site)
         directives = re.sub(r"(?m)^\s*#.*\n", "", site)
         assert str(self.port) in directives and not re.search(r"/var/|/etc/", directives), directives
+        assert f"127.0.0.1:{self.generation_port};" in directives, directives
         (root / "lockwipe-server.conf").write_text(site)
         temps = "".join(f"    {kind}_temp_path {root}/tmp/{kind};\n"
                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
@@ -273,13 +279,76 @@ def test_lock_wipe_block_and_policy_written_by_the_admin_script_reach_the_daemon
     assert re.search(rf'"GET {PATH_PREFIX}{a.name} HTTP/1.1" 403 .*"lockwiped/', log), log
 
 
+def test_an_order_is_served_as_soon_as_the_admin_script_returns(nginx, make_daemon, make_user):
+    """Issue 42: `lockwipe-server lock` returned while nginx, reloading in the background,
+    still served the old maps, so a check-in made at once got the settings document (a
+    contact) and the lock came a check-in later. The script returns once nginx serves
+    the new files: no wait between the command and the check-in here."""
+    d = served(make_daemon, nginx)
+    a = registered(d, nginx, make_user)
+
+    r = nginx.admin("lock", a.name)
+    assert "nginx serves it now" in r.stdout, r.stdout
+    c = d.ctl("check-in", "--user", a.name)
+    reg = d.registration(a)
+    assert reg["state"] == "locked" and reg["lock_trigger"] == "server", (c.describe(), reg)
+
+    nginx.admin("ok", a.name)
+    c = d.ctl("check-in", "--user", a.name)
+    assert c.code == 0 and "contact ok" in c.out, c.describe()
+    assert d.registration(a)["last_error"] is None, d.registration(a)
+
+    nginx.admin("wipe", a.name)
+    c = d.ctl("check-in", "--user", a.name)
+    wait_until(lambda: empty_or_absent(a.vault), 5, f"the wipe ordered just before the check-in did not happen: {c.describe()}",
+               details=d.log_tail)
+    assert d.registration(a)["state"] == "wiped", d.registration(a)
+
+
+def test_a_new_registration_after_a_wipe_order_is_not_wiped(nginx, make_daemon, make_user):
+    """Issue 42: orders were keyed on the user name, so a wipe order outlived the
+    registration it was given for: after the wipe, the user unregistered and registered
+    again with a new token (as the status line advises), and the new registration's first
+    check-in got the old 403 TRAFFIC_REG_WIPED and was wiped. An order is bound to the
+    token it was given for; a new token is a new registration, without it."""
+    d = served(make_daemon, nginx)
+    a = registered(d, nginx, make_user)
+    old_token = a.token
+    nginx.admin("wipe", a.name)
+    nginx.serving(a.name, a.token, 403, "TRAFFIC_REG_WIPED")
+    d.ctl("check-in", "--user", a.name)
+    wait_until(lambda: empty_or_absent(a.vault), 5, "the wipe ordered through nginx did not happen", details=d.log_tail)
+    assert d.registration(a)["state"] == "wiped", d.registration(a)
+
+    # The user starts again: unregistered, a new token from the admin script, registered.
+    d.ok("unregister", "--user", a.name)
+    r = nginx.admin("token", a.name, "--output", str(d.root / f"token-{a.name}"))
+    assert "TRAFFIC_REG_WIPED" in r.stdout and "dropped" in r.stdout, r.stdout
+    nginx.serving(a.name, (d.root / f"token-{a.name}").read_text().strip(), 200)
+    new_vault = d.make_vault(a, f"new-{a.name}", files={"work.txt": b"the new registration's data\n"})
+    before = fingerprint(new_vault)
+    d.ok("register", "--user", a.name, "--dir", new_vault, "--token-file", d.root / f"token-{a.name}")
+    wait_until(lambda: d.registration(a).get("last_attempt"), 10,
+               "the check-in a registration makes at once was not answered")
+    c = d.ctl("check-in", "--user", a.name)
+    reg = d.registration(a)
+    assert c.code == 0 and "contact ok" in c.out, (c.describe(), reg)
+    assert reg["state"] == "active" and reg["last_error"] is None, reg
+    assert fingerprint(new_vault) == before, "the old registration's wipe order touched the new registration's vault"
+    # The old token is no longer anybody's; the order is not lying in wait for a next one.
+    assert nginx.answer(a.name, old_token)[0] == 401
+    assert "order: none" in nginx.admin("show").stdout
+
+
 def test_a_wrong_or_missing_token_is_refused_and_gets_no_order(nginx, make_daemon, make_user):
     d = served(make_daemon, nginx)
     a = registered(d, nginx, make_user)
     other = registered(d, nginx, make_user)
     nobody = registered(d, nginx, make_user, token=False)
     nginx.admin("lock", a.name)
-    nginx.admin("lock", nobody.name)
+    # An order goes to the registration holding the user's token: without one, there is none to give it to.
+    r = nginx.admin("lock", nobody.name, ok=False)
+    assert r.returncode == 1 and f"{nobody.name} has no token" in r.stderr and "nothing changed" in r.stderr, r
     nginx.serving(a.name, a.token, 403, "TRAFFIC_REG_LOCKED")
 
     # No token; another user's token; a token one digit off; a revoked token: 401, no contact, no lock.
@@ -374,42 +443,97 @@ def test_users_named_as_nginx_map_keywords_are_served_like_any_other():
         server.serving("hostnames", tokens["hostnames"], 200)
 
 
-def test_an_upgrade_changes_the_configuration_and_the_maps_together():
-    """A lockwipe-server.conf and maps from before the u: prefix: the script refuses to
-    reload nginx onto maps that conf would not match (every check-in would get 401), and
-    once the conf's two map lines are changed, `rewrite` brings the maps over; the tokens
-    issued before keep working."""
-    tokens = {}
+def token_md5(token):
+    """What tokens.map holds for a token: the MD5 of its Authorization header, base64url
+    without padding (what nginx's secure_link compares)."""
+    return base64.urlsafe_b64encode(hashlib.md5(f"Bearer {token}".encode()).digest()).decode().rstrip("=")
 
-    def old_install(server):
-        conf = server.root / "lockwipe-server.conf"
-        conf.write_text(conf.read_text().replace('map "u:$lockwipe_user"', "map $lockwipe_user"))
-        for name in ("alice", "bob"):
-            tokens[name] = server.admin("--no-reload", "token", name).stdout.strip()
-        server.admin("--no-reload", "lock", "bob")
-        for name in ("tokens.map", "orders.map"):  # as the older script wrote them: bare names
-            path = server.data / name
-            path.write_text(path.read_text().replace("u:", ""))
 
-    with running_nginx(before_start=old_install) as server:
+def older_configuration(current, keys):
+    """The shipped configuration as it was before issue 42 (orders and documents keyed on
+    the user name, no generation to ask), and with keys "bare" before issue 40 (maps on
+    the bare name)."""
+    conf = current.replace('map "u:$lockwipe_user:$lockwipe_token_md5" $lockwipe_order', 'map "u:$lockwipe_user" $lockwipe_order')
+    conf = conf.replace("try_files /$lockwipe_token_md5 =404;", "try_files /$lockwipe_user =404;")
+    conf = re.sub(r"(?s)\n# The generation of the files.*?\n}\n", "\n", conf)
+    conf = re.sub(r"(?s)\n# What lockwipe-server asks after a reload.*\Z", "\n", conf)
+    if keys == "bare":
+        conf = conf.replace('map "u:$lockwipe_user"', "map $lockwipe_user")
+    assert "$lockwipe_generation" not in conf and "lockwipe_token_md5 =404" not in conf, conf
+    return conf
+
+
+def older_files(data, keys, tokens, orders, policy):
+    """The files an older lockwipe-server wrote: maps keyed on the user name (behind u:,
+    or bare before issue 40), settings/USER, state.json without the token of an order."""
+    prefix = "u:" if keys == "u:" else ""
+    header = "# Written by lockwipe-server: do not edit.\n"
+    (data / "settings").mkdir(parents=True)
+    (data / "tokens.map").write_text(header + "".join(f'{prefix}{u} "{token_md5(t)}";\n' for u, t in sorted(tokens.items())))
+    os.chmod(data / "tokens.map", 0o600)
+    (data / "orders.map").write_text(header + "".join(f"{prefix}{u} {code};\n" for u, code in sorted(orders.items())))
+    users = sorted(set(tokens) | set(orders))
+    state = {"policy": policy, "users": {u: {"order": orders.get(u), "policy": None} for u in users}}
+    (data / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+    os.chmod(data / "state.json", 0o600)
+    document = {"mobileservices": {"settingsExchange": {"blockWipingPolicy": {
+        "blockWipeEnabled": True, "blockDisconnectedPeriod": policy["lock_days"], "wipeDisconnectedPeriod": policy["wipe_days"]}}}}
+    for u in users:
+        (data / "settings" / u).write_text(json.dumps(document, indent=2) + "\n")
+
+
+@pytest.mark.parametrize("keys", ["bare", "u:"])
+def test_an_upgrade_changes_the_configuration_and_the_maps_together(keys):
+    """A lockwipe-server.conf and files from before issue 42 (orders and documents keyed
+    on the user name; with keys "bare", from before issue 40 too): the script refuses to
+    reload nginx onto files that configuration would not match (no order would be served,
+    every document a 404), and once the shipped configuration is in place, `rewrite`
+    brings the files over: the tokens issued before keep working, an order stays with the
+    token its user has, and an order of a user without a token (which reached no
+    registration) is dropped, so that it never reaches the user's next registration."""
+    tokens = {"alice": secrets.token_hex(32), "bob": secrets.token_hex(32)}
+    policy = {"enabled": True, "lock_days": 3, "wipe_days": 9}
+    current = {}
+
+    def older_install(server):
         conf = server.root / "lockwipe-server.conf"
-        assert 'map "u:' not in conf.read_text()
-        server.serving("alice", tokens["alice"], 200)
+        current["conf"] = conf.read_text()
+        conf.write_text(older_configuration(current["conf"], keys))
+        older_files(server.data, keys, tokens, {"bob": "TRAFFIC_REG_LOCKED", "carol": "TRAFFIC_REG_WIPED"}, policy)
+
+    with running_nginx(before_start=older_install) as server:
+        conf = server.root / "lockwipe-server.conf"
+        server.serving("alice", tokens["alice"], 200, contains='"blockDisconnectedPeriod": 3')
         server.serving("bob", tokens["bob"], 403, "TRAFFIC_REG_LOCKED")
-        before = {name: (server.data / name).read_text() for name in ("tokens.map", "orders.map", "state.json")}
+        before = {p: p.read_text() for p in server.data.rglob("*") if p.is_file()}
 
         r = server.admin("lock", "alice", ok=False)
         assert r.returncode == 1, r
-        assert 'no map on "u:$lockwipe_user"' in r.stderr and "lockwipe-server rewrite" in r.stderr, r.stderr
-        assert {name: (server.data / name).read_text() for name in before} == before
+        assert "older than this script" in r.stderr and "nothing changed" in r.stderr, r.stderr
+        assert 'no map on "u:$lockwipe_user:$lockwipe_token_md5"' in r.stderr and "lockwipe-server rewrite" in r.stderr, r.stderr
+        assert ('map on "u:$lockwipe_user" (the token map)' in r.stderr) == (keys == "bare"), r.stderr
+        assert {p: p.read_text() for p in server.data.rglob("*") if p.is_file()} == before, "a refused command changed files"
         assert server.answer("alice", tokens["alice"])[0] == 200
 
-        # The upgrade: the two map lines, then the files.
-        conf.write_text(conf.read_text().replace("map $lockwipe_user", 'map "u:$lockwipe_user"'))
-        assert server.admin("rewrite").stdout.strip() == "every file written again"
-        server.serving("alice", tokens["alice"], 200)
-        server.serving("bob", tokens["bob"], 403, "TRAFFIC_REG_LOCKED")
+        # The upgrade: the shipped configuration, then the files.
+        conf.write_text(current["conf"])
+        r = server.admin("rewrite")
+        assert "every file written again (nginx serves it now)" in r.stdout, r.stdout
+        assert "carol: the TRAFFIC_REG_WIPED order is dropped: carol had no token" in r.stdout, r.stdout
+        # No wait: the script returned once nginx served the new files.
+        assert server.answer("alice", tokens["alice"])[0] == 200
+        assert '"blockDisconnectedPeriod": 3' in server.answer("alice", tokens["alice"])[2]
+        assert server.answer("bob", tokens["bob"])[:2] == (403, "TRAFFIC_REG_LOCKED")
         assert server.answer("alice", tokens["bob"])[0] == 401
         entries = [line for name in ("tokens.map", "orders.map")
                    for line in (server.data / name).read_text().splitlines() if not line.startswith("#")]
-        assert len(entries) == 3 and all(line.startswith("u:") for line in entries), entries
+        assert sorted(entries) == sorted([f'u:alice "{token_md5(tokens["alice"])}";', f'u:bob "{token_md5(tokens["bob"])}";',
+                                          f'u:bob:{token_md5(tokens["bob"])} TRAFFIC_REG_LOCKED;']), entries
+        assert sorted(os.listdir(server.data / "settings")) == sorted(token_md5(t) for t in tokens.values())
+
+        # carol's next registration does not get the wipe she was ordered before.
+        carol = server.admin("token", "carol").stdout.strip()
+        assert server.answer("carol", carol)[0] == 200
+        # bob's next one does not get his lock.
+        bob = server.admin("token", "bob").stdout.strip()
+        assert server.answer("bob", bob)[0] == 200 and server.answer("bob", tokens["bob"])[0] == 401
