@@ -106,6 +106,9 @@ def test_a_helpdesk_code_lifts_an_offline_lock_once(make_daemon, make_user):
     this_machine = "%010x" % machine_id(open("/etc/machine-id").read())
     assert last_line(r) == this_machine, r.describe()
     assert d.status()["offline_codes"] == {"provisioned": True, "machine": this_machine, "provision_epoch": 0}
+    # Not to be taken for the machine id a certificate names (issue 42: two "machine" ids).
+    human = d.ok("status").out
+    assert f"challenges name this machine {this_machine}, a hash of /etc/machine-id" in human, human
     key_file = d.state_dir / "offline-code.key"
     assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_uid == 0
     assert secret.read_bytes().strip() not in key_file.read_bytes(), "the fleet secret was stored"
@@ -269,6 +272,9 @@ def test_encrypted_vaults_open_with_the_default_passcode_and_hand_back_to_a_user
         reg = d.registration(own)
         assert reg["state"] == "locked" and reg["lock_trigger"] == "user", reg
         assert "lock-lifted" in kinds(d, own)
+        # What it waits for is said: not a lock she made and cannot undo (issue 42).
+        assert reg["lock_waits_for"].startswith(f"{own.name}'s own unlock (lockwipectl unlock, with the passcode"), reg
+        assert f"{own.name}: lock waits for: {own.name}'s own unlock" in d.ok("status").out
         d.ok("unlock", "--user", own.name, "--passcode-stdin", input=PASS + "\n", user=own)
         assert d.state_of(own) == "active"
         for rel, content in files[own.name].items():

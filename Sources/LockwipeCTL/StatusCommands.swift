@@ -58,7 +58,8 @@ struct Status: ParsableCommand {
             "Server:  \(report.server.configured ? report.server.url ?? "configured" : "not configured")"
                 + (report.server.insecureHttp ? " (INSECURE: plain http, allow_insecure_http = true)" : ""))
         if let codes = report.offlineCodes {
-            let machine = codes.machine.map { $0.contains(" ") ? " (\($0))" : " (machine \($0))" } ?? ""
+            // Not the machine id certificates name: a hash of it that challenges carry.
+            let machine = codes.machine.map { $0.contains(" ") ? " (\($0))" : " (challenges name this machine \($0), a hash of /etc/machine-id)" } ?? ""
             print("Offline codes: \(codes.provisioned ? "provisioned" : "not provisioned")\(machine)")
         }
         if report.registrations.isEmpty {

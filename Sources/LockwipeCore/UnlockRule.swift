@@ -144,6 +144,17 @@ public enum UnlockRule {
         return Undo(byAsker: true, text: "you can unlock it yourself (lockwipectl unlock, with your passcode once you have set one)")
     }
 
+    /// What a lock that is not the policy's waits for (`PolicyLockLift.waitingFor` says it
+    /// for a server or offline lock), from the rule the unlock asks: `status` shows it, so
+    /// that a lock handed back to the passcode (an offline code, a contact) does not read
+    /// as one its user made and cannot undo (issue 42). Nil when not locked.
+    public static func waitingFor(user: String, protection: Protection, state: RegistrationState, trigger: Trigger?) -> String? {
+        guard state.isLockCommitted, trigger != .server, trigger != .offline else { return nil }
+        let byUser = Request(user: user, byAdmin: false, protection: protection, state: state, lockTrigger: trigger, serverConfigured: false)
+        guard access(byUser) == .allowed else { return "an administrator (lockwipectl unlock \(user))" }
+        return "\(user)'s own unlock (lockwipectl unlock, with the passcode once one is set), or an administrator"
+    }
+
     // MARK: Step 2: what opens the key
 
     /// What wraps a vault key (the daemon's `WrappedKey.Wrapping`).

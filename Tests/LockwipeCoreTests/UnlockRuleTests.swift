@@ -138,6 +138,19 @@ import Testing
         }
     }
 
+    /// Issue 42: status says what every lock waits for; a lock handed back to the passcode
+    /// (trigger `user`) waits for her own unlock, a permission lock for an administrator.
+    @Test func whatALockThatIsNotThePolicysWaitsFor() {
+        let own = "alice's own unlock (lockwipectl unlock, with the passcode once one is set), or an administrator"
+        let admin = "an administrator (lockwipectl unlock alice)"
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .encrypted, state: .locked, trigger: .user) == own)
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .encrypted, state: .lockFailed, trigger: .logout) == own)
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .encrypted, state: .locked, trigger: .admin) == admin)
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .permissions, state: .locked, trigger: .user) == admin)
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .encrypted, state: .locked, trigger: .server) == nil)
+        #expect(UnlockRule.waitingFor(user: "alice", protection: .encrypted, state: .active, trigger: nil) == nil)
+    }
+
     @Test(arguments: openingRows)
     func whatOpensTheKey(_ row: OpeningRow) {
         #expect(UnlockRule.opening(user: "alice", wrapping: row.wrapping, passcode: row.passcode, newPasscode: row.newPasscode) == row.expected)

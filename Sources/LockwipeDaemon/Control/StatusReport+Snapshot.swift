@@ -64,7 +64,8 @@ extension RegistrationInfo {
                 inForce: left > 0, remainingSeconds: left, endedAt: lease.endedAt.map(Timestamp.iso))
         }
         if let waits = e.lockWaitsFor {
-            lockLiftable = r.lockLiftable
+            // Liftable by a contact: a policy lock's alone.
+            if r.lockTrigger == .server || r.lockTrigger == .offline { lockLiftable = r.lockLiftable }
             lockWaitsFor = waits
         }
         if case .warn(let w) = e.warning {

@@ -48,7 +48,8 @@ extension Manager {
                     runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: await context.keyStatus(r),
                     passcodePolicy: context.passcodePolicy(for: r).policy,
                     lockWaitsFor: PolicyLockLift.waitingFor(
-                        lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)))
+                        lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)
+                        ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger)))
         }
         let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
