@@ -7,8 +7,8 @@ service file in the test's own temporary directory, shaped as Debian's common-au
 the lockwipe profile enabled: pam_unix as the primary module, then the lines of the
 shipped profile (packaging/pam-configs/lockwipe) as pam-auth-update adds them, pointed at
 the built lockwipectl and the test's daemon (pam_lockwipe.so, compiled from
-packaging/pam/pam_lockwipe.c into a temporary directory, as the Additional auth module;
-the pam-account gate in the account stack), driven through a conversation in ctypes. The
+packaging/pam/pam_lockwipe.c into a temporary directory, as the Additional auth module
+and as the login gate of the account stack), driven through a conversation in ctypes. The
 throwaway users get passwords with chpasswd and are removed afterwards (make_user).
 """
 
