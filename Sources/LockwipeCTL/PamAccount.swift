@@ -12,14 +12,16 @@ import LockwipeProtocol
     import Glibc
 #endif
 
-/// `lockwipectl pam-account`: the login gate, for pam_exec in the PAM account stack.
+/// `lockwipectl pam-account`: the login gate, run by pam_lockwipe.so in the PAM account stack.
 struct PamAccount: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pam-account",
-        abstract: "Login gate for pam_exec(8): refuse a user whose data was locked by the policy server or wiped.",
+        abstract: "Login gate for pam_lockwipe.so: refuse a user whose data was locked by the policy server or wiped.",
         discussion: """
             Meant for the PAM account stack (pam-auth-update --enable lockwipe adds \
-            'account required pam_exec.so quiet stdout seteuid /usr/bin/lockwipectl pam-account'). \
+            'account required pam_lockwipe.so', which runs this command and decides the login by \
+            its exit status: 1 refuses with "Permission denied", after the reason printed here; \
+            any status but 0 and 1 lets the login through). \
             Asks lockwiped about the account of the user in $PAM_USER (or --user) and exits 1, with \
             the reason on standard output, when a registration of that account is locked by the \
             policy server, wiped, or being wiped. The account is looked up through NSS and \
@@ -30,16 +32,17 @@ struct PamAccount: ParsableCommand {
             A registration whose offline lock or wipe is due within [notify] warn_before gets a \
             notice of what happens when and how to prevent it; a warning never refuses a login. \
             When lockwiped cannot be asked (not running, no answer within 10 s, an error), the \
-            login is allowed and a warning goes to syslog (authpriv): a broken daemon must not \
+            login is allowed and a warning goes to syslog (authpriv), and to standard error only \
+            when PAM_TYPE is not set (run by hand), never to the user's terminal: a broken daemon must not \
             lock everyone out of a machine, and the vault's lock does not depend on the gate.
             """)
 
     @OptionGroup var global: GlobalOptions
-    @Option(help: "The user to check (default: $PAM_USER, as pam_exec sets it).") var user: String?
+    @Option(help: "The user to check (default: $PAM_USER, as pam_lockwipe.so sets it).") var user: String?
 
     func run() throws {
         guard let name = user ?? ProcessInfo.processInfo.environment["PAM_USER"].flatMap({ $0.isEmpty ? nil : $0 }) else {
-            throw CommandFailure(code: ExitStatus.usage, message: "pam-account: no user: PAM_USER is not set (run it from pam_exec, or give --user)")
+            throw CommandFailure(code: ExitStatus.usage, message: "pam-account: no user: PAM_USER is not set (run it from pam_lockwipe.so, or give --user)")
         }
         // The account, not the name PAM was given: NSS may answer to other spellings of a
         // name (case-insensitive directories, aliases sharing a uid), and a registration is
@@ -84,9 +87,11 @@ struct PamAccount: ParsableCommand {
     }
 
     /// lockwiped could not be asked: allow, and say so where an administrator looks.
+    /// Under PAM (PAM_TYPE set) only to syslog: pam_lockwipe.so would send standard error
+    /// there too, and an internal sentence is no business of the user's terminal.
     static func failOpen(user: String, _ why: String) {
         let message = "login of \(user) allowed without the lockwipe check: \(why)"
-        StandardStreams.writeError("lockwipectl: \(message)\n")
+        if ProcessInfo.processInfo.environment["PAM_TYPE"] == nil { StandardStreams.writeError("lockwipectl: \(message)\n") }
         syslog(LOG_WARNING, message)
     }
 

@@ -1,4 +1,4 @@
-/// The login gate's decision (`lockwipectl pam-account`, run by pam_exec in the PAM
+/// The login gate's decision (`lockwipectl pam-account`, run by pam_lockwipe.so in the PAM
 /// `account` stack): whether a user may log in, given what lockwiped says about their
 /// registration. Pure: the caller asks the daemon and prints the message.
 ///
@@ -14,7 +14,7 @@
 public enum LoginGate {
     public struct Decision: Equatable, Sendable {
         public var allowed: Bool
-        /// Shown to the user (pam_exec `stdout`); nil: nothing to say.
+        /// Shown to the user (pam_lockwipe.so passes standard output to the PAM conversation); nil: nothing to say.
         public var message: String?
 
         public init(allowed: Bool, message: String?) {
