@@ -5,6 +5,7 @@ Every daemon run in these tests is under libfaketime (`+0` for "now"), which mov
 the wall clock only; daemon_harness.py says why BOOTTIME is not moved.
 """
 
+import json
 import math
 import os
 import time
@@ -183,3 +184,43 @@ def test_sighup_with_lower_threshold_locks(make_daemon, make_user):
     assert d.state_of(user) == "locked"
     assert d.status()["policy"]["offline_days_before_lock"] == 1
     assert d.running(), "the daemon exited on SIGHUP"
+
+
+def test_policy_plan_says_what_comes_when_and_what_n_more_days_offline_do(make_daemon, make_user):
+    """Issue 42, item 6: an operator tries a policy without touching the clock. `policy
+    --plan` lists each registration's warnings, lock and wipe with their times, from the
+    daemon's planner; `--offline-days N` says what each would be after N more days. It
+    changes nothing; the same plan is what the daemon then does (a day's faketime shows
+    the lock where the plan put it)."""
+    d = make_daemon(config=config_text(lock=2, wipe=5), faketime="+0")
+    user, vault = registered(d, make_user)
+    before = fingerprint(vault)
+    r = d.ok("policy", "--plan", "--json")
+    plans = {p["user"]: p for p in json.loads(r.out)}
+    plan = plans[user.name]
+    assert [s["step"] for s in plan["steps"]] == ["warn-lock", "lock", "warn-wipe", "wipe"], plan
+    contact = parse_time(d.registration(user)["last_contact"])
+    at = {s["step"]: parse_time(s["at"]) for s in plan["steps"]}
+    near(plan["steps"][1]["at"], contact + timedelta(days=2), "the planned lock")
+    near(plan["steps"][3]["at"], contact + timedelta(days=5), "the planned wipe")
+    # [notify] warn_before is 2 days: the lock's warning is due now, the wipe's after the lock.
+    assert plan["steps"][0]["in_seconds"] == 0 and at["warn-wipe"] >= at["lock"], plan
+
+    for days, state in ((1, "active"), (3, "locked"), (6, "wiped")):
+        r = d.ok("policy", "--plan", user.name, "--offline-days", str(days))
+        assert f"{user.name}: after {days} more day{'s' if days > 1 else ''} offline: {state}" in r.out, r.describe()
+        assert f"{user.name}  lock" in r.out or f"{user.name} lock" in r.out.replace("  ", " "), r.describe()
+    # Nothing changed: the registration, its vault.
+    assert d.state_of(user) == "active" and fingerprint(vault) == before
+    # Bad input says what was wrong.
+    r = d.ctl("policy", "--plan", "--offline-days", "-3")
+    assert r.code == 2 and "--offline-days" in r.err, r.describe()
+    r = d.ctl("policy", "--offline-days", "3")
+    assert r.code == 2 and "go with --plan" in r.err, r.describe()
+
+    # The daemon does what the plan said: three days on, locked (planned on day 2).
+    d.restart(faketime="+3d")
+    assert d.state_of(user) == "locked"
+    r = d.ok("policy", "--plan", "--json", user.name)
+    steps = json.loads(r.out)[0]["steps"]
+    assert [s["step"] for s in steps] == ["warn-wipe", "wipe"], steps

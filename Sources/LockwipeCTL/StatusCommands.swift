@@ -154,11 +154,31 @@ struct Status: ParsableCommand {
 }
 
 struct PolicyCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "policy", abstract: "Show the policy in force.")
+    static let configuration = CommandConfiguration(
+        commandName: "policy", abstract: "Show the policy in force, and with --plan what it will do to each registration and when.",
+        discussion: """
+            --plan lists, for each registration you may see (or those named), the steps the \
+            offline policy takes if it stays offline: the warnings ([notify] warn_before), the \
+            lock, the wipe, and an offline lease's end, each with its time, planned by the \
+            daemon's own planner from the offline time status reports. --offline-days N also \
+            says what each would be after N more days offline. Nothing is changed, and the \
+            clock is not touched: this is how to try a policy.
+            """)
     @OptionGroup var global: GlobalOptions
+    @Argument(help: ArgumentHelp("With --plan: only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))
+    var users: [String] = []
+    @Flag(help: "List what the policy will do to each registration, and when.") var plan = false
+    @Option(name: .customLong("offline-days"), help: ArgumentHelp("With --plan: also say what each would be after this many more days offline.", valueName: "days"))
+    var offlineDays: Int?
     @Flag(help: "Print JSON (--json=short: on one line).") var json = false
 
+    func validate() throws {
+        if !plan && (offlineDays != nil || !users.isEmpty) { throw ValidationError("user names and --offline-days go with --plan") }
+        if let d = offlineDays, d < 0 || d > 36_500 { throw ValidationError("--offline-days must be a whole number of days from 0 to 36500, not \(d)") }
+    }
+
     func run() throws {
+        if plan { return try runPlan() }
         let p = try global.call(.getPolicy, NoParameters(), PolicyInfo.self)
         if json { return try printJSON(p) }
         print(
@@ -168,6 +188,77 @@ struct PolicyCommand: ParsableCommand {
                     ["offline_days_before_wipe", p.offlineDaysBeforeWipe == 0 ? "0 (never)" : "\(p.offlineDaysBeforeWipe)"],
                     ["source", p.source],
                 ], header: false))
+    }
+
+    /// One step of the plan as printed and in --json.
+    struct PlannedStep: Encodable {
+        var step: String
+        var at: String
+        var inSeconds: Int64
+        enum CodingKeys: String, CodingKey {
+            case step, at
+            case inSeconds = "in_seconds"
+        }
+    }
+
+    struct RegistrationPlan: Encodable {
+        var user: String
+        var state: RegistrationState
+        var offlineSeconds: Int64
+        var steps: [PlannedStep]
+        /// With --offline-days: the state after that many more days offline.
+        var after: String?
+        enum CodingKeys: String, CodingKey {
+            case user, state, steps, after
+            case offlineSeconds = "offline_seconds"
+        }
+    }
+
+    private func runPlan() throws {
+        let report = try global.call(.getStatus, StatusRequest(user: nil), StatusReport.self)
+        let warnBefore = report.policy.warnBeforeSeconds ?? 0
+        let now = Int64(Date().timeIntervalSince1970)
+        let unknown = users.filter { name in !report.registrations.contains { $0.user == name } }
+        if !unknown.isEmpty {
+            throw CommandFailure(code: ExitStatus.usage, message: "no registration you may see: \(unknown.joined(separator: ", "))")
+        }
+        var plans: [RegistrationPlan] = []
+        for r in report.registrations where users.isEmpty || users.contains(r.user) {
+            let policy = (r.policy ?? report.policy).policy
+            // The lease's end on the offline clock: until, counted from the last contact.
+            let leaseEndsAt = r.lease.flatMap { lease in
+                ISOTimestamp.seconds(lease.until).flatMap { until in ISOTimestamp.seconds(r.lastContact).map { until - $0 } }
+            }
+            let steps = PolicyPlan.steps(policy: policy, state: r.state, leaseEndsAt: leaseEndsAt, warnBefore: warnBefore)
+                .filter { $0.step != .leaseEnds || $0.atOffline > r.offlineSeconds }
+                .map { planned in
+                    let ahead = max(0, planned.atOffline - r.offlineSeconds)
+                    return PlannedStep(step: planned.step.rawValue, at: Self.iso(now + ahead), inSeconds: ahead)
+                }
+            let after = offlineDays.map { days in
+                PolicyPlan.state(after: r.offlineSeconds + Int64(days) * 86_400, policy: policy, state: r.state, leaseEndsAt: leaseEndsAt).rawValue
+            }
+            plans.append(RegistrationPlan(user: r.user, state: r.state, offlineSeconds: r.offlineSeconds, steps: steps, after: after))
+        }
+        if json { return try printJSON(plans) }
+        var rows: [[String]] = [["USER", "STEP", "WHEN"]]
+        for p in plans {
+            if p.steps.isEmpty { rows.append([p.user, "nothing planned (\(p.state.rawValue))", "-"]) }
+            for s in p.steps {
+                rows.append([p.user, s.step, s.inSeconds == 0 ? "now (due)" : "in \(RelativeTime.format(seconds: s.inSeconds)) (\(s.at))"])
+            }
+        }
+        print(table(rows))
+        if let days = offlineDays {
+            for p in plans {
+                print("\(p.user): after \(days) more day\(days == 1 ? "" : "s") offline: \(p.after ?? p.state.rawValue)")
+            }
+        }
+        if !output.noLegend { print("planned from the offline time now; a contact with the policy server restarts it") }
+    }
+
+    static func iso(_ seconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601)
     }
 }
 

@@ -74,11 +74,16 @@ public struct PolicyInfo: Codable, Sendable, Equatable {
     public var offlineDaysBeforeWipe: Int
     /// "local" or "server".
     public var source: String
+    /// `[notify] warn_before` (seconds; 0: no warnings), for a client that plans the
+    /// warnings (`lockwipectl policy --plan`); in the machine's policy only, not a
+    /// registration's.
+    public var warnBeforeSeconds: Int64?
 
-    public init(policy: Policy, source: String) {
+    public init(policy: Policy, source: String, warnBeforeSeconds: Int64? = nil) {
         self.offlineDaysBeforeLock = policy.offlineDaysBeforeLock
         self.offlineDaysBeforeWipe = policy.offlineDaysBeforeWipe
         self.source = source
+        self.warnBeforeSeconds = warnBeforeSeconds
     }
 
     public var policy: Policy {
@@ -90,6 +95,7 @@ public struct PolicyInfo: Codable, Sendable, Equatable {
         case offlineDaysBeforeLock = "offline_days_before_lock"
         case offlineDaysBeforeWipe = "offline_days_before_wipe"
         case source
+        case warnBeforeSeconds = "warn_before_seconds"
     }
 }
 

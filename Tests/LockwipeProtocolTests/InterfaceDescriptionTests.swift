@@ -32,7 +32,7 @@ import Testing
 
         type Server (configured: bool, url: ?string)
 
-        type PolicyInfo (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)
+        type PolicyInfo (offline_days_before_lock: int, offline_days_before_wipe: int, source: string, warn_before_seconds: ?int)
 
         type NextAction (action: string, at: string)
 

@@ -35,7 +35,7 @@ import Testing
          "next_check_in":"2026-01-01T01:00:00Z","offline_seconds":60,"passcode_expires":"2026-02-01T00:00:00Z",
          "passcode_policy":{"default_password_allowed":false,"enabled":true,"expiration_days":30,"lock_timeout":300,"min_length":8,
            "min_unique_chars":3,"requires_digit":true,"requires_lower":true,"requires_special":false,"requires_upper":true,"retry_limit":5},
-         "policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"server"},"policy_source":"server","protection":"encrypted",
+         "policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"server","warn_before_seconds":172800},"policy_source":"server","protection":"encrypted",
          "registration_id":"reg","rejected":{"check":"c","http_status":403,"since":"2026-01-01T00:00:00Z","text":"t"},"retry_limit":5,
          "sap_connection":"conn","sap_connection_problem":"p","sap_password_policy_lock_timeout":300,
          "sap_reset":{"at":"2026-01-01T00:00:00Z","connection":"conn","delete_result":"ok","enrol":"ok"},"server_policy_note":"n",
@@ -47,11 +47,11 @@ import Testing
 
     static let replies: [(String, any Codable.Type)] = [
         (
-            #"{"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local"},"#
+            #"{"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800},"#
                 + #""registrations":[REG],"server":{"configured":true,"insecure_http":true,"url":"https://s"},"starting_up":true,"version":"1.0","warnings":["w"]}"#
                 .replacingOccurrences(of: "REG", with: registration), StatusReport.self
         ),
-        (#"{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local"}"#, PolicyInfo.self),
+        (#"{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800}"#, PolicyInfo.self),
         (
             #"{"events":[{"certificate":CERT,"detail":"d","kind":"wipe-finished","last_time":"2026-01-01T00:10:00Z","registration_id":"reg","repeats":3,"#
                 .replacingOccurrences(of: "CERT", with: certificate)

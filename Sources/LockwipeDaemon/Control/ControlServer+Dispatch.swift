@@ -19,7 +19,7 @@ extension ControlServer {
         },
         .manager(ManagerMethods.getPolicy) { server, _, _ in
             let (policy, source) = try await server.manager.policyInForce()
-            return PolicyInfo(policy: policy, source: source)
+            return PolicyInfo(policy: policy, source: source, warnBeforeSeconds: Int64(await server.manager.currentConfiguration.warnBeforeSeconds))
         },
         .manager(ManagerMethods.getHistory) { try await $0.getHistory($1, caller: $2) },
         .manager(ManagerMethods.getCertificate) { try await $0.getCertificate($1, caller: $2) },

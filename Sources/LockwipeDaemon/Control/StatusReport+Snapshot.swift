@@ -16,7 +16,7 @@ extension StatusReport {
         let leaseRefusals = s.records.compactMap { r in r.leaseRefused.map { "\(r.user): \($0)" } }
         self.init(
             version: LockwipeVersion.current, server: ServerInfo(configured: s.server.isConfigured, url: s.server.url, insecureHttp: s.server.usesInsecureHTTP),
-            policy: PolicyInfo(policy: s.policy, source: s.policySource), registrations: infos, warnings: warnings + leaseRefusals)
+            policy: PolicyInfo(policy: s.policy, source: s.policySource, warnBeforeSeconds: s.warnBefore), registrations: infos, warnings: warnings + leaseRefusals)
     }
 }
 

@@ -56,7 +56,7 @@ extension Manager {
             reading: reading, server: server, registrations: entries, policy: machine.policy, policySource: machine.source,
             missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup,
             logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
-            rejectedReload: rejectedReload, records: list)
+            rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds))
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it

@@ -46,4 +46,6 @@ struct StatusSnapshot: Sendable {
     var rejectedReload: [String]
     /// Every registration the caller may see, for the warnings.
     var records: [RegistrationRecord]
+    /// `[notify] warn_before`, for a client that plans the warnings (`PolicyPlan`).
+    var warnBefore: Int64 = 0
 }
