@@ -97,10 +97,37 @@ struct GlobalOptions: ParsableArguments {
         try mappingErrors(method) {
             // A wipe takes as long as its data needs (minutes for many GiB); everything
             // else answers within seconds.
-            let client = try VarlinkClient(path: socketPath, timeout: method.name == ManagerMethods.wipe.name ? nil : 120)
-            return try client.call(method, parameters)
+            let timeout: TimeInterval? = method.name == ManagerMethods.wipe.name ? nil : 120
+            // A request made during the start-up pass waits for it, saying so, as long as
+            // systemd waits for READY=1 (TimeoutStartSec=5min): a script that restarts
+            // lockwiped and goes on must not fail on it (issue 42).
+            var waited = false
+            let deadline = ContinuousClock.now + Self.startUpWait
+            while true {
+                do {
+                    return try VarlinkClient(path: socketPath, timeout: timeout).call(method, parameters)
+                } catch let error as VarlinkError where error.name == VarlinkError.startingUpName {
+                    if ContinuousClock.now >= deadline {
+                        throw CommandFailure(
+                            code: ExitStatus.failed,
+                            message:
+                                "lockwiped is still in its start-up pass after \(Self.startUpWait.components.seconds) s (\(error.message)); try again later, lockwipectl status shows what it is doing"
+                        )
+                    }
+                    if !waited {
+                        StandardStreams.writeError(
+                            "lockwipectl: waiting for lockwiped to finish its start-up pass (it locks or wipes what became due while it was not running; lockwipectl status shows it)\n"
+                        )
+                        waited = true
+                    }
+                    usleep(250_000)
+                }
+            }
         }
     }
+
+    /// How long a request waits for the start-up pass: systemd's TimeoutStartSec.
+    static let startUpWait: Duration = .seconds(300)
 
     /// Runs `body`, which talks to the daemon, mapping its failures to the documented exit
     /// codes (`ExitStatus`).
