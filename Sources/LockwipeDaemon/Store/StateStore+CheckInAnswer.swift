@@ -15,7 +15,7 @@ extension StateStore {
             return try db.write { db in
                 let user = try Self.user(of: id, db)
                 try Self.applyContact(user, c, settingsJSON: settingsJSON, db)
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

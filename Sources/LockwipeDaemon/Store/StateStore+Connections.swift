@@ -54,7 +54,7 @@ extension StateStore {
                         """,
                     arguments: [registrationID, user, id, problem, contact.time])
                 try Self.applyContact(user, contact, settingsJSON: nil, db)
-                return try fetchRegistrations(db, only: registrationID).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

@@ -17,7 +17,7 @@ extension StateStore {
                     sql: "UPDATE registrations SET lock_trigger = ? WHERE user = ? AND state IN (?, ?)",
                     arguments: [Trigger.user.rawValue, user, RegistrationState.locked.rawValue, RegistrationState.lockFailed.rawValue])
                 try Self.append(event, db)
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

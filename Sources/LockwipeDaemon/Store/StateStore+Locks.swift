@@ -53,7 +53,7 @@ extension StateStore {
                     arguments: [RegistrationState.active.rawValue, user])
                 if let clock { try Self.restartClock(clock, of: user, db) }
                 try Self.append(event, db)
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

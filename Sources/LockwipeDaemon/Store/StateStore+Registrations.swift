@@ -52,7 +52,13 @@ extension StateStore {
     /// four queries in all, whatever the number of registrations (`only`: that registration
     /// alone, as a write that returns the record it wrote reads it, in its transaction).
     func fetchRegistrations(_ db: Database, only id: RegistrationID? = nil) throws -> [RegistrationRecord] {
-        let user = try id.map { try Self.user(of: $0, db) }
+        try fetchRegistrations(db, user: try id.map { try Self.user(of: $0, db) })
+    }
+
+    /// The registration of `user` (every one when nil): for a write that has already turned
+    /// its id into the name in the same transaction (`user(of:_:)`), so as not to look it
+    /// up twice.
+    func fetchRegistrations(_ db: Database, user: String?) throws -> [RegistrationRecord] {
         let (whereUser, arguments): (String, StatementArguments) = user.map { (" WHERE user = ?", [$0]) } ?? ("", [])
         var directories: [String: [String]] = [:]
         var identities: [String: [VaultDirectory.Identity?]] = [:]

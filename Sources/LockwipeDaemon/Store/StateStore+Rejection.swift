@@ -24,7 +24,7 @@ extension StateStore {
                             rejected_status = ?, rejected_text = ?, rejected_since = coalesce(rejected_since, ?), rejected_server = ? WHERE user = ?
                         """,
                     arguments: [time, "rejected by the server (HTTP \(status): \(text))", failures, status, text, time, server, user])
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

@@ -19,7 +19,7 @@ extension StateStore {
                 try db.execute(
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ? WHERE user = ?",
                     arguments: [time, error, failures, user])
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }
@@ -42,7 +42,7 @@ extension StateStore {
                     sql: "UPDATE server_state SET last_attempt = ?, last_error = ?, failures = ?, blocked_code = ? WHERE user = ?",
                     arguments: [time, "blocked by the server (\(code))", failures, code, user])
                 if let event { try Self.append(event, db) }
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }

@@ -30,7 +30,7 @@ extension StateStore {
                     arguments: [user, reason, trigger.rawValue, event.time, requesterJSON])
                 try db.execute(sql: "UPDATE registrations SET state = ? WHERE user = ?", arguments: [RegistrationState.wipePending.rawValue, user])
                 try Self.append(event, db)
-                return try fetchRegistrations(db, only: id).first
+                return try fetchRegistrations(db, user: user).first
             }
         }
     }
