@@ -128,7 +128,7 @@ def test_a_stalled_vault_filesystem_stalls_nobody_else_and_sigterm_stops_the_dae
         os.kill(server.pid, 19)  # SIGSTOP: every call into the filesystem now waits
         started = time.monotonic()
         her_lock = subprocess.Popen(
-            as_user_argv(alice, [daemon.bins.ctl_for_others, "--socket", daemon.socket, "lock", "--user", alice.name]),
+            as_user_argv(alice, [daemon.bins.ctl_for_others, "--socket", daemon.socket, "lock", "--user", alice.name, "--yes"]),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
         time.sleep(0.5)
         assert her_lock.poll() is None, "the stalled lock returned at once: the filesystem did not stall"
