@@ -22,13 +22,27 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from host_helpers import Processes, User, as_user_argv, child_env, fill_vault, wait_until
+
+# Runs argv[2:] with the listening socket argv[1] as systemd passes one: fd 3, LISTEN_FDS=1,
+# LISTEN_PID=the pid that execs.
+ACTIVATE = (
+    "import os, sys\n"
+    "fd = int(sys.argv[1])\n"
+    "if fd != 3:\n"
+    "    os.dup2(fd, 3)\n"
+    "    os.close(fd)\n"
+    "os.environ.update(LISTEN_FDS='1', LISTEN_PID=str(os.getpid()))\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 DEFAULT_CONFIG = """\
 [policy]
@@ -173,6 +187,9 @@ class Daemon:
         self.wrapper: list[str] = []
         # More environment for the daemon (e.g. NOTIFY_SOCKET).
         self.extra_env: dict[str, str] = {}
+        # A listening socket passed as systemd's socket activation does (fd 3,
+        # LISTEN_FDS=1, LISTEN_PID): it outlives each daemon, as lockwiped.socket does.
+        self.listener: socket.socket | None = None
         self._log_offset = 0
         self.starts = 0
 
@@ -224,6 +241,11 @@ class Daemon:
             )
             self._log_offset = log.tell()
             limit = self.nofile
+            listener = self.listener.fileno() if self.listener is not None else None
+            argv = self.argv()
+            if listener is not None:
+                # The socket becomes fd 3, and LISTEN_PID the daemon's pid (exec keeps it).
+                argv = [sys.executable, "-c", ACTIVATE, str(listener), *argv]
 
             def preexec():
                 if limit is not None:
@@ -231,12 +253,13 @@ class Daemon:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
             self.proc = subprocess.Popen(
-                self.argv(),
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 env=self._env(faketime),
                 preexec_fn=preexec,
+                pass_fds=(listener,) if listener is not None else (),
             )
         if wait:
             self.wait_ready()

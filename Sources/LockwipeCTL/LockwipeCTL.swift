@@ -100,12 +100,13 @@ struct GlobalOptions: ParsableArguments {
             let timeout: TimeInterval? = method.name == ManagerMethods.wipe.name ? nil : 120
             // A request made during the start-up pass waits for it, saying so, as long as
             // systemd waits for READY=1 (TimeoutStartSec=5min): a script that restarts
-            // lockwiped and goes on must not fail on it (issue 42).
+            // lockwiped and goes on must not fail on it (issue 42). One that a stopping
+            // lockwiped did not read is asked again.
             var waited = false
             let deadline = ContinuousClock.now + Self.startUpWait
             while true {
                 do {
-                    return try VarlinkClient(path: socketPath, timeout: timeout).call(method, parameters)
+                    return try askingAgainIfUnread { try VarlinkClient(path: socketPath, timeout: timeout).call(method, parameters) }
                 } catch let error as VarlinkError where error.name == VarlinkError.startingUpName {
                     if ContinuousClock.now >= deadline {
                         throw CommandFailure(
@@ -129,13 +130,41 @@ struct GlobalOptions: ParsableArguments {
     /// How long a request waits for the start-up pass: systemd's TimeoutStartSec.
     static let startUpWait: Duration = .seconds(300)
 
+    /// Runs `call` again, a few times, when lockwiped did not read its request: it was
+    /// stopping (`Stopping`, or the connection closed unread). The next lockwiped answers
+    /// (with socket activation systemd holds the socket meanwhile), or none does (exit 69).
+    /// A few times only: one with too many connections closes unread too.
+    func askingAgainIfUnread<T>(_ call: () throws -> T) throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try call()
+            } catch  where attempt < Self.unreadAttempts && Self.wasNotRead(error) {
+                attempt += 1
+            }
+            usleep(100_000)
+        }
+    }
+
+    /// How often a request that lockwiped did not read is asked.
+    static let unreadAttempts = 5
+
+    private static func wasNotRead(_ error: any Error) -> Bool {
+        if let error = error as? VarlinkError { return error.name == VarlinkError.stoppingName }
+        if case .notRead? = error as? VarlinkClient.ConnectionError { return true }
+        return false
+    }
+
     /// Runs `body`, which talks to the daemon, mapping its failures to the documented exit
     /// codes (`ExitStatus`).
     func mappingErrors<P, R, T>(_ method: VarlinkMethod<P, R>, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as VarlinkClient.ConnectionError {
-            if case .unreachable = error { throw CommandFailure(code: ExitStatus.unreachable, message: "\(error)") }
+            switch error {
+            case .unreachable, .notRead: throw CommandFailure(code: ExitStatus.unreachable, message: "\(error)")
+            default: break
+            }
             throw CommandFailure(code: ExitStatus.failed, message: "\(error)")
         } catch let error as VarlinkError {
             switch error.name {

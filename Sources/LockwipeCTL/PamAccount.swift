@@ -55,8 +55,9 @@ struct PamAccount: ParsableCommand {
 
         let report: StatusReport
         do {
-            let client = try VarlinkClient(path: global.socketPath, timeout: 10)
-            report = try client.call(.getStatus, StatusRequest(user: nil, loginGate: true))
+            report = try global.askingAgainIfUnread {
+                try VarlinkClient(path: global.socketPath, timeout: 10).call(.getStatus, StatusRequest(user: nil, loginGate: true))
+            }
         } catch let error as VarlinkError where error.name == VarlinkError.startingUpName {
             // Not a broken daemon: one that is locking or wiping what became due while the
             // machine was off. The login waits for that, as logins wait for READY=1

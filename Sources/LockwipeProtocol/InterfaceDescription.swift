@@ -236,6 +236,10 @@ public enum InterfaceDescription {
         # lockwiped is in its start-up pass (resuming wipes, enforcing the policy for the
         # time it was not running): everything but GetStatus and GetInfo waits for its end.
         error StartingUp (reason: string)
+
+        # lockwiped is stopping and has not acted on the request: ask again (with socket
+        # activation the next lockwiped answers it).
+        error Stopping (reason: string)
         """
 
     static let serviceHeader = """

@@ -90,6 +90,8 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
     public static let passcodeExpiredName = "io.lockwipe.Manager.PasscodeExpired"
     /// The daemon is in its start-up pass: only `GetStatus` and `GetInfo` are answered.
     public static let startingUpName = "io.lockwipe.Manager.StartingUp"
+    /// The daemon is stopping and did not read the request: asking again is safe.
+    public static let stoppingName = "io.lockwipe.Manager.Stopping"
 
     public static func invalidParameter(_ parameter: String, reason: String? = nil) -> VarlinkError {
         var p = ["parameter": parameter]
@@ -109,6 +111,7 @@ public struct VarlinkError: Error, Codable, Sendable, Equatable, CustomStringCon
         VarlinkError(passcodeRequiredName, ["user": user, "reason": reason])
     }
     public static func startingUp(_ reason: String) -> VarlinkError { VarlinkError(startingUpName, ["reason": reason]) }
+    public static func stopping(_ reason: String) -> VarlinkError { VarlinkError(stoppingName, ["reason": reason]) }
     public static func passcodeExpired(user: String, reason: String) -> VarlinkError {
         VarlinkError(passcodeExpiredName, ["user": user, "reason": reason])
     }

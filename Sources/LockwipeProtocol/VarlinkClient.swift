@@ -13,12 +13,18 @@ public final class VarlinkClient {
     public enum ConnectionError: Error, CustomStringConvertible {
         case unreachable(path: String, reason: String)
         case broken(String)
+        /// lockwiped closed the connection with the request unread (it was stopping, or
+        /// refused one connection too many): nothing was done, and asking again is safe.
+        /// On Linux a Unix socket closed with unread data resets its peer; one closed after
+        /// reading ends it (`broken`).
+        case notRead
         case replyTooLarge(Int)
 
         public var description: String {
             switch self {
             case .unreachable(let path, let reason): return "cannot reach lockwiped at \(path): \(reason)"
             case .broken(let reason): return "the connection to lockwiped broke: \(reason)"
+            case .notRead: return "lockwiped closed the connection before it read the request (it was stopping, or has too many connections); nothing was done"
             case .replyTooLarge(let limit): return "the reply of lockwiped is larger than \(limit) bytes"
             }
         }
@@ -124,6 +130,7 @@ public final class VarlinkClient {
             let n = out[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
+                if errno == EPIPE || errno == ECONNRESET { throw ConnectionError.notRead }
                 throw ConnectionError.broken(String(cString: strerror(errno)))
             }
             sent += n
@@ -143,6 +150,7 @@ public final class VarlinkClient {
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { throw ConnectionError.broken("timed out waiting for the reply") }
+                if errno == ECONNRESET && buffer.isEmpty { throw ConnectionError.notRead }
                 throw ConnectionError.broken(String(cString: strerror(errno)))
             }
             if n == 0 { throw ConnectionError.broken("lockwiped closed the connection without a reply") }

@@ -73,6 +73,9 @@ import Testing
         let error = VarlinkError.startingUp("wait")
         #expect(error.name == "io.lockwipe.Manager.StartingUp" && error.message == "wait")
         #expect(InterfaceDescription.manager.contains("error StartingUp (reason: string)"))
+        let stopping = VarlinkError.stopping("again")
+        #expect(stopping.name == "io.lockwipe.Manager.Stopping" && stopping.message == "again")
+        #expect(InterfaceDescription.manager.contains("error Stopping (reason: string)"))
         #expect(InterfaceDescription.manager.contains("method GetStatus(user: ?string, login_gate: ?bool)"))
         // The login gate's request, and a plain status request from an older client.
         let gate = try VarlinkMessage.encodeCall(method: ManagerMethods.getStatus.name, parameters: StatusRequest(loginGate: true))

@@ -131,7 +131,8 @@ struct ManagerService: Service, CustomStringConvertible {
 
 /// The control socket, bound before the group runs, served from the start, through the
 /// start-up pass (its status stays readable even when a shutdown was asked for meanwhile)
-/// until graceful shutdown.
+/// until graceful shutdown; then drained (`ControlServer.drain`): what was accepted is
+/// answered, what comes later waits for the next lockwiped.
 struct ControlService: Service, CustomStringConvertible {
     let control: ControlServer
     let server: ControlServer.ServerChannel
@@ -140,21 +141,21 @@ struct ControlService: Service, CustomStringConvertible {
     var description: String { "control socket" }
 
     func run() async {
-        await withDiscardingTaskGroup { group in
-            group.addTask {
-                do {
-                    try await control.serve(server)
-                } catch is CancellationError {
-                    // graceful shutdown
-                } catch {
-                    logger.error("control socket failed: \(ErrorWords.of(error))")
-                }
+        // Not a child task: cancelling this service must not cut the accept loop (`serve`).
+        let serving = Task { [control, server, logger] in
+            do {
+                try await control.serve(server)
+            } catch is CancellationError {
+                // drained past its limit
+            } catch {
+                logger.error("control socket failed: \(ErrorWords.of(error))")
             }
-            // Cancelled when another service failed: then the gate does not wait either.
-            do { try await gracefulShutdown() } catch {}
-            _ = await startUp.opened()
-            group.cancelAll()
         }
+        // Cancelled when another service failed: then the gate does not wait either.
+        do { try await gracefulShutdown() } catch {}
+        _ = await startUp.opened()
+        control.manager.stopWipes()
+        await control.drain(server, serving: serving)
     }
 }
 

@@ -215,9 +215,17 @@ public actor Manager {
         await context.background.drain()
     }
 
+    /// Stops every running wipe at its next entry, and every later one before it starts:
+    /// each stays pending and resumes at the next start. First at shutdown, so that the
+    /// requests waiting for a wipe are answered (with the report that says so) while the
+    /// control socket drains.
+    public nonisolated func stopWipes() {
+        context.wipes.cancelAll()
+    }
+
     public func stop() {
         stopped = true
-        context.wipes.cancelAll()
+        stopWipes()
         alarm.stop()
         checkIns.stop()
         logout.stop()

@@ -11,22 +11,48 @@ import NIOCore
 /// would hold every connection slot. A connection waiting for the answer to a long request
 /// (a wipe of many GiB) is not idle: every request read is counted until its reply (an
 /// empty one for a oneway call) is written.
+///
+/// While the daemon stops (`ChannelShouldQuiesceEvent`, from `ControlServer.drain`), idle
+/// is `quietWhileStopping`: a connection just made still sends its request and is
+/// answered, one that has been quiet that long closes at once.
 final class ConnectionGuard: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    /// How long a connection may stay quiet while the daemon stops: a client writes its
+    /// request as soon as it has connected.
+    static let quietWhileStopping: TimeAmount = .seconds(1)
+
     private let idleTimeout: TimeAmount
+    /// True once the daemon has begun to stop, for a connection set up after that.
+    private let stopping: @Sendable () -> Bool
     /// Requests read and not yet answered; touched on the channel's event loop only.
     private var inFlight = 0
+    /// Since when nothing has been in flight (the connection opened, or its last answer).
+    private var quietSince = NIODeadline.uptimeNanoseconds(0)
+    private var quiescing = false
     /// The pending idle close, while no request is in flight.
     private var idleTimer: Scheduled<Void>?
 
-    init(idleTimeout: TimeAmount) { self.idleTimeout = idleTimeout }
+    init(idleTimeout: TimeAmount, stopping: @escaping @Sendable () -> Bool = { false }) {
+        self.idleTimeout = idleTimeout
+        self.stopping = stopping
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        quiescing = stopping()
         if context.channel.isActive { startIdleTimer(context: context) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        quiescing = true
+        if inFlight == 0 { armIdleTimer(context: context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -59,11 +85,19 @@ final class ConnectionGuard: ChannelDuplexHandler {
         context.write(data, promise: promise)
     }
 
+    /// Nothing is in flight from now on.
     private func startIdleTimer(context: ChannelHandlerContext) {
+        quietSince = context.eventLoop.now
+        armIdleTimer(context: context)
+    }
+
+    /// Closes the connection once it has been quiet for its limit, counted from `quietSince`.
+    private func armIdleTimer(context: ChannelHandlerContext) {
         stopIdleTimer()
         // Cancelled whenever the handler leaves the pipeline, so holding both is fine.
         let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        idleTimer = context.eventLoop.scheduleTask(in: idleTimeout) {
+        let deadline = quietSince + (quiescing ? Self.quietWhileStopping : idleTimeout)
+        idleTimer = context.eventLoop.scheduleTask(deadline: deadline) {
             let (handler, context) = bound.value
             if handler.inFlight == 0 { context.close(promise: nil) }
         }

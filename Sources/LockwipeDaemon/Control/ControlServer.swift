@@ -7,6 +7,7 @@ import LockwipeProtocol
 import LockwipeSystemd
 import Logging
 import NIOCore
+import NIOExtras
 import NIOPosix
 import Synchronization
 
@@ -30,6 +31,9 @@ public final class ControlServer: Sendable {
     /// True from creation until `startUpEnded()`: the socket answers status only.
     private let startingUp = Atomic<Bool>(true)
 
+    /// True once `drain` has begun.
+    private let stopping = Atomic<Bool>(false)
+
     var isStartingUp: Bool { startingUp.load(ordering: .acquiring) }
 
     /// The start-up pass has ended: every request is served from now on.
@@ -48,7 +52,15 @@ public final class ControlServer: Sendable {
         self.admission = Mutex(ConnectionAdmission(maxConnections: limits.maxConnections))
     }
 
-    public typealias ServerChannel = NIOAsyncChannel<Accepted, Never>
+    /// The listening socket: the channel that yields each accepted connection, and what
+    /// stops it gracefully (`drain`).
+    public struct ServerChannel: Sendable {
+        let channel: NIOAsyncChannel<Accepted?, Never>
+        let quiescing: ServerQuiescingHelper
+    }
+
+    /// How long a stopping daemon goes on answering the requests it has accepted.
+    static let drainLimit: TimeAmount = .seconds(5)
 
     /// A connection as it was accepted: its channel, its peer's SO_PEERCRED (nil when it
     /// cannot be read), and for a root peer the lookup of who that is, already started
@@ -67,22 +79,37 @@ public final class ControlServer: Sendable {
         // answered on it (`serve`): NIO hands an accepted connection to another loop through
         // three cross-thread wake-ups before its first read.
         let loop = group.next()
+        // Tracks the accepted connections, to stop them gracefully (`drain`).
+        let quiescing = ServerQuiescingHelper(group: loop)
         let bootstrap = ServerBootstrap(group: loop, childGroup: loop).serverChannelOption(.backlog, value: 128)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(quiescing.makeServerChannelHandler(channel: channel)) }
+            }
         // On the connection's event loop as it is set up: SO_PEERCRED is read there and
         // then (a completed future, no thread hop), and root's lookup starts at once, while
         // the client is still writing its request.
-        let initializer: @Sendable (Channel) -> EventLoopFuture<Accepted> = { channel in
+        //
+        // A connection whose listener has closed since it was accepted (the daemon began to
+        // stop in between) is no longer taken by the accept loop: wrapped, it would be
+        // dropped and NIO would trap on it (apple/swift-nio#2813). It is answered
+        // `Stopping` instead (nil here).
+        let initializer: @Sendable (Channel) -> EventLoopFuture<Accepted?> = { channel in
             Self.credentials(of: channel).flatMapThrowing { credentials in
                 let ops = channel.pipeline.syncOperations
                 try ops.addHandler(ByteToMessageHandler(NULFrameDecoder(maxMessageBytes: limits.maxMessageBytes)))
-                try ops.addHandler(ConnectionGuard(idleTimeout: limits.idleTimeout))
+                if let listener = channel.parent, !listener.isActive {
+                    try ops.addHandler(StoppingRefusal())
+                    return nil
+                }
+                try ops.addHandler(ConnectionGuard(idleTimeout: limits.idleTimeout) { [self] in stopping.load(ordering: .acquiring) })
                 return Accepted(
                     channel: try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel), credentials: credentials,
                     rootLookup: Peer.lookUpRootEarly(credentials, on: EventLoopTaskExecutor(channel.eventLoop)) { await manager.caller($0) })
             }
         }
         if let fd = activatedFD {
-            return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+            let channel = try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+            return ServerChannel(channel: channel, quiescing: quiescing)
         }
         let directory = (path as NSString).deletingLastPathComponent
         do {
@@ -95,7 +122,8 @@ public final class ControlServer: Sendable {
         // removes the file itself at exit, only if it is still the one it bound.
         let fd = try Self.bindUnixSocket(path: path)
         do {
-            return try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+            let channel = try await bootstrap.bind(fd, cleanupExistingSocketFile: false, childChannelInitializer: initializer)
+            return ServerChannel(channel: channel, quiescing: quiescing)
         } catch {
             close(fd)
             throw error
@@ -164,22 +192,45 @@ public final class ControlServer: Sendable {
         return (try? PeerCredentials.of(fileDescriptor: fd))?.pid ?? 0
     }
 
-    /// Accepts connections until the server channel closes; one child task per connection.
-    /// Admission is per peer (`ConnectionAdmission`): one user holding connections open
-    /// cannot lock out another, nor root.
+    /// Accepts connections until the server channel closes (`drain`), then returns once
+    /// every connection has ended; one child task per connection. Admission is per peer
+    /// (`ConnectionAdmission`): one user holding connections open cannot lock out another,
+    /// nor root.
     ///
     /// The tasks run on the connections' event loop (`EventLoopTaskExecutor`), and so does
     /// the Manager while it answers them: a request is read, answered and its reply
     /// written without waking another thread. Blocking work goes to `BlockingPool`, as
     /// from anywhere else.
+    ///
+    /// Stopped by `drain`, never by cancelling it first: the accept loop must take every
+    /// connection the listener has accepted. One left in its buffer is dropped unanswered,
+    /// and NIO traps (SIGILL) on a connection dropped that way (apple/swift-nio#2813).
     public func serve(_ server: ServerChannel) async throws {
-        try await withTaskExecutorPreference(EventLoopTaskExecutor(server.channel.eventLoop)) { try await accept(server) }
+        try await withTaskExecutorPreference(EventLoopTaskExecutor(server.channel.channel.eventLoop)) { try await accept(server) }
+    }
+
+    /// Stops a serving control socket gracefully, and returns when `serving` (the task
+    /// running `serve`) has ended: the listener closes, so a connection made from now on
+    /// waits in the socket's backlog for the next lockwiped (with socket activation
+    /// systemd holds the socket) instead of being dropped; every connection already
+    /// accepted is served, each request read is answered, and a connection closes once it
+    /// has been quiet for `ConnectionGuard.quietWhileStopping`. After `drainLimit` the
+    /// connections still open are cancelled (the caller stops the wipes first: a request
+    /// waiting for one is answered that it resumes at the next start).
+    /// Waits even when the calling task is cancelled: an ending accept loop must not be cut.
+    public func drain(_ server: ServerChannel, serving: Task<Void, Never>) async {
+        stopping.store(true, ordering: .releasing)
+        server.quiescing.initiateShutdown(promise: nil)
+        let limit = server.channel.channel.eventLoop.scheduleTask(in: Self.drainLimit) { serving.cancel() }
+        await serving.value
+        limit.cancel()
     }
 
     private func accept(_ server: ServerChannel) async throws {
         try await withThrowingDiscardingTaskGroup { group in
-            try await server.executeThenClose { inbound in
+            try await server.channel.executeThenClose { inbound in
                 for try await accepted in inbound {
+                    guard let accepted else { continue }
                     let credentials = accepted.credentials
                     let uid = credentials?.uid
                     if let refusal = admission.withLock({ $0.admit(uid: uid) }) {
