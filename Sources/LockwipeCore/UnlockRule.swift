@@ -149,7 +149,8 @@ public enum UnlockRule {
     /// that a lock handed back to the passcode (an offline code, a contact) does not read
     /// as one its user made and cannot undo (issue 42). Nil when not locked.
     public static func waitingFor(user: String, protection: Protection, state: RegistrationState, trigger: Trigger?) -> String? {
-        guard state.isLockCommitted, trigger != .server, trigger != .offline else { return nil }
+        // A policy lock's way back is `PolicyLockLift.waitingFor`'s.
+        guard state.isLockCommitted, !PolicyLockLift.Lock(state: state, trigger: trigger, liftable: false).isPolicyLock else { return nil }
         let byUser = Request(user: user, byAdmin: false, protection: protection, state: state, lockTrigger: trigger, serverConfigured: false)
         guard access(byUser) == .allowed else { return "an administrator (lockwipectl unlock \(user))" }
         return "\(user)'s own unlock (lockwipectl unlock, with the passcode once one is set), or an administrator"

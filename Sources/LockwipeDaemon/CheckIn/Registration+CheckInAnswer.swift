@@ -143,7 +143,7 @@ extension Registration {
             user: r.user, state: r.state, lockTrigger: r.lockTrigger, blocked: r.blocked, blockedCode: r.server.blockedCode,
             lastError: r.server.lastError, failures: r.server.failures, serverPolicy: r.server.policy, opensWithoutPasscode: opens,
             rejectedStatus: r.server.rejectedStatus, liftable: r.lockLiftable, liftAfterContact: context.configuration.liftAfterContact,
-            serverProtocol: context.configuration.server.serverProtocol, hasCredentials: r.server.credentials != "none",
+            serverProtocol: context.configuration.server.serverProtocol, hasCredentials: r.server.hasCredentials,
             oauth: context.configuration.server.oauth != nil)
     }
 

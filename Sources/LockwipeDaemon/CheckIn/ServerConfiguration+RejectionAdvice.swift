@@ -3,6 +3,6 @@ import LockwipeCore
 extension ServerConfiguration {
     /// What to check when this server rejects `r` with HTTP `status` (`RejectionAdvice`).
     func rejectionAdvice(_ r: RegistrationRecord, status: Int) -> String {
-        RejectionAdvice.text(status: status, serverProtocol: serverProtocol, hasCredentials: r.server.credentials != "none", oauth: oauth != nil, user: r.user)
+        RejectionAdvice.text(status: status, serverProtocol: serverProtocol, hasCredentials: r.server.hasCredentials, oauth: oauth != nil, user: r.user)
     }
 }

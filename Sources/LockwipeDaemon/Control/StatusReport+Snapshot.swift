@@ -65,7 +65,7 @@ extension RegistrationInfo {
         }
         if let waits = e.lockWaitsFor {
             // Liftable by a contact: a policy lock's alone.
-            if r.lockTrigger == .server || r.lockTrigger == .offline { lockLiftable = r.lockLiftable }
+            if PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable).isPolicyLock { lockLiftable = r.lockLiftable }
             lockWaitsFor = waits
         }
         if case .warn(let w) = e.warning {

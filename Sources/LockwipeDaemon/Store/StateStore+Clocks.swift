@@ -31,15 +31,19 @@ extension StateStore {
                 """, arguments: [user]),
             let lease = lease(from: row)
         {
-            let old = OfflineClock(
-                lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"], bootID: row["clock_boot_id"],
-                bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"], offlineSeconds: row["clock_offline_seconds"])
-            let carried = lease.carried(from: old.advanced(to: reading).clock, to: restarted)
+            let carried = lease.carried(from: clock(from: row).advanced(to: reading).clock, to: restarted)
             if carried.until != lease.until {
                 try db.execute(sql: "UPDATE registrations SET lease_until = ? WHERE user = ?", arguments: [carried.until, user])
             }
         }
         try save(restarted, of: user, db)
+    }
+
+    /// A registration's offline clock, from a row with its `clock_*` columns.
+    static func clock(from row: Row) -> OfflineClock {
+        OfflineClock(
+            lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"], bootID: row["clock_boot_id"],
+            bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"], offlineSeconds: row["clock_offline_seconds"])
     }
 
     static func save(_ c: OfflineClock, of user: String, _ db: Database) throws {

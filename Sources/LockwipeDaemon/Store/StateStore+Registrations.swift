@@ -107,10 +107,7 @@ extension StateStore {
                 directories: directories[name] ?? [],
                 lockTrigger: (row["lock_trigger"] as String?).flatMap(Trigger.init(rawValue:)),
                 blocked: row["blocked"],
-                clock: OfflineClock(
-                    lastContact: row["clock_last_contact"], accumulatedBoot: row["clock_accumulated_boot"],
-                    bootID: row["clock_boot_id"], bootMark: row["clock_boot_mark"], lastWall: row["clock_last_wall"],
-                    offlineSeconds: row["clock_offline_seconds"]),
+                clock: Self.clock(from: row),
                 lastWipe: decodeStored(WipeSummary.self, wipeJSON, "the report of the last wipe of \(name)"),
                 server: server,
                 id: row["id"]

@@ -23,6 +23,8 @@ public struct ServerRecord: Sendable, Equatable {
     public var rejectedSince: Int64?
     /// Which credentials are stored: "none", or "token", "refresh-token", "certificate" joined by "+".
     public var credentials = "none"
+    /// Any credentials are stored.
+    public var hasCredentials: Bool { credentials != "none" }
 
     public init() {}
 }
