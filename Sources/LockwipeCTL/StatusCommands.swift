@@ -257,9 +257,7 @@ struct PolicyCommand: ParsableCommand {
         if !output.noLegend { print("planned from the offline time now; a contact with the policy server restarts it") }
     }
 
-    static func iso(_ seconds: Int64) -> String {
-        Date(timeIntervalSince1970: Double(seconds)).formatted(.iso8601)
-    }
+    static func iso(_ seconds: Int64) -> String { ISOTimestamp.text(seconds) }
 }
 
 struct Certificate: ParsableCommand {

@@ -1,5 +1,5 @@
 /// The seconds since the epoch of a timestamp as lockwiped writes it, `2026-11-23T20:31:05Z`
-/// (`Timestamp.iso` in the daemon), without Foundation: the first `Date.ISO8601FormatStyle`
+/// (`text`), and back, without Foundation: the first `Date.ISO8601FormatStyle`
 /// of a process builds a Gregorian calendar and reads the time zone, 1.4 million
 /// instructions of `lockwipectl status` (docs/benchmarks.md). Anything else is nil: the
 /// caller falls back to Foundation's parser for it.
@@ -31,5 +31,43 @@ public enum ISOTimestamp {
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         let days = era * 146_097 + dayOfEra - 719_468
         return days * 86_400 + hour * 3_600 + minute * 60 + second
+    }
+
+    /// `2026-11-23T20:31:05Z`: ISO 8601 in UTC, as the JSON contract shows times. Built
+    /// from the digits: Foundation's `String(format:)` cost more than the rest of a status
+    /// report together.
+    public static func text(_ seconds: Int64) -> String {
+        let inDay = (seconds % 86_400 + 86_400) % 86_400
+        let days = (seconds - inDay) / 86_400
+        // The civil date of a day count (Howard Hinnant's civil_from_days).
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        var text = ""
+        text.reserveCapacity(20)
+        func digits(_ value: Int64, _ width: Int) {
+            let s = String(value)
+            if s.count < width { text.append(String(repeating: "0", count: width - s.count)) }
+            text.append(s)
+        }
+        digits(year, 4)
+        text.append("-")
+        digits(month, 2)
+        text.append("-")
+        digits(day, 2)
+        text.append("T")
+        digits(inDay / 3_600, 2)
+        text.append(":")
+        digits(inDay % 3_600 / 60, 2)
+        text.append(":")
+        digits(inDay % 60, 2)
+        text.append("Z")
+        return text
     }
 }

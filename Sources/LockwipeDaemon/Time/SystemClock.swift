@@ -39,33 +39,7 @@ public struct SystemClock: ClockSource {
     }
 }
 
-/// ISO 8601 in UTC, as the JSON contract shows times.
+/// ISO 8601 in UTC, as the JSON contract shows times (`ISOTimestamp.text`).
 enum Timestamp {
-    /// `2026-11-23T20:31:05Z`. Built from the digits directly: Foundation's
-    /// `String(format:)` cost more than the rest of a status report together.
-    static func iso(_ seconds: Int64) -> String {
-        var t = time_t(seconds)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        var text = ""
-        text.reserveCapacity(20)
-        func digits(_ value: Int32, _ width: Int) {
-            let s = String(value)
-            if s.count < width { text.append(String(repeating: "0", count: width - s.count)) }
-            text.append(s)
-        }
-        digits(parts.tm_year + 1900, 4)
-        text.append("-")
-        digits(parts.tm_mon + 1, 2)
-        text.append("-")
-        digits(parts.tm_mday, 2)
-        text.append("T")
-        digits(parts.tm_hour, 2)
-        text.append(":")
-        digits(parts.tm_min, 2)
-        text.append(":")
-        digits(parts.tm_sec, 2)
-        text.append("Z")
-        return text
-    }
+    static func iso(_ seconds: Int64) -> String { ISOTimestamp.text(seconds) }
 }
