@@ -169,6 +169,7 @@ class Daemon:
         self.data = root / "data"  # vaults live here
         self.outside = root / "outside"  # canaries live here
         self.log_path = root / "daemon.log"
+        self.credential_secret = root / "credential.secret"
         for d, m in (
             (root / "etc", 0o755),
             (self.state_dir, 0o700),
@@ -193,6 +194,19 @@ class Daemon:
         self._log_offset = 0
         self.starts = 0
 
+    def machine_key(self) -> bytes:
+        """The machine key, opened as lockwiped opens it: its credential with this test's
+        host key (and TPM, when the environment names one), or the plain file."""
+        sealed = self.state_dir / "machine.key.cred"
+        if not sealed.exists():
+            return (self.state_dir / "machine.key").read_bytes()
+        env = child_env({"SYSTEMD_CREDENTIAL_SECRET": str(self.credential_secret), **self.extra_env})
+        creds = self.extra_env.get("LOCKWIPE_SYSTEMD_CREDS", "systemd-creds")
+        p = subprocess.run([creds, "decrypt", "--name=lockwipe-machine-key", str(sealed), "-"],
+                           env=env, capture_output=True, timeout=30)
+        assert p.returncode == 0 and len(p.stdout) == 32, p.stderr
+        return p.stdout
+
     # ---- configuration and hooks
 
     def write_config(self, text: str):
@@ -207,7 +221,9 @@ class Daemon:
     # ---- process control
 
     def _env(self, faketime):
-        env = child_env({"LOCKWIPE_LOG": "stderr"})
+        # systemd-creds seals lockwiped's keys with the host key of this test's own
+        # (systemd's is /var/lib/systemd/credential.secret, which no test may touch).
+        env = child_env({"LOCKWIPE_LOG": "stderr", "SYSTEMD_CREDENTIAL_SECRET": str(self.credential_secret)})
         if faketime is not None:
             env["LD_PRELOAD"] = self.bins.faketime_lib
             env["FAKETIME"] = faketime

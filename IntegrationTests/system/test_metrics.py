@@ -238,6 +238,8 @@ def test_node_exporter_serves_the_registrations_state(make_daemon, make_user, no
     assert before - 1 <= written <= time.time() + 1
     assert value(m, "lockwipe_wipes_total", result="complete") == 0
     assert value(m, "lockwipe_degraded") == 0
+    assert value(m, "lockwipe_machine_key_unavailable") == 0
+    assert value(m, "lockwipe_registration_at_rest", user=user.name, uid=user.uid, at_rest=reg["at_rest"]) == 1
 
     # The file node_exporter reads (as root here): 0640, and nothing else left in the directory.
     assert os.stat(d.metrics_file).st_mode & 0o7777 == 0o640

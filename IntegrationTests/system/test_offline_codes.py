@@ -109,7 +109,9 @@ def test_a_helpdesk_code_lifts_an_offline_lock_once(make_daemon, make_user):
     # Not to be taken for the machine id a certificate names (issue 42: two "machine" ids).
     human = d.ok("status").out
     assert f"challenges name this machine {this_machine}, a hash of /etc/machine-id" in human, human
-    key_file = d.state_dir / "offline-code.key"
+    # Sealed with systemd's credentials (the host key here: no TPM), never in the clear.
+    key_file = d.state_dir / "offline-code.key.cred"
+    assert not (d.state_dir / "offline-code.key").exists()
     assert key_file.stat().st_mode & 0o777 == 0o600 and key_file.stat().st_uid == 0
     assert secret.read_bytes().strip() not in key_file.read_bytes(), "the fleet secret was stored"
     assert d.log_lines(f"MESSAGE_ID={ID_PROVISIONED}"), d.log_tail()

@@ -89,7 +89,7 @@ sh "$POSTRM" purge
         p = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", setup],
                            env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "POSTRM": str(POSTRM), "STATE": str(daemon.state_dir)},
                            capture_output=True, text=True, timeout=30)
-        assert (daemon.state_dir / "machine.key").exists(), f"purge removed the vault's keys: {sorted(os.listdir(daemon.state_dir))}"
+        assert (daemon.state_dir / "machine.key.cred").exists(), f"purge removed the vault's keys: {sorted(os.listdir(daemon.state_dir))}"
         assert p.returncode == 0 and "kept /var/lib/lockwipe" in p.stderr, p.stdout + p.stderr
 
         daemon.start()

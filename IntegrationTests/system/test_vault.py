@@ -26,7 +26,9 @@ import time
 
 import pytest
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from daemon_harness import config_text, server_config
 from host_helpers import fingerprint, loop_filesystem, run_as, wait_until
@@ -115,29 +117,37 @@ def registration_id(daemon, user):
 
 
 def key_file_row(daemon, name, identifier=None, failed=None, registration=None):
-    """As wrapped_key_row, from a key file; the last element is the AES-GCM associated
-    data of the wrap (format 2: the registration id; None before)."""
+    """As wrapped_key_row, from a key file, with two more elements: the AES-GCM associated
+    data of the wrap (format 2 and later: the registration id; None before), and for a
+    passcode wrap of format 3 the machine key it also needs (None otherwise)."""
     wrapped = json.loads((daemon.state_dir / "keys" / name).read_text())
     scrypt = wrapped.get("scrypt") or {}
     aad = None
     if (wrapped.get("format") or 1) >= 2:
         assert registration, "a wrap bound to a registration id, and the registration has none"
         aad = b"lockwipe vault key\0" + registration.encode()
+    machine_key = daemon.machine_key() if wrapped["wrapping"] == "passcode" and (wrapped.get("format") or 1) >= 3 else None
     return (wrapped["wrapping"], base64.b64decode(wrapped["salt"]), scrypt.get("logN"), scrypt.get("r"),
-            scrypt.get("p"), base64.b64decode(wrapped["sealed"]), identifier, failed, aad)
+            scrypt.get("p"), base64.b64decode(wrapped["sealed"]), identifier, failed, aad, machine_key)
 
 
 def machine_unwrap(daemon, row):
     assert row[0] == "machine", row
-    machine_key = (daemon.state_dir / "machine.key").read_bytes()
+    machine_key = daemon.machine_key()
     sealed = row[5]
     return AESGCM(machine_key).decrypt(sealed[:12], sealed[12:], row[8])
 
 
-def unwrap(row, passcode):
-    wrapping, salt, logn, r, p, sealed, _, _, aad = row
+def unwrap(row, passcode, machine_key=...):
+    """Opens a passcode wrap as lockwiped does: scrypt of the passcode; in wrap format 3,
+    HKDF-SHA256 of it followed by the machine key (`machine_key`: the row's own unless given)."""
+    wrapping, salt, logn, r, p, sealed, _, _, aad = row[:9]
     assert wrapping == "passcode"
     kek = hashlib.scrypt(passcode.encode(), salt=salt, n=1 << logn, r=r, p=p, dklen=32, maxmem=256 << 20)
+    if machine_key is ...:
+        machine_key = row[9] if len(row) > 9 else None
+    if machine_key is not None:
+        kek = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"lockwipe passcode wrap\0").derive(kek + machine_key)
     return AESGCM(kek).decrypt(sealed[:12], sealed[12:], aad)
 
 
@@ -539,7 +549,7 @@ def test_no_wrapped_key_survives_on_the_state_filesystem_after_passcode_set_chan
         assert re.fullmatch(r"[0-9a-f]{32}", reg_id) and machine_row[8] == b"lockwipe vault key\0" + reg_id.encode()
         for other in (None, b"lockwipe vault key\0" + b"0" * 32):
             with pytest.raises(InvalidTag):
-                machine_unwrap(daemon, machine_row[:8] + (other,))
+                machine_unwrap(daemon, machine_row[:8] + (other, None))
         # Many writes to the database while the machine key wraps the vault key (status
         # reads, locks and unlocks rewrite pages beside it).
         for _ in range(3):

@@ -131,6 +131,7 @@ struct Status: ParsableCommand {
                     if let f = r.failedUnlocks, f > 0 { line += "; \(f) failed unlock(s)" + (r.retryLimit.map { $0 > 0 ? " of \($0) allowed" : "" } ?? "") }
                     print(line)
                 }
+                if let atRest = r.atRest { print("\(r.user): at rest: " + (atRest.copyOpensIt ? Terminal.yellow(atRest.sentence) : atRest.sentence)) }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print(
                         "\(r.user): "

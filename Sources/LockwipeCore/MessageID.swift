@@ -119,4 +119,12 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// A liftable lock was lifted at its user's login (the PAM auth stack handed the
     /// password on: `lockwipectl pam-auth`).
     case liftedAtLogin = "d197bcd72b20435092c745e4ee7c5ffd"
+
+    /// lockwiped's machine key (or offline-code key) was sealed with systemd's credentials:
+    /// made sealed, or a plain key file of an older version sealed and destroyed.
+    case keySealed = "ed474e8742c04bad9ba3f16d46b4e3d2"
+
+    /// The sealed machine key does not open (a PCR changed, the TPM was cleared or
+    /// replaced): every vault it wraps stays locked until it is recovered.
+    case keyUnavailable = "fdc11460d90846a99d70c81061d8a8d3"
 }

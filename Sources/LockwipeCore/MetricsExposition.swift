@@ -24,6 +24,8 @@ public struct MetricsSnapshot: Sendable, Equatable {
         /// (`OfflineLease.Source`); nil without one.
         public var leaseEnd: Int64? = nil
         public var leaseSource: String? = nil
+        /// What a copy of the disk gets of its vault (`AtRest`); nil once wiped.
+        public var atRest: AtRest? = nil
 
         public init(
             user: String, uid: UInt32, id: String = "", state: RegistrationState, protection: Protection, blocked: Bool, offlineSeconds: Int64,
@@ -48,6 +50,8 @@ public struct MetricsSnapshot: Sendable, Equatable {
     public var writtenAt: Int64
     /// The state database is damaged: nothing is enforced (and no registration is known).
     public var degraded: Bool
+    /// The machine key exists and cannot be opened: its vaults stay locked.
+    public var machineKeyUnavailable = false
     /// Wipes that finished, complete or incomplete, as history counts them.
     public var wipesComplete: Int
     public var wipesIncomplete: Int
@@ -102,6 +106,10 @@ public enum MetricsExposition {
             "lockwipe_degraded", "gauge", "1 when the state database is damaged and nothing is enforced (lockwipectl status says why).",
             [([], flag(snapshot.degraded))])
         family(
+            "lockwipe_machine_key_unavailable", "gauge",
+            "1 when lockwiped's sealed machine key does not open (a PCR changed, the TPM was cleared): the encrypted vaults it wraps stay locked.",
+            [([], flag(snapshot.machineKeyUnavailable))])
+        family(
             "lockwipe_wipes_total", "counter", "Wipes that finished, by result (complete, or incomplete with exceptions), as the history records them.",
             [([("result", "complete")], "\(snapshot.wipesComplete)"), ([("result", "incomplete")], "\(snapshot.wipesIncomplete)")])
 
@@ -115,6 +123,10 @@ public enum MetricsExposition {
             registrations.flatMap { r in extra(r).map { (identity(r) + $0.labels, $0.value) } }
         }
         family("lockwipe_registration_info", "gauge", "A registration and how its vault is protected (always 1).", each { [([("protection", $0.protection.rawValue)], "1")] })
+        family(
+            "lockwipe_registration_at_rest", "gauge",
+            "What a copy of the disk gets of the vault (always 1): at_rest is tpm2 (nothing), host or disk (the vault), passcode (offline guessing) or none (a permission vault); absent once wiped.",
+            each { r in r.atRest.map { [([("at_rest", $0.rawValue)], "1")] } ?? [] })
         family(
             "lockwipe_registration_state", "gauge", "1 for the state a registration is in, 0 for the others.",
             each { r in RegistrationState.allCases.map { ([("state", $0.rawValue)], flag(r.state == $0)) } })

@@ -79,6 +79,10 @@ public enum InterfaceDescription {
         # message code, 401 a refresh did not cure); check: what an administrator should check.
         type Rejection (http_status: int, text: string, since: ?string, check: string)
 
+        # at_rest: what a copy of the disk gets of the vault: "tpm2" (nothing: its key opens
+        # only with this machine's TPM2), "host" or "disk" (a copy opens it: the machine key
+        # is sealed with the host key only, or is a plain file), "passcode" (open to offline
+        # guessing of the passcode), "none" (a permission vault); absent once wiped.
         type Registration (
           user: string,
           uid: int,
@@ -114,7 +118,8 @@ public enum InterfaceDescription {
           vault_error: ?string,
           warning: ?Warning,
           registration_id: ?string,
-          lease: ?Lease
+          lease: ?Lease,
+          at_rest: ?string
         )
 
         # A process a lock would end (Lock with preview).

@@ -13,6 +13,11 @@ public enum ManagerMethods {
         # `provision` derives the key for.
         type OfflineCodes (provisioned: bool, machine: ?string, provision_epoch: ?int)
 
+        # How lockwiped's machine key is kept at rest (docs/key-material.md): "tpm2" (sealed
+        # to this machine's TPM2 and the host key), "host" (the host key only), "plain" (a
+        # plain file), null before one is made; problem: why it cannot be opened, or null.
+        type MachineKey (sealing: ?string, problem: ?string)
+
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
         # gate (login_gate: true), which gets StartingUp until the pass has ended.
@@ -23,7 +28,8 @@ public enum ManagerMethods {
           registrations: []Registration,
           warnings: []string,
           starting_up: ?bool,
-          offline_codes: ?OfflineCodes
+          offline_codes: ?OfflineCodes,
+          machine_key: ?MachineKey
         )
         """)
     public static let getPolicy = VarlinkMethod<NoParameters, PolicyInfo>(

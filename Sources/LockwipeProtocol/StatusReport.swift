@@ -14,6 +14,8 @@ public struct StatusReport: Codable, Sendable, Equatable {
     public var startingUp: Bool?
     /// Whether offline codes are provisioned (administrators only; absent for others).
     public var offlineCodes: OfflineCodesInfo?
+    /// How the machine key is kept (docs/key-material.md).
+    public var machineKey: MachineKeyInfo?
 
     public init(
         version: String, server: ServerInfo, policy: PolicyInfo, registrations: [RegistrationInfo], warnings: [String], startingUp: Bool? = nil,
@@ -33,7 +35,29 @@ public struct StatusReport: Codable, Sendable, Equatable {
         case version, server, policy, registrations, warnings
         case startingUp = "starting_up"
         case offlineCodes = "offline_codes"
+        case machineKey = "machine_key"
     }
+}
+
+/// `status`' `machine_key`: how lockwiped's machine key is kept at rest ("tpm2": sealed to
+/// this machine's TPM2 and the host key; "host": the host key only; "plain": a plain
+/// file; null: none made yet), and why it cannot be opened (null when it can).
+public struct MachineKeyInfo: Codable, Sendable, Equatable {
+    public var sealing: KeySealing?
+    public var problem: String?
+
+    public init(sealing: KeySealing?, problem: String?) {
+        self.sealing = sealing
+        self.problem = problem
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(sealing, forKey: .sealing)
+        try c.encode(problem, forKey: .problem)
+    }
+
+    enum CodingKeys: String, CodingKey { case sealing, problem }
 }
 
 public struct ServerInfo: Codable, Sendable, Equatable {
@@ -205,6 +229,8 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var registrationId: String?
     /// The offline lease granted last (in force or ended); null when none was. Always present.
     public var lease: LeaseInfo?
+    /// What a copy of the disk gets of the vault (`AtRest`); absent once wiped.
+    public var atRest: AtRest?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -270,6 +296,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         }
         try c.encodeIfPresent(registrationId, forKey: .registrationId)
         try c.encode(lease, forKey: .lease)  // explicit null when no lease was granted
+        try c.encodeIfPresent(atRest, forKey: .atRest)
     }
 
     // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
@@ -307,6 +334,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         case warning
         case registrationId = "registration_id"
         case lease
+        case atRest = "at_rest"
     }
 }
 

@@ -36,7 +36,8 @@ public struct WrappedKey: Codable, Sendable, Equatable {
     /// nonce ‖ ciphertext ‖ tag.
     public var sealed: Data
     /// The wrap format (see `KeyWrap`): nil or 1, no associated data; 2, the registration
-    /// id is the associated data.
+    /// id is the associated data; 3 (passcode wraps only), the key-encryption key also
+    /// needs the machine key.
     public var format: Int?
 
     public init(wrapping: Wrapping, salt: Data, scrypt: ScryptParameters?, sealed: Data, format: Int? = nil) {
@@ -47,19 +48,29 @@ public struct WrappedKey: Codable, Sendable, Equatable {
         self.format = format
     }
 
-    /// Whether the wrap binds the key to its registration (format 2).
+    /// Whether the wrap binds the key to its registration (format 2 and later).
     public var isBound: Bool { (format ?? 1) >= 2 }
+
+    /// Whether opening it needs the machine key: a machine wrap, or a passcode wrap of
+    /// format 3.
+    public var needsMachineKey: Bool { wrapping == .machine || (format ?? 1) >= 3 }
+
+    /// Whether it is of an older format than this version wraps in (`KeyWrap.currentFormat`).
+    public var isOutdated: Bool { (format ?? 1) < KeyWrap.currentFormat(wrapping) }
 }
 
 public enum KeyWrapError: Error, Equatable, CustomStringConvertible {
     /// The passcode (or machine key) does not open this wrapped key.
     case wrongPasscode
     case malformed(String)
+    /// A passcode wrap of format 3 was to be opened or made without the machine key.
+    case needsMachineKey
 
     public var description: String {
         switch self {
         case .wrongPasscode: return "wrong passcode"
         case .malformed(let why): return "the stored key is unreadable: \(why)"
+        case .needsMachineKey: return "the passcode wrap also needs the machine key"
         }
     }
 }
@@ -72,29 +83,52 @@ public enum KeyWrapError: Error, Equatable, CustomStringConvertible {
 /// the right passcode or the machine key. Format 1 (nil: keys wrapped before) has no
 /// associated data and still opens; the daemon wraps such a key again in format 2 the
 /// next time it holds it open (an unlock, a passcode set or change, a start-up reopen).
+///
+/// Wrap format 3 (passcode wraps since issue 43): the key-encryption key is HKDF-SHA256 of
+/// the scrypt output followed by the machine key (info "lockwipe passcode wrap\0"), so
+/// that a guess at the passcode needs the machine key, which is sealed to this machine's
+/// TPM2 where there is one: a copy of the disk cannot be guessed at elsewhere. A passcode
+/// wrap of format 2 still opens with the passcode alone, and is wrapped again in format 3
+/// the next time the daemon holds it open.
 public enum KeyWrap {
-    public static let currentFormat = 2
+    /// The format this version wraps in: 2 for a machine wrap, 3 for a passcode wrap.
+    public static func currentFormat(_ wrapping: WrappedKey.Wrapping) -> Int { wrapping == .passcode ? 3 : 2 }
 
-    public static func wrap(_ key: [UInt8], passcode: String, registration: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard) throws -> WrappedKey {
+    /// A passcode wrap: format 3 with `machineKey` (and a registration), else format 2
+    /// (or 1 without a registration, for tests of old data).
+    public static func wrap(
+        _ key: [UInt8], passcode: String, machineKey: SymmetricKey?, registration: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard
+    ) throws -> WrappedKey {
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
-        let kek = try derive(passcode, salt: salt, parameters)
-        return WrappedKey(
-            wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)),
-            format: registration == nil ? nil : currentFormat)
+        let format: Int? = registration == nil ? nil : (machineKey == nil ? 2 : 3)
+        let kek = try passcodeKey(passcode, salt: salt, parameters, machineKey: format == 3 ? machineKey : nil)
+        return WrappedKey(wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)), format: format)
     }
 
     public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: RegistrationID?) throws -> WrappedKey {
         WrappedKey(
             wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
-            format: registration == nil ? nil : currentFormat)
+            format: registration == nil ? nil : currentFormat(.machine))
     }
 
-    public static func unwrap(_ wrapped: WrappedKey, passcode: String, registration: RegistrationID?) throws -> [UInt8] {
+    /// Opens a passcode wrap; one of format 3 needs `machineKey`.
+    public static func unwrap(_ wrapped: WrappedKey, passcode: String, machineKey: SymmetricKey?, registration: RegistrationID?) throws -> [UInt8] {
         guard wrapped.wrapping == .passcode, let parameters = wrapped.scrypt else {
             throw KeyWrapError.malformed("not wrapped by a passcode")
         }
         let data = try associatedData(wrapped, registration)
-        return try open(wrapped.sealed, try derive(passcode, salt: wrapped.salt, parameters), data)
+        if wrapped.needsMachineKey && machineKey == nil { throw KeyWrapError.needsMachineKey }
+        let kek = try passcodeKey(passcode, salt: wrapped.salt, parameters, machineKey: wrapped.needsMachineKey ? machineKey : nil)
+        return try open(wrapped.sealed, kek, data)
+    }
+
+    /// scrypt of the passcode; with `machineKey`, HKDF-SHA256 of it and the machine key.
+    private static func passcodeKey(_ passcode: String, salt: Data, _ p: WrappedKey.ScryptParameters, machineKey: SymmetricKey?) throws -> SymmetricKey {
+        let derived = try derive(passcode, salt: salt, p)
+        guard let machineKey else { return derived }
+        var material = derived.withUnsafeBytes { Array($0) } + machineKey.withUnsafeBytes { Array($0) }
+        defer { material.wipe() }
+        return HKDF<SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: material), info: Data("lockwipe passcode wrap".utf8) + Data([0]), outputByteCount: 32)
     }
 
     public static func unwrap(_ wrapped: WrappedKey, machineKey: SymmetricKey, registration: RegistrationID?) throws -> [UInt8] {
@@ -110,6 +144,7 @@ public enum KeyWrap {
     private static func associatedData(_ wrapped: WrappedKey, _ registration: RegistrationID?) throws -> Data {
         switch wrapped.format ?? 1 {
         case 1: return Data()
+        case 3 where wrapped.wrapping == .passcode: fallthrough
         case 2:
             guard let registration else { throw KeyWrapError.malformed("bound to a registration id, and none was given") }
             return aad(registration)

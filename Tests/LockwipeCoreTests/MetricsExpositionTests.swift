@@ -20,12 +20,13 @@ struct MetricsExpositionTests {
 
     /// The whole file for one registration: every metric, its HELP and TYPE, in order.
     @Test func oneRegistrationIsRenderedCompletely() {
-        let text = MetricsExposition.render(
-            Self.snapshot([
-                Self.registration(
-                    "alice", uid: 1001, state: .locked, protection: .encrypted, blocked: true, offline: 90_000, lastContact: 1_799_910_123,
-                    next: ScheduledAction(action: .wipe, inSeconds: 3600), failures: 3, rejected: 403)
-            ]))
+        var alice = Self.registration(
+            "alice", uid: 1001, state: .locked, protection: .encrypted, blocked: true, offline: 90_000, lastContact: 1_799_910_123,
+            next: ScheduledAction(action: .wipe, inSeconds: 3600), failures: 3, rejected: 403)
+        alice.atRest = .host
+        var snapshot = Self.snapshot([alice])
+        snapshot.machineKeyUnavailable = true
+        let text = MetricsExposition.render(snapshot)
         #expect(
             text == """
                 # HELP lockwipe_build_info The running lockwiped's version (always 1).
@@ -37,6 +38,9 @@ struct MetricsExpositionTests {
                 # HELP lockwipe_degraded 1 when the state database is damaged and nothing is enforced (lockwipectl status says why).
                 # TYPE lockwipe_degraded gauge
                 lockwipe_degraded 0
+                # HELP lockwipe_machine_key_unavailable 1 when lockwiped's sealed machine key does not open (a PCR changed, the TPM was cleared): the encrypted vaults it wraps stay locked.
+                # TYPE lockwipe_machine_key_unavailable gauge
+                lockwipe_machine_key_unavailable 1
                 # HELP lockwipe_wipes_total Wipes that finished, by result (complete, or incomplete with exceptions), as the history records them.
                 # TYPE lockwipe_wipes_total counter
                 lockwipe_wipes_total{result="complete"} 2
@@ -44,6 +48,9 @@ struct MetricsExpositionTests {
                 # HELP lockwipe_registration_info A registration and how its vault is protected (always 1).
                 # TYPE lockwipe_registration_info gauge
                 lockwipe_registration_info{user="alice",uid="1001",protection="encrypted"} 1
+                # HELP lockwipe_registration_at_rest What a copy of the disk gets of the vault (always 1): at_rest is tpm2 (nothing), host or disk (the vault), passcode (offline guessing) or none (a permission vault); absent once wiped.
+                # TYPE lockwipe_registration_at_rest gauge
+                lockwipe_registration_at_rest{user="alice",uid="1001",at_rest="host"} 1
                 # HELP lockwipe_registration_state 1 for the state a registration is in, 0 for the others.
                 # TYPE lockwipe_registration_state gauge
                 lockwipe_registration_state{user="alice",uid="1001",state="active"} 0

@@ -96,6 +96,25 @@ import Testing
         }
     }
 
+    @Test func keysSealingIsAutoUnlessSaidAndBadValuesNameTheirLine() throws {
+        try withFiles(["lockwiped.toml": "[keys]\nseal = \"tpm2\"\ntpm2_pcrs = \"7+14\"\ntpm2_device = \"swtpm:path=/run/t/sock\"\n"]) { path in
+            let keys = try ConfigurationLoader.load(path: path).configuration.keys
+            #expect(keys.setting == .tpm2 && keys.tpm2PCRs == "7+14" && keys.tpm2Device == "swtpm:path=/run/t/sock")
+        }
+        #expect(Configuration().keys.setting == .auto && Configuration().keys.tpm2PCRs == "7" && Configuration().keys.tpm2Device == nil)
+        for (line, phrase) in [
+            ("seal = \"tpm\"", "must be one of \"auto\", \"tpm2\", \"host\", \"none\", not \"tpm\""),
+            ("tpm2_pcrs = \"7,14\"", "must be PCR numbers 0 to 23 joined by +"),
+            ("tpm2_pcrs = \"24\"", "must be PCR numbers 0 to 23 joined by +"),
+            ("tpm2_device = \"tpmrm0\"", "must be an absolute device path"),
+        ] {
+            try withFiles(["lockwiped.toml": "[keys]\n\(line)\n"]) { path in
+                let found = problems(path)
+                #expect(found.count == 1 && found[0].line == 2 && found[0].key.hasPrefix("keys.") && found[0].message.contains(phrase), "\(found)")
+            }
+        }
+    }
+
     @Test func missingFileMeansDefaultsWithANotice() throws {
         let loaded = try ConfigurationLoader.load(path: "/nonexistent/lockwiped.toml")
         #expect(loaded.configuration == Configuration())

@@ -34,7 +34,7 @@ import Testing
     func stored(_ key: [UInt8], passcode: String) throws -> StoredVaultKey {
         StoredVaultKey(
             identifier: Fscrypt.KeyIdentifier(bytes: try VaultKeys.keyIdentifier(key)),
-            wrapped: try KeyWrap.wrap(key, passcode: passcode, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
+            wrapped: try KeyWrap.wrap(key, passcode: passcode, machineKey: nil, registration: nil, parameters: Self.cheap), passcodeSetAt: 100)
     }
 
     /// Every file of the database (main, WAL) as raw bytes.
@@ -51,7 +51,7 @@ import Testing
             try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
             let back = try await #require(try StateStore(directory: dir).vaultKey(registration: id("alice")))
             #expect(back.wrapped == k.wrapped && back.identifier == k.identifier && back.passcodeSetAt == 100)
-            #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234", registration: nil) == key)
+            #expect(try KeyWrap.unwrap(back.wrapped, passcode: "pass-1234", machineKey: nil, registration: nil) == key)
             // The raw key is never written, and the sealed box only to its own file,
             // 0600 in a 0700 directory.
             #expect(raw(dir).range(of: Data(key)) == nil)
@@ -95,7 +95,7 @@ import Testing
         let alice = try #require(try await store.registration("alice")).id
         let back = try await #require(try store.vaultKey(registration: alice))
         #expect(back.wrapped == w && back.failedAttempts == 3)
-        #expect(try KeyWrap.unwrap(back.wrapped, passcode: "legacy-pass", registration: nil) == key)
+        #expect(try KeyWrap.unwrap(back.wrapped, passcode: "legacy-pass", machineKey: nil, registration: nil) == key)
         #expect(try store.keyFiles.names() == [back.keyFile!])
         #expect(raw(dir).range(of: w.sealed) == nil)
     }
@@ -106,7 +106,7 @@ import Testing
             try await store.insert(record("alice"), vaultKey: k, event: ev("alice", "register"))
             let kept = try await #require(try store.vaultKey(registration: id("alice"))?.keyFile)
             // What a crash between writing a new key file and committing it leaves.
-            let orphan = try store.keyFiles.write(try KeyWrap.wrap([UInt8](repeating: 2, count: 64), passcode: "q", registration: nil, parameters: Self.cheap))
+            let orphan = try store.keyFiles.write(try KeyWrap.wrap([UInt8](repeating: 2, count: 64), passcode: "q", machineKey: nil, registration: nil, parameters: Self.cheap))
             await #expect(try store.destroyOrphanKeyFiles() == [orphan])
             #expect(try store.keyFiles.names() == [kept])
             await #expect(try store.vaultKey(registration: id("alice"))?.wrapped == k.wrapped)
@@ -132,7 +132,7 @@ import Testing
             try await store.insert(record("alice"), vaultKey: old, event: ev("alice", "register"))
             _ = try await store.recordFailedUnlock(TurnHeld(testing: id("alice")), at: 150, event: nil)
             let oldFile = try await #require(try store.vaultKey(registration: id("alice"))?.keyFile)
-            let new = try KeyWrap.wrap(key, passcode: "new-passcode", registration: nil, parameters: Self.cheap)
+            let new = try KeyWrap.wrap(key, passcode: "new-passcode", machineKey: nil, registration: nil, parameters: Self.cheap)
             await #expect(try store.rewrapVaultKey(TurnHeld(testing: id("alice")), new, passcodeSetAt: 200, event: ev("alice", "passcode-changed")) == nil)
             let back = try await #require(try store.vaultKey(registration: id("alice")))
             #expect(back.wrapped == new && back.passcodeSetAt == 200 && back.failedAttempts == 0)
@@ -161,17 +161,22 @@ import Testing
         }
     }
 
-    @Test func theMachineKeyIsCreatedOncePrivateAndReadBack() async throws {
+    @Test func theMachineKeyIsCreatedOncePrivateAndReadBackAndAnUnusableOneIsNeverReplaced() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("lwmk-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let first = try MachineKey.loadOrCreate(stateDirectory: dir)
-        let second = try MachineKey.loadOrCreate(stateDirectory: dir)
+        let plain = CredentialSealer(setting: .none)
+        let first = try await VaultKeys(stateDirectory: dir, sealer: plain).machineKey()
+        let second = try await VaultKeys(stateDirectory: dir, sealer: plain).machineKey()
         #expect(first == second)
         var st = stat()
         #expect(stat(dir + "/" + MachineKey.fileName, &st) == 0 && st.st_mode & 0o777 == 0o600 && st.st_size == 32)
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [MachineKey.fileName])
+        // A key file others could read is refused, and fails closed: no new key is made over it.
         chmod(dir + "/" + MachineKey.fileName, 0o644)
-        #expect(throws: FileSystemError.self) { try MachineKey.loadOrCreate(stateDirectory: dir) }
+        let third = VaultKeys(stateDirectory: dir, sealer: plain)
+        await #expect(throws: KeyUnavailable.self) { try await third.machineKey() }
+        #expect(await third.machineKeyState().problem?.contains("mode 0600") == true)
+        #expect(stat(dir + "/" + MachineKey.fileName, &st) == 0 && st.st_size == 32)
     }
 }

@@ -16,7 +16,7 @@ import Testing
 
     @Test func aKeyMadeWithoutAPasscodeOpensWithTheMachineKeyBoundToItsRegistration() async throws {
         try await withStateDirectory { dir in
-            let keys = VaultKeys(stateDirectory: dir)
+            let keys = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none))
             let made = try await keys.newKey(passcode: nil, policy: PasscodePolicy(), registration: RegistrationID("reg-1"), at: 100)
             #expect(made.key.count == Fscrypt.keySize)
             #expect(made.stored.wrapped.wrapping == .machine && made.stored.wrapped.isBound && made.stored.passcodeSetAt == nil)
@@ -26,13 +26,15 @@ import Testing
             // The machine key was created once, in the state directory, and a second
             // VaultKeys (a restart) reads the same one.
             #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [MachineKey.fileName])
-            #expect(try await VaultKeys(stateDirectory: dir).openWithMachineKey(made.stored.wrapped, binding: RegistrationID("reg-1")) == made.key)
+            #expect(
+                try await VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none)).openWithMachineKey(made.stored.wrapped, binding: RegistrationID("reg-1"))
+                    == made.key)
         }
     }
 
     @Test func aKeyMadeWithAPasscodeOpensOnlyWithItAndIsWrappedAgainUnderANewOne() async throws {
         try await withStateDirectory { dir in
-            let keys = VaultKeys(stateDirectory: dir)
+            let keys = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none))
             let made = try await keys.newKey(passcode: "first passcode", policy: PasscodePolicy(), registration: RegistrationID("reg-1"), at: 100)
             #expect(made.stored.wrapped.wrapping == .passcode && made.stored.passcodeSetAt == 100)
             #expect(try await keys.open(made.stored.wrapped, passcode: "first passcode", binding: RegistrationID("reg-1")) == made.key)
@@ -40,14 +42,15 @@ import Testing
             let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
             let again = try await keys.wrap(made.key, passcode: "second passcode", binding: RegistrationID("reg-1"), parameters: cheap)
             #expect(try await keys.open(again, passcode: "second passcode", binding: RegistrationID("reg-1")) == made.key)
-            // No machine key is needed, so none is made.
-            #expect(try FileManager.default.contentsOfDirectory(atPath: dir).isEmpty)
+            // The wrap is of format 3: the machine key (made now) is needed too.
+            #expect(made.stored.wrapped.format == 3 && again.format == 3)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [MachineKey.fileName])
         }
     }
 
     @Test func thePasscodePolicyRefusesBeforeAnyKeyIsMade() async throws {
         try await withStateDirectory { dir in
-            let keys = VaultKeys(stateDirectory: dir)
+            let keys = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none))
             var policy = PasscodePolicy()
             policy.minLength = 12
             await #expect { try await keys.newKey(passcode: "short", policy: policy, registration: RegistrationID("r"), at: 0) } throws: { error in
@@ -60,5 +63,36 @@ import Testing
             let left = try FileManager.default.contentsOfDirectory(atPath: dir)
             #expect(left.isEmpty)
         }
+    }
+}
+
+/// What a copy of the disk gets, decided from the vault's kind, its wrap and the machine
+/// key's sealing; and how a credential's header names its sealing.
+@Suite struct AtRestTests {
+    @Test(arguments: [
+        (Protection.permissions, false, KeySealing?.some(.tpm2), AtRest.none),
+        (.permissions, true, nil, .none),
+        (.encrypted, true, .tpm2, .passcode),
+        (.encrypted, false, .tpm2, .tpm2),
+        (.encrypted, false, .host, .host),
+        (.encrypted, false, .plain, .disk),
+        (.encrypted, false, nil, .disk),
+    ])
+    func eachVaultIsReportedAsWhatACopyOfTheDiskGetsOfIt(protection: Protection, passcode: Bool, sealing: KeySealing?, expected: AtRest) {
+        #expect(AtRest.of(protection, passcodeAlone: passcode, sealing: sealing) == expected)
+        #expect(expected.copyOpensIt == [.host, .disk, .none].contains(expected))
+    }
+
+    @Test func aCredentialsHeaderNamesWhatSealsIt() {
+        // The first 16 bytes of a credential are the id of its key kind (systemd's creds-util.h).
+        func credential(_ hex: String) -> [UInt8] {
+            let bytes = stride(from: 0, to: hex.count, by: 2).map { UInt8(hex.dropFirst($0).prefix(2), radix: 16)! } + [UInt8](repeating: 7, count: 40)
+            return Array(Data(bytes).base64EncodedString().utf8)
+        }
+        #expect(CredentialSealer.sealing(ofCredential: credential("5a1c6a86df9d4096b1d5a65e0862f19a")) == .host)
+        #expect(CredentialSealer.sealing(ofCredential: credential("0c7cc07b117645919c4b0bea08bc20fe")) == .tpm2)
+        #expect(CredentialSealer.sealing(ofCredential: credential("93a894094874449090caf2fc93cab553")) == .tpm2)
+        #expect(CredentialSealer.sealing(ofCredential: credential("00000000000000000000000000000000")) == nil)
+        #expect(CredentialSealer.sealing(ofCredential: Array("not base64 at all!".utf8)) == nil)
     }
 }

@@ -89,6 +89,10 @@ import Testing
         # message code, 401 a refresh did not cure); check: what an administrator should check.
         type Rejection (http_status: int, text: string, since: ?string, check: string)
 
+        # at_rest: what a copy of the disk gets of the vault: "tpm2" (nothing: its key opens
+        # only with this machine's TPM2), "host" or "disk" (a copy opens it: the machine key
+        # is sealed with the host key only, or is a plain file), "passcode" (open to offline
+        # guessing of the passcode), "none" (a permission vault); absent once wiped.
         type Registration (
           user: string,
           uid: int,
@@ -124,7 +128,8 @@ import Testing
           vault_error: ?string,
           warning: ?Warning,
           registration_id: ?string,
-          lease: ?Lease
+          lease: ?Lease,
+          at_rest: ?string
         )
 
         # A process a lock would end (Lock with preview).
@@ -230,6 +235,11 @@ import Testing
         # `provision` derives the key for.
         type OfflineCodes (provisioned: bool, machine: ?string, provision_epoch: ?int)
 
+        # How lockwiped's machine key is kept at rest (docs/key-material.md): "tpm2" (sealed
+        # to this machine's TPM2 and the host key), "host" (the host key only), "plain" (a
+        # plain file), null before one is made; problem: why it cannot be opened, or null.
+        type MachineKey (sealing: ?string, problem: ?string)
+
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
         # gate (login_gate: true), which gets StartingUp until the pass has ended.
@@ -240,7 +250,8 @@ import Testing
           registrations: []Registration,
           warnings: []string,
           starting_up: ?bool,
-          offline_codes: ?OfflineCodes
+          offline_codes: ?OfflineCodes,
+          machine_key: ?MachineKey
         )
 
         method GetPolicy() -> (offline_days_before_lock: int, offline_days_before_wipe: int, source: string)

@@ -28,7 +28,7 @@ import Testing
          "tool":{"name":"lockwiped","version":"1.0"},"verification":[{"check":"vault-empty","detail":"d","passed":true}]}
         """#.replacingOccurrences(of: "MEDIA", with: media)
     static let registration = #"""
-        {"blocked":true,"blocked_code":"b","credentials":"token","directories":["/srv/a"],"failed_unlocks":1,"key_wrapping":"machine",
+        {"at_rest":"host","blocked":true,"blocked_code":"b","credentials":"token","directories":["/srv/a"],"failed_unlocks":1,"key_wrapping":"machine",
          "last_attempt":"2026-01-01T00:00:00Z","last_contact":"2026-01-01T00:00:00Z","last_error":"e","logout_lock_at":"2026-01-01T02:00:00Z",
          "lease":{"ended_at":"2026-01-02T00:00:00Z","granted_at":"2026-01-01T00:00:00Z","in_force":false,"reference":"r","remaining_seconds":0,"source":"offline-code","until":"2026-01-02T00:00:00Z"},
          "lock_liftable":true,"lock_trigger":"offline","lock_waits_for":"login","next_action":{"action":"wipe","at":"2026-01-03T00:00:00Z"},
@@ -47,7 +47,7 @@ import Testing
 
     static let replies: [(String, any Codable.Type)] = [
         (
-            #"{"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800},"#
+            #"{"machine_key":{"problem":"p","sealing":"tpm2"},"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800},"#
                 + #""registrations":[REG],"server":{"configured":true,"insecure_http":true,"url":"https://s"},"starting_up":true,"version":"1.0","warnings":["w"]}"#
                 .replacingOccurrences(of: "REG", with: registration), StatusReport.self
         ),

@@ -82,7 +82,7 @@ public actor Manager {
         }
         self.context = RegistrationContext(
             configuration: configuration, store: store, clock: clock, permissions: protection, encryption: encryption,
-            keys: VaultKeys(stateDirectory: paths.stateDirectory), wipes: WipeCoordinator(eraser: eraser), observers: observers,
+            keys: VaultKeys(stateDirectory: paths.stateDirectory, sealer: Self.sealer(configuration)), wipes: WipeCoordinator(eraser: eraser), observers: observers,
             logger: logger, notifier: notifier, vaultCalls: vaultCalls, fetcher: fetcher, timerLoop: loop, paths: paths)
         store.onUnreadable { [logger] what in
             logger.error("\(what)", metadata: ["message_id": MessageID.stateUnavailable.metadata, "path": .string(store.path)])
@@ -114,6 +114,14 @@ public actor Manager {
 
     public var currentConfiguration: Configuration { context.configuration }
 
+    /// `[keys]`, and the `systemd-creds` named by `LOCKWIPE_SYSTEMD_CREDS` when lockwiped's
+    /// environment has one (the system tests' stand-in for the kernel's TPM resource manager).
+    private static func sealer(_ configuration: Configuration) -> CredentialSealer {
+        var sealer = configuration.keys
+        if let executable = ProcessInfo.processInfo.environment["LOCKWIPE_SYSTEMD_CREDS"], executable.hasPrefix("/") { sealer.executable = executable }
+        return sealer
+    }
+
     // MARK: Life cycle
 
     /// The start-up enforcement pass, run before `READY=1`: each registration in its turn
@@ -126,6 +134,7 @@ public actor Manager {
                 "the admin group does not exist; only root is an administrator",
                 metadata: ["admin_group": .string(context.configuration.adminGroup)])
         }
+        await openMachineKey()
         if context.store.damage == nil {
             // A crash between writing a key file and committing it, or between committing
             // a new one and destroying the old one, leaves an orphan: destroy it now.
@@ -167,6 +176,49 @@ public actor Manager {
         await evaluate()
         checkIns.startPlanning()
         await scheduleCheckInsForAll(now: false)
+    }
+
+    /// Opens (or makes, or seals) the machine key before the pass, which reopens the vaults
+    /// it wraps, and says in the journal how it is kept; a key that does not open is said
+    /// with its MESSAGE_ID, and the pass keeps what needs it locked.
+    private func openMachineKey() async {
+        let state = await context.keys.machineKeyState()
+        let sealer = context.keys.sealer
+        switch state {
+        case .ready(_, let sealing, let migrated, let created, let sealFailure):
+            let how = Self.words(sealing, sealer)
+            var meta: Logger.Metadata = ["sealing": .string(sealing.rawValue)]
+            if let sealFailure {
+                meta["message_id"] = MessageID.actionFailed.metadata
+                context.logger.error(
+                    "the plain machine key of an older version could not be sealed (\(sealFailure)): it stays a plain file and is used as it is; a copy of the disk opens every vault it wraps",
+                    metadata: meta)
+            } else if migrated || (created && sealing != .plain) {
+                meta["message_id"] = MessageID.keySealed.metadata
+                let what = migrated ? "sealed the machine key of an older version (\(how)) and destroyed its plain file" : "made the machine key, \(how)"
+                context.logger.notice("\(what)", metadata: meta)
+            } else if sealing == .plain {
+                let why = sealer.setting == .none ? "[keys] seal = \"none\"" : "\(sealer.executable) is missing"
+                context.logger.warning("the machine key is a plain file (\(why)): a copy of the disk opens every vault it wraps", metadata: meta)
+            } else {
+                context.logger.info("the machine key is \(how)", metadata: meta)
+            }
+        case .unavailable(let reason, let sealing):
+            context.logger.critical(
+                "the machine key cannot be opened: \(reason); every encrypted vault it wraps stays locked and nothing is destroyed",
+                metadata: [
+                    "message_id": MessageID.keyUnavailable.metadata, "reason": .string(reason), "sealing": .string(sealing?.rawValue ?? "unknown"),
+                ])
+        }
+    }
+
+    /// How the machine key is kept, in words.
+    static func words(_ sealing: KeySealing, _ sealer: CredentialSealer) -> String {
+        switch sealing {
+        case .tpm2: return "sealed to this machine's TPM2" + (sealer.tpm2PCRs.isEmpty ? "" : " (PCRs \(sealer.tpm2PCRs))") + " and the host key"
+        case .host: return "sealed with the host key only (no TPM2)"
+        case .plain: return "a plain file"
+        }
     }
 
     /// Forgets the rejections of a server that is no longer the one configured (another

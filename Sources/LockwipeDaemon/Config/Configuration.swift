@@ -37,6 +37,9 @@ public struct Configuration: Sendable, Equatable {
     /// Directories inside the guarded areas (`DirectoryRules.guardedAreas`: /opt, /root,
     /// /var/lib, ...) where vaults may be registered (`[vault] allow_under`), normalized.
     public var vaultAllowedUnder: [String] = []
+    /// Refuse permission vaults: every registration must be encrypted, as with
+    /// `register --require-encryption` (`[vault] require_encryption`).
+    public var vaultRequireEncryption = false
     /// Where the Prometheus metrics are written for node_exporter's textfile collector
     /// (`[metrics] textfile`, an absolute path ending in `.prom`); nil: no metrics.
     public var metricsTextfile: String?
@@ -45,6 +48,9 @@ public struct Configuration: Sendable, Equatable {
     /// Offline leases (`[offline_codes]`): how long the lease that comes with a lock an
     /// offline code lifted lasts, and the longest lease an offline code or the server may grant.
     public var offlineCodes = OfflineCodesConfiguration()
+    /// How lockwiped's own secrets are sealed (`[keys]`: seal, tpm2_device, tpm2_pcrs).
+    /// Read at start: a reload does not seal them again.
+    var keys = CredentialSealer()
 
     public init() {}
 }
@@ -125,12 +131,16 @@ public enum ConfigurationLoader {
         Key(table: "passcode", name: "lock_timeout", .nonNegativeInt) { $0.passcode.lockTimeout = $1 },
         Key(table: "passcode", name: "default_password_allowed", .bool) { $0.passcode.defaultPasswordAllowed = $1 },
         Key(table: "vault", name: "allow_under", .vaultAllowances) { $0.vaultAllowedUnder = $1 },
+        Key(table: "vault", name: "require_encryption", .bool) { $0.vaultRequireEncryption = $1 },
         Key(table: "metrics", name: "textfile", .metricsTextfile) { $0.metricsTextfile = $1 },
         Key(table: "metrics", name: "mode", .fileMode) { $0.metrics.mode = $1 },
         Key(table: "metrics", name: "group", .groupName) { $0.metrics.group = $1 },
         Key(table: "metrics", name: "user_labels", .bool) { $0.metrics.userLabels = $1 },
         Key(table: "offline_codes", name: "unlock_lease_days", .nonNegativeInt) { $0.offlineCodes.unlockLeaseDays = $1 },
         Key(table: "offline_codes", name: "max_lease_days", .positiveInt) { $0.offlineCodes.maxLeaseDays = $1 },
+        Key(table: "keys", name: "seal", .sealSetting) { $0.keys.setting = $1 },
+        Key(table: "keys", name: "tpm2_device", .tpm2Device) { $0.keys.tpm2Device = $1 },
+        Key(table: "keys", name: "tpm2_pcrs", .tpm2PCRs) { $0.keys.tpm2PCRs = $1 },
     ]
 
     /// The drop-in directory that belongs to `path`.

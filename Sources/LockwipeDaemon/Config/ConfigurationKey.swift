@@ -213,3 +213,45 @@ extension ConfigurationKey.Reader where Value == [String] {
         }
     }
 }
+
+extension ConfigurationKey.Reader where Value == SealSetting {
+    /// `[keys] seal`.
+    static var sealSetting: Self {
+        Self { value throws(ConfigurationKey.Problem) in
+            let words = SealSetting.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            let s = try string(value, mustBe: "one of \(words)")
+            guard let setting = SealSetting(rawValue: s) else { throw .init("must be one of \(words), not \"\(s.prefix(40))\"") }
+            return setting
+        }
+    }
+}
+
+extension ConfigurationKey.Reader where Value == String {
+    /// `[keys] tpm2_device`: a device node (/dev/tpmrm0) or a tpm2-tss TCTI ("swtpm:path=...").
+    static var tpm2Device: Self {
+        Self { value throws(ConfigurationKey.Problem) in
+            let s = try string(value, mustBe: "a TPM2 device (\"/dev/tpmrm0\") or a TCTI (\"swtpm:path=/run/swtpm/sock\")")
+            guard !s.isEmpty, s.utf8.count <= 4096, s.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
+                throw .init("must be a TPM2 device (\"/dev/tpmrm0\") or a TCTI (\"swtpm:path=/run/swtpm/sock\"), without spaces or control characters")
+            }
+            guard s.hasPrefix("/") || s.contains(":") else {
+                throw .init("must be an absolute device path (\"/dev/tpmrm0\") or DRIVER:PARAMETERS (\"swtpm:path=/run/swtpm/sock\"), not \"\(s.prefix(60))\"")
+            }
+            return s
+        }
+    }
+
+    /// `[keys] tpm2_pcrs`: PCR numbers 0 to 23 joined by "+" ("7", "7+14"), or "" for none.
+    static var tpm2PCRs: Self {
+        Self { value throws(ConfigurationKey.Problem) in
+            let s = try string(value, mustBe: "PCR numbers joined by + (\"7\", \"7+14\"), or \"\" for none")
+            if s.isEmpty { return s }
+            for part in s.split(separator: "+", omittingEmptySubsequences: false) {
+                guard let n = Int(part), (0...23).contains(n), part.allSatisfy(\.isNumber) else {
+                    throw .init("must be PCR numbers 0 to 23 joined by + (\"7\", \"7+14\"), or \"\" for none, not \"\(s.prefix(40))\"")
+                }
+            }
+            return s
+        }
+    }
+}

@@ -16,7 +16,9 @@ extension StatusReport {
         let leaseRefusals = s.records.compactMap { r in r.leaseRefused.map { "\(r.user): \($0)" } }
         self.init(
             version: LockwipeVersion.current, server: ServerInfo(configured: s.server.isConfigured, url: s.server.url, insecureHttp: s.server.usesInsecureHTTP),
-            policy: PolicyInfo(policy: s.policy, source: s.policySource, warnBeforeSeconds: s.warnBefore), registrations: infos, warnings: warnings + leaseRefusals)
+            policy: PolicyInfo(policy: s.policy, source: s.policySource, warnBeforeSeconds: s.warnBefore), registrations: infos,
+            warnings: warnings + leaseRefusals + StatusWarnings.atRest(s.registrations.map { ($0.record.user, $0.atRest) }, machineKey: s.machineKey))
+        machineKey = MachineKeyInfo(sealing: s.machineKey.sealing, problem: s.machineKey.problem)
     }
 }
 
@@ -57,6 +59,7 @@ extension RegistrationInfo {
         logoutLockAt = e.logoutLockAt.map(Timestamp.iso)
         vaultError = r.vaultError
         registrationId = r.id.rawValue
+        atRest = e.atRest
         if let lease = r.lease {
             let left = lease.remaining(r.clock, offline: e.offline)
             self.lease = LeaseInfo(

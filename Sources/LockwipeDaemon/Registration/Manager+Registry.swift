@@ -85,8 +85,11 @@ extension Manager {
                 var notEncrypted: [String] = []
                 flow.add("choose the protection") {
                     notEncrypted = try await BlockingPool.run { [normalized] in normalized.compactMap { FscryptLock.encryptionProblem($0) } }
-                    if requireEncryption, !notEncrypted.isEmpty {
-                        throw RegistrationRefusal("--require-encryption: " + notEncrypted.joined(separator: "; "))
+                    let fleetWide = self.context.configuration.vaultRequireEncryption
+                    if requireEncryption || fleetWide, !notEncrypted.isEmpty {
+                        throw RegistrationRefusal(
+                            (requireEncryption ? "--require-encryption: " : "[vault] require_encryption = true refuses permission vaults: ")
+                                + notEncrypted.joined(separator: "; ") + Self.fscryptHint(notEncrypted))
                     }
                     kind = notEncrypted.isEmpty ? .encrypted : .permissions
                     if kind == .permissions, passcode != nil {
@@ -179,11 +182,13 @@ extension Manager {
                     // A refusal is shown as is; any other failure names the step it happened in.
                     throw ManagerError.registrationRefused(error.error is RegistrationRefusal ? "\(error.error)" : error.description)
                 }
+                let sealing = await context.keys.machineKeyState().sealing
+                let atRest = AtRest.of(kind, passcodeAlone: vault.map { !$0.stored.wrapped.needsMachineKey } ?? false, sealing: sealing)
                 context.logger.notice(
-                    "registered \(user) (\(kind.rawValue))",
+                    "registered \(user) (\(kind.rawValue)); at rest: \(atRest.sentence)",
                     metadata: [
                         "user": .string(user), "action": "register", "directories": .string(normalized.joined(separator: "\n")),
-                        "protection": .string(kind.rawValue), "registration_id": .string(registrationID.rawValue),
+                        "protection": .string(kind.rawValue), "registration_id": .string(registrationID.rawValue), "at_rest": .string(atRest.rawValue),
                         "message_id": MessageID.registered.metadata, "peer_uid": "\(caller.credentials.uid)",
                     ])
                 await reschedule()
@@ -199,14 +204,25 @@ extension Manager {
                     detail += machine ? "the machine key (default passcode; set one with lockwipectl passcode set)" : "the user's passcode"
                 } else {
                     detail += "; protection: permissions"
-                    if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; ")))" }
+                    if !notEncrypted.isEmpty { detail += " (not encrypted: \(notEncrypted.joined(separator: "; "))\(Self.fscryptHint(notEncrypted)))" }
                 }
+                detail += "; at rest: " + atRest.sentence
                 return Outcome(user: user, operation: .register, state: .active, reason: detail)
             }()
         }()
         // A new registration fetches its settings at once (SAP onboarding: settings download).
         scheduleCheckIn(registrationID, of: user, in: 0)
         return result
+    }
+
+    /// How to get fscrypt where a directory's filesystem has none, for a register that fell
+    /// back to (or was refused) the permission lock: empty unless one of `problems` says so.
+    static func fscryptHint(_ problems: [String]) -> String {
+        guard problems.contains(where: { $0.hasSuffix("its filesystem has no fscrypt (ext4 needs -O encrypt)") }) else { return "" }
+        return
+            "; to encrypt it, enable fscrypt on that ext4 filesystem (tune2fs -O encrypt DEVICE: it cannot be turned off again, "
+            + "GRUB older than 2.04 cannot read a /boot on it, and the block size must equal the page size), "
+            + "then register an empty directory on it"
     }
 
     public func unregister(user: String, by caller: Caller) async throws -> Outcome {

@@ -35,28 +35,32 @@ extension Manager {
         let server = context.configuration.server
         let connections = server.sapIdentity == nil ? [:] : try await context.store.sapConnections()
         var entries: [StatusSnapshot.Entry] = []
+        let machineKey = await context.keys.machineKeyState()
         for r in list {
             let (p, source) = context.policy(for: r)
             let evaluated = context.outlook(r, reading, policy: p)
             let lock = PolicyLockLift.Lock(state: r.state, trigger: r.lockTrigger, liftable: r.lockLiftable)
+            let key = await context.keyStatus(r)
             entries.append(
                 StatusSnapshot.Entry(
                     record: r, policy: p, policySource: source, offline: evaluated.offline, next: evaluated.next,
                     warning: evaluated.warning(warnBefore: context.configuration.warnBeforeSeconds),
                     nextCheckIn: server.isConfigured && !r.state.isWipeCommitted ? checkIns.nextCheckIn(of: r.id, wall: reading.wall) : nil,
                     logoutLockAt: logout.lockTime(r.id, wall: reading.wall),
-                    runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: await context.keyStatus(r),
+                    runningWipe: registry.byID[r.id]?.runningWipe, connection: connections[r.id], key: key,
                     passcodePolicy: context.passcodePolicy(for: r).policy,
                     lockWaitsFor: PolicyLockLift.waitingFor(
                         lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)
-                        ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger)))
+                        ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger),
+                    atRest: r.state.isWipeCommitted ? nil : AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey.sealing)))
         }
         let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
             reading: reading, server: server, registrations: entries, policy: machine.policy, policySource: machine.source,
             missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup,
             logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
-            rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds))
+            rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds),
+            machineKey: .init(sealing: machineKey.sealing, problem: machineKey.problem))
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it
@@ -99,7 +103,13 @@ extension Manager {
         }
         let list = try await context.store.registrations()
         let wipes = try await context.store.wipeCounts()
-        return MetricsSnapshot(
+        let machineKey = await context.keys.machineKeyState()
+        var atRest: [RegistrationID: AtRest] = [:]
+        for r in list where !r.state.isWipeCommitted {
+            let key = await context.keyStatus(r)
+            atRest[r.id] = AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey.sealing)
+        }
+        var snapshot = MetricsSnapshot(
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
             registrations: list.map { r in
                 let o = context.outlook(r, reading)
@@ -110,7 +120,10 @@ extension Manager {
                     m.leaseEnd = stored.until
                     m.leaseSource = stored.source.rawValue
                 }
+                m.atRest = atRest[r.id]
                 return m
             })
+        snapshot.machineKeyUnavailable = machineKey.problem != nil
+        return snapshot
     }
 }

@@ -30,6 +30,14 @@ struct StatusSnapshot: Sendable {
         var passcodePolicy: PasscodePolicy
         /// What a server or offline lock waits for, when it is one.
         var lockWaitsFor: String?
+        /// What a copy of the disk gets of its vault (nil once wiped).
+        var atRest: AtRest?
+    }
+
+    /// How the machine key is kept, and why it cannot be opened when it cannot.
+    struct MachineKey: Sendable {
+        var sealing: KeySealing?
+        var problem: String?
     }
 
     var reading: ClockReading
@@ -48,4 +56,5 @@ struct StatusSnapshot: Sendable {
     var records: [RegistrationRecord]
     /// `[notify] warn_before`, for a client that plans the warnings (`PolicyPlan`).
     var warnBefore: Int64 = 0
+    var machineKey = MachineKey()
 }

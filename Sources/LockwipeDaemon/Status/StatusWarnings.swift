@@ -71,3 +71,23 @@ enum StatusWarnings {
         return warnings
     }
 }
+
+extension StatusWarnings {
+    /// The machine key that cannot be opened, and the encrypted vaults a copy of the disk
+    /// opens (a host key or a plain machine key). Permission vaults are not warned about
+    /// one by one: `at_rest` says "none" for each.
+    static func atRest(_ registrations: [(user: String, atRest: AtRest?)], machineKey: StatusSnapshot.MachineKey) -> [String] {
+        var warnings: [String] = []
+        if let problem = machineKey.problem {
+            warnings.append(
+                "the machine key cannot be opened (\(problem)): every encrypted vault it wraps stays locked and nothing is destroyed; undo the change (firmware, TPM) and restart lockwiped"
+            )
+        }
+        let opened = registrations.filter { $0.atRest == .host || $0.atRest == .disk }.map(\.user)
+        if !opened.isEmpty, machineKey.problem == nil {
+            let how = machineKey.sealing == .host ? "sealed with the host key only (no TPM2)" : "a plain file"
+            warnings.append("the machine key is \(how): a copy of the disk opens the vaults of \(opened.joined(separator: ", "))")
+        }
+        return warnings
+    }
+}

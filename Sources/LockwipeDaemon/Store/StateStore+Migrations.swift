@@ -323,6 +323,13 @@ extension StateStore {
         m.registerMigration("v20-rejected-server") { db in
             try db.execute(sql: "ALTER TABLE server_state ADD COLUMN rejected_server TEXT")
         }
+        // What a copy of the disk gets (issue 43): the wrap format of the key file the row
+        // names, so that status tells a passcode wrap that also needs the sealed machine key
+        // (format 3) from one a passcode alone opens, without reading the key file. NULL:
+        // written before this column (format 2 or older; wrapped again at the next unlock).
+        m.registerMigration("v21-wrap-format") { db in
+            try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN wrap_format INTEGER")
+        }
         return m
     }
 

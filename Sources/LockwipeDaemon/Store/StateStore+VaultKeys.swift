@@ -30,10 +30,11 @@ extension StateStore {
         try await perform { [self] in
             try db.read { db in
                 let user = try Self.user(of: id, db)
-                return try Row.fetchOne(db, sql: "SELECT wrapping, passcode_set_at, failed_attempts FROM vault_keys WHERE user = ?", arguments: [user]).map {
+                let sql = "SELECT wrapping, passcode_set_at, failed_attempts, wrap_format FROM vault_keys WHERE user = ?"
+                return try Row.fetchOne(db, sql: sql, arguments: [user]).map {
                     VaultKeyStatus(
                         wrapping: WrappedKey.Wrapping(rawValue: $0["wrapping"]) ?? .passcode,
-                        passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"])
+                        passcodeSetAt: $0["passcode_set_at"], failedAttempts: $0["failed_attempts"], format: $0["wrap_format"])
                 }
             }
         }
@@ -45,7 +46,7 @@ extension StateStore {
         let hex: String = row["key_identifier"]
         var k = StoredVaultKey(
             identifier: Fscrypt.KeyIdentifier(hex: hex) ?? Fscrypt.KeyIdentifier(bytes: []),
-            wrapped: WrappedKey(wrapping: wrapping, salt: Data(), scrypt: nil, sealed: Data()),
+            wrapped: WrappedKey(wrapping: wrapping, salt: Data(), scrypt: nil, sealed: Data(), format: row["wrap_format"]),
             passcodeSetAt: row["passcode_set_at"], failedAttempts: row["failed_attempts"], keyFile: row["key_file"])
         k.lastFailedAt = row["failed_at"]
         return k
@@ -72,14 +73,15 @@ extension StateStore {
         values.append(keyFile)
         values.append(k.passcodeSetAt)
         values.append(k.failedAttempts)
+        values.append(k.wrapped.format)
         try db.execute(
             sql: """
-                INSERT INTO vault_keys (user, key_identifier, wrapping, salt, sealed, key_file, passcode_set_at, failed_attempts)
-                VALUES (?, ?, ?, X'', X'', ?, ?, ?)
+                INSERT INTO vault_keys (user, key_identifier, wrapping, salt, sealed, key_file, passcode_set_at, failed_attempts, wrap_format)
+                VALUES (?, ?, ?, X'', X'', ?, ?, ?, ?)
                 ON CONFLICT(user) DO UPDATE SET key_identifier = excluded.key_identifier, wrapping = excluded.wrapping,
                     salt = X'', scrypt_log_n = NULL, scrypt_r = NULL, scrypt_p = NULL, sealed = X'',
                     key_file = excluded.key_file, passcode_set_at = excluded.passcode_set_at,
-                    failed_attempts = excluded.failed_attempts, failed_at = NULL
+                    failed_attempts = excluded.failed_attempts, failed_at = NULL, wrap_format = excluded.wrap_format
                 """,
             arguments: StatementArguments(values))
     }

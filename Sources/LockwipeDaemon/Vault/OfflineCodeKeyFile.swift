@@ -3,22 +3,24 @@ import LockwipeBase
 import LockwipeCore
 import LockwipeVaultIO
 
-/// This machine's offline-code key (docs/offline-codes.md): `offline-code.key` in the state
-/// directory, 0600 (the directory is 0700), beside `machine.key` and removed with it when
-/// the package is purged. 37 bytes: the 5-byte machine id it was derived for, then the
-/// 32-byte key (HKDF of the fleet secret; the fleet secret is never stored). Replacing it
-/// overwrites the file in place (same size), as key files are: nothing is renamed over it.
+/// This machine's offline-code key (docs/offline-codes.md): 37 bytes, the 5-byte machine id
+/// it was derived for, then the 32-byte key (HKDF of the fleet secret; the fleet secret is
+/// never stored). Kept as the machine key is (`SealedSecret`): `offline-code.key.cred`,
+/// sealed with systemd's credentials, or the plain `offline-code.key` where `[keys] seal`
+/// does not seal; 0600 in the 0700 state directory, removed with it when the package is
+/// purged. Replacing it overwrites the file in place: nothing is renamed over it.
 struct OfflineCodeKeyFile: Sendable {
     static let fileName = "offline-code.key"
     static let size = 5 + 32
     static let machineIDPath = "/etc/machine-id"
 
-    let path: String
-    let directory: String
+    let secret: SealedSecret
+    let sealer: CredentialSealer
+    var path: String { sealer.seals ? secret.sealedPath : secret.plainPath }
 
-    init(stateDirectory: String) {
-        self.directory = stateDirectory
-        self.path = stateDirectory + "/" + Self.fileName
+    init(stateDirectory: String, sealer: CredentialSealer) {
+        self.secret = SealedSecret(name: "lockwipe-offline-code-key", plainFile: Self.fileName, stateDirectory: stateDirectory, size: Self.size)
+        self.sealer = sealer
     }
 
     struct Contents: Sendable {
@@ -26,41 +28,24 @@ struct OfflineCodeKeyFile: Sendable {
         var key: [UInt8]
     }
 
-    /// The stored key, or nil when offline codes are not provisioned.
-    func load() throws -> Contents? {
-        guard var bytes = try SecretFile.read(path, size: Self.size) else { return nil }
-        defer { bytes.withUnsafeMutableBytes { zeroSecurely($0) } }
+    /// The stored key, or nil when offline codes are not provisioned. A plain file of an
+    /// older version is sealed (and destroyed) here when `[keys] seal` seals.
+    func load() async throws -> Contents? {
+        guard var loaded = try await secret.load(sealer) else { return nil }
+        defer { loaded.secret.wipe() }
+        let bytes = loaded.secret
         let machine = bytes.prefix(5).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         return Contents(machine: machine, key: Array(bytes[5..<Self.size]))
     }
 
-    /// Stores `contents`: a new file created 0600 with O_EXCL, or the existing one
-    /// overwritten in place; made durable with its directory. Returns whether a file was
-    /// there (and was replaced).
+    /// Stores `contents`, sealed as `[keys] seal` says; an existing file is overwritten in
+    /// place (nothing is renamed over it). Returns whether a key was there (and was replaced).
     @discardableResult
-    func store(_ contents: Contents) throws -> Bool {
+    func store(_ contents: Contents) async throws -> Bool {
         var bytes = (0..<5).reversed().map { UInt8(truncatingIfNeeded: contents.machine >> UInt64($0 * 8)) } + contents.key
-        defer { for i in bytes.indices { bytes[i] = 0 } }
+        defer { bytes.wipe() }
         precondition(bytes.count == Self.size)
-        var fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        let replaced = fd < 0 && errno == EEXIST
-        if replaced { fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) }
-        guard fd >= 0 else { throw FileSystemError("create", path) }
-        defer { close(fd) }
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { throw FileSystemError("stat", path) }
-        guard st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_nlink == 1 else {
-            throw FileSystemError("replace", path + " (it is not a regular file of lockwiped's own)", code: EPERM)
-        }
-        guard fchmod(fd, 0o600) == 0 else { throw FileSystemError("chmod", path) }
-        let written = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, Self.size, 0) }
-        guard written == Self.size, ftruncate(fd, off_t(Self.size)) == 0, fsync(fd) == 0 else { throw FileSystemError("write", path) }
-        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 {
-            fsync(dir)
-            close(dir)
-        }
-        return replaced
+        return try await secret.store(bytes, sealer).replaced
     }
 
     /// This machine's id as the codes of key epoch `epoch` carry it, from `/etc/machine-id`.

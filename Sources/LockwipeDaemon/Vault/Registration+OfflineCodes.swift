@@ -38,7 +38,7 @@ extension Registration {
         let this: UInt64
         do {
             let file = context.offlineCodeKeyFile
-            stored = try await BlockingPool.run { try file.load() }
+            stored = try await file.load()
             this = try await context.offlineCodeEpoch().machine
         } catch {
             throw ManagerError.actionFailed("offline codes cannot be checked: \(ErrorWords.of(error))")

@@ -35,6 +35,15 @@ extension Registration {
                 "\(stored.failedAttempts) wrong passcodes in a row: try again in \(at - now) s (at \(Timestamp.iso(at))); "
                     + "this attempt was not tried and does not count")
         }
+        // A wrap that needs the machine key, when it does not open: the passcode cannot be
+        // tried, so it is neither tried nor counted toward retry_limit.
+        if stored.wrapped.needsMachineKey {
+            do {
+                _ = try await context.keys.machineKey()
+            } catch {
+                throw context.failure(user, "unlock", error)
+            }
+        }
         let count = try await context.store.recordFailedUnlock(turn.held, at: now, event: nil)
         let wrapped = stored.wrapped
         let binding = keyBinding(r)
@@ -87,7 +96,7 @@ extension Registration {
     nonisolated(nonsending) func bindToRegistration(
         _ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger, in turn: borrowing RegistrationTurn
     ) async {
-        guard !stored.wrapped.isBound, let binding = keyBinding(r) else { return }
+        guard stored.wrapped.isOutdated, let binding = keyBinding(r) else { return }
         do {
             let wrapped: WrappedKey
             switch stored.wrapped.wrapping {
@@ -99,7 +108,9 @@ extension Registration {
                 wrapped = try await context.keys.wrap(key, passcode: passcode, binding: binding, parameters: parameters)
             }
             let now = context.clock.now().wall
-            let detail = "vault key wrapped again, bound to registration \(binding) (wrap format \(KeyWrap.currentFormat))"
+            let detail =
+                "vault key wrapped again, bound to registration \(binding) (wrap format \(wrapped.format ?? 1)"
+                + (wrapped.needsMachineKey && wrapped.wrapping == .passcode ? ": the passcode and the machine key" : "") + ")"
             let leftover = try await context.store.rewrapVaultKey(
                 turn.held, wrapped, passcodeSetAt: stored.passcodeSetAt,
                 event: context.event(r.user, .keyRewrapped, trigger, detail, at: now))
@@ -107,7 +118,7 @@ extension Registration {
             if let leftover { context.logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
         } catch {
             context.logger.warning(
-                "could not wrap the vault key of \(r.user) again bound to its registration (it stays in wrap format 1): \(error)",
+                "could not wrap the vault key of \(r.user) again in wrap format \(KeyWrap.currentFormat(stored.wrapped.wrapping)) (it stays in format \(stored.wrapped.format ?? 1)): \(error)",
                 metadata: ["user": .string(r.user)])
         }
     }

@@ -181,11 +181,17 @@ extension Registration {
         }
         guard keyGone else { return }
         do {
-            if try await openWithoutPasscode(r, in: turn) {
-                context.logger.info("re-added the vault key of \(r.user) (default passcode) after start-up", metadata: ["user": .string(r.user)])
-                return
+            let reason: String
+            do {
+                if try await openWithoutPasscode(r, in: turn) {
+                    context.logger.info("re-added the vault key of \(r.user) (default passcode) after start-up", metadata: ["user": .string(r.user)])
+                    return
+                }
+                reason = "the vault key was not in the kernel at start-up (reboot): unlock with the passcode"
+            } catch let error as KeyUnavailable {
+                // Fails closed: recorded locked, so that status says so and nothing acts as if it were open.
+                reason = "the vault key was not in the kernel at start-up, and \(error)"
             }
-            let reason = "the vault key was not in the kernel at start-up (reboot): unlock with the passcode"
             try await context.store.commitLock(
                 turn.held, records: [], trigger: .resume, event: context.event(r.user, .lock, .resume, reason, at: context.clock.now().wall))
             context.logger.notice("\(r.user) is locked: \(reason)", metadata: context.journalFields(r, action: "lock", trigger: .resume, reason: reason, id: .locked))

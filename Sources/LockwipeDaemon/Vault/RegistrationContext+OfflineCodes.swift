@@ -5,7 +5,7 @@ import Logging
 /// The machine's offline-code key (`OfflineCodeKeyFile`) and the key epoch its challenges
 /// are of: what a registration's code entry checks, and `status` and provisioning read.
 extension RegistrationContext {
-    var offlineCodeKeyFile: OfflineCodeKeyFile { OfflineCodeKeyFile(stateDirectory: paths.stateDirectory) }
+    var offlineCodeKeyFile: OfflineCodeKeyFile { OfflineCodeKeyFile(stateDirectory: paths.stateDirectory, sealer: keys.sealer) }
 
     /// The machine's offline codes now: the key epoch their counters are of, whether those
     /// are used up, and this machine's field in that epoch's challenges.
@@ -31,7 +31,7 @@ extension RegistrationContext {
         let stored: UInt64?
         let now: RegistrationContext.OfflineCodeEpoch
         do {
-            stored = try await BlockingPool.run { try file.load()?.machine }
+            stored = try await file.load()?.machine
             now = try await offlineCodeEpoch()
         } catch {
             // The key file, the counters, or /etc/machine-id, which the codes name the machine by.
@@ -94,7 +94,7 @@ extension RegistrationContext {
         let file = offlineCodeKeyFile
         let replaced: Bool
         do {
-            replaced = try await BlockingPool.run { try file.store(.init(machine: this, key: key)) }
+            replaced = try await file.store(.init(machine: this, key: key))
         } catch {
             throw ManagerError.actionFailed("cannot store the offline-code key in \(file.path): \(ErrorWords.of(error))")
         }

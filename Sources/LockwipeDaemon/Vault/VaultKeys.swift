@@ -22,11 +22,13 @@ struct NewVault {
 /// first read, which a lock guards: key changes of one user are serialized by the
 /// Manager's per-user turn, and those of different users touch different keys.
 final class VaultKeys: Sendable {
-    private let stateDirectory: String
-    private let machineKeyCache = Mutex<SymmetricKey?>(nil)
+    let sealer: CredentialSealer
+    let machineKeyFile: SealedSecret
+    private let machineKeyLoad = Mutex<Task<MachineKeyState, Never>?>(nil)
 
-    init(stateDirectory: String) {
-        self.stateDirectory = stateDirectory
+    init(stateDirectory: String, sealer: CredentialSealer) {
+        self.sealer = sealer
+        machineKeyFile = SealedSecret(name: "lockwipe-machine-key", plainFile: MachineKey.fileName, stateDirectory: stateDirectory, size: MachineKey.size)
     }
 
     // MARK: Making
@@ -42,12 +44,14 @@ final class VaultKeys: Sendable {
                 "the passcode policy does not allow the default passcode (default_password_allowed = false): give the user's first passcode (lockwipectl register --passcode-stdin)"
             )
         }
-        return try await BlockingPool.run { [self] in
+        // Both wraps need the machine key: a passcode wrap (format 3) is guessed on this machine or not at all.
+        let machineKey = try await machineKey()
+        return try await BlockingPool.run {
             var key = try SecRandom.key(Fscrypt.keySize)
             do {
                 let wrapped =
-                    try passcode.map { try KeyWrap.wrap(key, passcode: $0, registration: registration) }
-                    ?? KeyWrap.wrap(key, machineKey: try machineKeyNow(), registration: registration)
+                    try passcode.map { try KeyWrap.wrap(key, passcode: $0, machineKey: machineKey, registration: registration) }
+                    ?? KeyWrap.wrap(key, machineKey: machineKey, registration: registration)
                 let id = Fscrypt.KeyIdentifier(bytes: try Self.keyIdentifier(key))
                 return NewVault(key: key, stored: StoredVaultKey(identifier: id, wrapped: wrapped, passcodeSetAt: passcode == nil ? nil : now))
             } catch {
@@ -70,36 +74,101 @@ final class VaultKeys: Sendable {
 
     /// Opens a key the machine key wraps; `binding` is what the wrap is bound to.
     func openWithMachineKey(_ wrapped: WrappedKey, binding: RegistrationID?) async throws -> [UInt8] {
-        try await BlockingPool.run { [self] in try KeyWrap.unwrap(wrapped, machineKey: try machineKeyNow(), registration: binding) }
+        let machineKey = try await machineKey()
+        return try await BlockingPool.run { try KeyWrap.unwrap(wrapped, machineKey: machineKey, registration: binding) }
     }
 
     /// Opens a key a passcode wraps (one scrypt run). A wrong passcode throws
     /// `KeyWrapError.wrongPasscode`.
+    /// One of format 3 needs the machine key too (`KeyUnavailable` without it).
     func open(_ wrapped: WrappedKey, passcode: String, binding: RegistrationID?) async throws -> [UInt8] {
-        try await BlockingPool.run { try KeyWrap.unwrap(wrapped, passcode: passcode, registration: binding) }
+        let machineKey = wrapped.needsMachineKey ? try await machineKey() : nil
+        return try await BlockingPool.run { try KeyWrap.unwrap(wrapped, passcode: passcode, machineKey: machineKey, registration: binding) }
     }
 
     // MARK: Wrapping again
 
-    /// Wraps an open key under `passcode` (a new salt, one scrypt run).
+    /// Wraps an open key under `passcode` and the machine key (format 3: a new salt, one
+    /// scrypt run).
     func wrap(_ key: [UInt8], passcode: String, binding: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard) async throws -> WrappedKey {
-        try await BlockingPool.run { try KeyWrap.wrap(key, passcode: passcode, registration: binding, parameters: parameters) }
+        let machineKey = try await machineKey()
+        return try await BlockingPool.run {
+            try KeyWrap.wrap(key, passcode: passcode, machineKey: machineKey, registration: binding, parameters: parameters)
+        }
     }
 
     /// Wraps an open key under the machine key.
     func wrapWithMachineKey(_ key: [UInt8], binding: RegistrationID?) async throws -> WrappedKey {
-        try await BlockingPool.run { [self] in try KeyWrap.wrap(key, machineKey: try machineKeyNow(), registration: binding) }
+        let machineKey = try await machineKey()
+        return try await BlockingPool.run { try KeyWrap.wrap(key, machineKey: machineKey, registration: binding) }
     }
 
     // MARK: The machine key
 
-    /// The machine key, read or created at the first call (blocking: on the pool only).
-    private func machineKeyNow() throws -> SymmetricKey {
-        try machineKeyCache.withLock { cache in
-            if let key = cache { return key }
-            let key = try MachineKey.loadOrCreate(stateDirectory: stateDirectory)
-            cache = key
-            return key
+    /// The machine key as this run of lockwiped has it.
+    enum MachineKeyState: Sendable {
+        /// `sealFailure`: why a plain key could not be sealed (it is used as it is).
+        case ready(SymmetricKey, KeySealing, migrated: Bool, created: Bool, sealFailure: String? = nil)
+        /// It exists and cannot be opened (or cannot be made): every vault it wraps stays
+        /// locked. `sealing`: how its file says it is sealed.
+        case unavailable(String, sealing: KeySealing?)
+
+        /// Why it cannot be used, when it cannot.
+        var problem: String? {
+            if case .unavailable(let reason, _) = self { return reason }
+            return nil
+        }
+
+        var sealing: KeySealing? {
+            switch self {
+            case .ready(_, let sealing, _, _, _): return sealing
+            case .unavailable(_, let sealing): return sealing
+            }
         }
     }
+
+    /// The machine key: opened (a plain one sealed first, when `[keys] seal` seals) or made
+    /// at the first call, once per run; the start-up pass makes that call. A key that does
+    /// not open stays unavailable until lockwiped is restarted: nothing makes a new one over
+    /// it, so nothing it wraps is lost.
+    func machineKeyState() async -> MachineKeyState {
+        let task = machineKeyLoad.withLock { task in
+            if let task { return task }
+            let new = Task { [machineKeyFile, sealer] in await Self.loadOrCreate(machineKeyFile, sealer) }
+            task = new
+            return new
+        }
+        return await task.value
+    }
+
+    /// Why the machine key cannot be used (`KeyUnavailable`), or the key.
+    func machineKey() async throws -> SymmetricKey {
+        switch await machineKeyState() {
+        case .ready(let key, _, _, _, _): return key
+        case .unavailable(let reason, _): throw KeyUnavailable(reason: reason)
+        }
+    }
+
+    private static func loadOrCreate(_ file: SealedSecret, _ sealer: CredentialSealer) async -> MachineKeyState {
+        do {
+            if var loaded = try await file.load(sealer) {
+                defer { loaded.secret.wipe() }
+                return .ready(SymmetricKey(data: loaded.secret), loaded.sealing, migrated: loaded.migrated, created: false, sealFailure: loaded.sealFailure)
+            }
+            var bytes = try SecRandom.key(MachineKey.size)
+            defer { bytes.wipe() }
+            let (sealing, _) = try await file.store(bytes, sealer)
+            return .ready(SymmetricKey(data: bytes), sealing, migrated: false, created: true)
+        } catch let error as SealingError {
+            return .unavailable(error.description, sealing: error.sealing)
+        } catch {
+            return .unavailable(ErrorWords.of(error), sealing: nil)
+        }
+    }
+}
+
+/// The machine key exists and cannot be opened (or made): what needs it fails closed.
+struct KeyUnavailable: Error, CustomStringConvertible {
+    var reason: String
+    var description: String { "the machine key cannot be opened (\(reason))" }
 }

@@ -1,0 +1,300 @@
+"""Issue 43: a stolen machine gives nothing away. lockwiped's machine key is sealed with
+systemd's credentials (systemd-creds): to a TPM2 and the host key where there is a TPM2,
+to the host key alone where there is none, and every registration says what a copy of
+the disk gets of it.
+
+The TPM2 here is a real software TPM (Debian's swtpm, reached through tpm2-tss's swtpm
+TCTI). swtpm has no resource manager: systemd-creds leaves its session in the TPM when it
+exits, which the kernel's /dev/tpmrm0 flushes on a real machine; LOCKWIPE_SYSTEMD_CREDS
+names a wrapper that runs the real systemd-creds and then flushes as the kernel would
+(tpm2_flushcontext). A changed PCR is a real TPM2_PCR_Extend."""
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from daemon_harness import config_text
+from host_helpers import wait_until
+from test_vault import (PASS, assert_nowhere, encrypted_fs, machine_unwrap, put_files, raw_image, register_encrypted,
+                        set_passcode, state_fs, unwrap, wrapped_key_row)
+
+ID_KEY_SEALED = "ed474e8742c04bad9ba3f16d46b4e3d2"
+ID_KEY_UNAVAILABLE = "fdc11460d90846a99d70c81061d8a8d3"
+
+
+class SoftwareTPM:
+    """swtpm on a Unix socket in `directory`, started as firmware would leave it: PCR 7
+    extended once (the Secure Boot state)."""
+
+    def __init__(self, directory: Path):
+        for tool in ("swtpm", "tpm2_pcrextend", "tpm2_flushcontext", "systemd-creds"):
+            if shutil.which(tool) is None:
+                pytest.fail(f"{tool} is missing: scripts/install-deps installs swtpm and tpm2-tools")
+        self.directory = directory
+        self.state = directory / "tpm-state"
+        self.socket = directory / "tpm.sock"
+        self.state.mkdir(parents=True, exist_ok=True)
+        self.proc = None
+        self.wrapper = directory / "systemd-creds"
+        self.wrapper.write_text(
+            "#!/bin/sh\n"
+            "# systemd-creds, then what the kernel's TPM resource manager does when a process\n"
+            "# closes /dev/tpmrm0: flush the sessions and objects it left.\n"
+            "/usr/bin/systemd-creds \"$@\"; rc=$?\n"
+            f"TPM2TOOLS_TCTI='swtpm:path={self.socket}' tpm2_flushcontext -l >/dev/null 2>&1\n"
+            f"TPM2TOOLS_TCTI='swtpm:path={self.socket}' tpm2_flushcontext -t >/dev/null 2>&1\n"
+            "exit $rc\n")
+        os.chmod(self.wrapper, 0o755)
+
+    @property
+    def device(self):
+        return f"swtpm:path={self.socket}"
+
+    def start(self, boot_measurement=b"secure boot on"):
+        """Powers the TPM on (PCRs reset) and measures `boot_measurement` into PCR 7."""
+        self.proc = subprocess.Popen(
+            ["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={self.state}",
+             "--server", f"type=unixio,path={self.socket}", "--ctrl", f"type=unixio,path={self.socket}.ctrl",
+             "--flags", "startup-clear,not-need-init"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until(lambda: self.socket.exists() and Path(f"{self.socket}.ctrl").exists(), timeout=10,
+                   what="swtpm's sockets")
+        self.extend_pcr7(boot_measurement)
+
+    def extend_pcr7(self, measurement: bytes):
+        digest = hashlib.sha256(measurement).hexdigest()
+        r = subprocess.run(["tpm2_pcrextend", f"7:sha256={digest}"], env={**os.environ, "TPM2TOOLS_TCTI": self.device},
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        for p in (self.socket, Path(f"{self.socket}.ctrl")):
+            p.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def software_tpm(directory: Path):
+    tpm = SoftwareTPM(directory)
+    try:
+        tpm.start()
+        yield tpm
+    finally:
+        tpm.stop()
+
+
+def use_tpm(daemon, tpm, config=""):
+    daemon.extra_env["LOCKWIPE_SYSTEMD_CREDS"] = str(tpm.wrapper)
+    # For the test's own systemd-creds (Daemon.machine_key); lockwiped has tpm2_device.
+    daemon.extra_env["SYSTEMD_TPM2_DEVICE"] = tpm.device
+    daemon.write_config(config_text(extra=config + f'\n[keys]\nseal = "tpm2"\ntpm2_device = "{tpm.device}"\n'))
+
+
+def decrypt(credential: Path, secret: Path, tpm: SoftwareTPM | None):
+    """systemd-creds decrypt as a thief would run it on a copy: with the host key from the
+    copy and the given TPM (or none)."""
+    env = {"PATH": os.environ["PATH"], "SYSTEMD_CREDENTIAL_SECRET": str(secret)}
+    args = [str(tpm.wrapper) if tpm else "systemd-creds", "decrypt", "--name=lockwipe-machine-key", str(credential), "-"]
+    if tpm:
+        args.insert(2, f"--tpm2-device={tpm.device}")
+    else:
+        env["SYSTEMD_TPM2_DEVICE"] = "device:/nonexistent/tpmrm0"  # no TPM (this machine has none anyway)
+    return subprocess.run(args, env=env, capture_output=True, timeout=30)
+
+
+def test_without_a_tpm_the_machine_key_is_sealed_with_the_host_key_and_every_vault_says_what_a_copy_gets(make_daemon, make_user):
+    daemon = make_daemon()
+    alice, bob = make_user(), make_user()
+    with encrypted_fs(daemon) as fs:
+        register_encrypted(daemon, alice, fs / "a")
+        (daemon.data / "b").mkdir()
+        os.chown(daemon.data / "b", bob.uid, bob.gid)
+        r = daemon.ok("register", "--user", bob.name, "--dir", str(daemon.data / "b"))
+        assert "at rest: none: a permission vault, readable by anyone who holds the disk" in r.out, r.describe()
+        if "its filesystem has no fscrypt" in r.out:  # /tmp on ext4 without -O encrypt, as here
+            assert "tune2fs -O encrypt DEVICE" in r.out, r.describe()
+        assert daemon.log_lines("registered " + bob.name, "LOCKWIPE_AT_REST=none"), daemon.log_tail()
+        status = daemon.status()
+        assert status["machine_key"] == {"sealing": "host", "problem": None}, status
+        by_user = {r["user"]: r for r in status["registrations"]}
+        assert by_user[alice.name]["at_rest"] == "host" and by_user[bob.name]["at_rest"] == "none", by_user
+        assert any("the machine key is sealed with the host key only (no TPM2): a copy of the disk opens the vaults of "
+                   + alice.name in w for w in status["warnings"]), status["warnings"]
+        human = daemon.ok("status").out
+        assert f"{alice.name}: at rest: host key only: a copy of the disk opens it (no TPM)" in human, human
+        assert f"{bob.name}: at rest: none: a permission vault, readable by anyone who holds the disk" in human, human
+        # Sealed, never in the clear; made once, at the first start.
+        assert not (daemon.state_dir / "machine.key").exists()
+        sealed = daemon.state_dir / "machine.key.cred"
+        assert sealed.stat().st_mode & 0o777 == 0o600 and sealed.stat().st_uid == 0
+        assert daemon.machine_key() not in sealed.read_bytes()
+        assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_SEALED}", "made the machine key, sealed with the host key only"), daemon.log_tail()
+        # A restart opens the same key: the vault locks and opens again with it.
+        daemon.restart()
+        daemon.ok("lock", "--user", alice.name)
+        daemon.ok("unlock", "--user", alice.name)
+        assert daemon.registration(alice)["state"] == "active"
+
+        # [vault] require_encryption refuses permission vaults fleet-wide; those already
+        # registered are kept.
+        daemon.stop()
+        daemon.write_config(config_text(extra="[vault]\nrequire_encryption = true\n"))
+        daemon.start()
+        carol = make_user()
+        (daemon.data / "c").mkdir()
+        r = daemon.ctl("register", "--user", carol.name, "--dir", str(daemon.data / "c"))
+        assert r.code != 0 and "[vault] require_encryption = true refuses permission vaults" in r.err, r.describe()
+        register_encrypted(daemon, carol, fs / "c")
+        assert daemon.registration(bob)["at_rest"] == "none"
+
+
+def test_a_plain_machine_key_of_an_older_version_is_sealed_and_leaves_no_copy_on_the_state_filesystem(make_daemon, make_user):
+    daemon = make_daemon(config=config_text(extra='[keys]\nseal = "none"\n'), start=False)
+    user = make_user()
+    with state_fs(daemon) as image, encrypted_fs(daemon) as fs:
+        daemon.start()
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        put_files(user, vault)
+        plain = (daemon.state_dir / "machine.key").read_bytes()
+        assert len(plain) == 32 and daemon.status()["machine_key"]["sealing"] == "plain"
+        assert daemon.registration(user)["at_rest"] == "disk"
+        row = wrapped_key_row(daemon, user)
+        daemon.stop()
+
+        daemon.write_config(config_text())  # seal = "auto": systemd-creds is there
+        daemon.start()
+        assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_SEALED}", "sealed the machine key of an older version"), daemon.log_tail()
+        assert not (daemon.state_dir / "machine.key").exists()
+        assert daemon.machine_key() == plain
+        assert daemon.status()["machine_key"] == {"sealing": "host", "problem": None}
+        # The same key still opens the vault: lock, unlock, and the files are there.
+        daemon.ok("lock", "--user", user.name)
+        daemon.ok("unlock", "--user", user.name)
+        assert machine_unwrap(daemon, row) and (vault / "sub").exists()
+        assert_nowhere(raw_image(daemon, image), "the plain machine key", plain)
+        daemon.stop()
+
+
+def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_keeps_its_vaults_locked(make_daemon, make_user):
+    daemon = make_daemon(start=False)
+    user, carol = make_user(), make_user()
+    with software_tpm(daemon.root / "tpm") as tpm, encrypted_fs(daemon) as fs:
+        use_tpm(daemon, tpm)
+        daemon.start()
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        put_files(user, vault)
+        before = sorted(p.name for p in vault.rglob("*"))
+        # carol has a passcode of her own: its wrap needs the sealed machine key too (wrap
+        # format 3), so her passcode cannot be guessed at on a copy of the disk.
+        register_encrypted(daemon, carol, fs / "c")
+        set_passcode(daemon, carol)
+        carol_row = wrapped_key_row(daemon, carol)
+        assert unwrap(carol_row, PASS) and carol_row[9] is not None
+        with pytest.raises(InvalidTag):
+            unwrap(carol_row, PASS, machine_key=None)
+        status = daemon.status()
+        assert status["machine_key"] == {"sealing": "tpm2", "problem": None}, status
+        assert daemon.registration(user)["at_rest"] == "tpm2" and daemon.registration(carol)["at_rest"] == "tpm2"
+        assert not any("machine key" in w for w in status["warnings"]), status["warnings"]
+        assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_SEALED}", "sealed to this machine's TPM2 (PCRs 7)"), daemon.log_tail()
+
+        # A copy of the disk, taken while locked: the state directory, the host key and the
+        # vault's filesystem.
+        daemon.ok("lock", "--user", user.name)
+        daemon.ok("lock", "--user", carol.name)
+        copy = daemon.root / "copy"
+        shutil.copytree(daemon.state_dir, copy / "state")
+        shutil.copy(daemon.credential_secret, copy / "credential.secret")
+        subprocess.run(["sync", "-f", str(fs)], check=True)
+        assert sorted(p.name for p in vault.rglob("*")) != before  # locked: names are ciphertext
+        # The machine key opens with this TPM only: not without one, not with another.
+        assert decrypt(copy / "state" / "machine.key.cred", copy / "credential.secret", tpm).returncode == 0
+        assert decrypt(copy / "state" / "machine.key.cred", copy / "credential.secret", None).returncode != 0
+        with software_tpm(daemon.root / "other-tpm") as other:
+            r = decrypt(copy / "state" / "machine.key.cred", copy / "credential.secret", other)
+            assert r.returncode != 0 and len(r.stdout) == 0, r
+        # Nothing on the copy opens the wrapped vault key: every 32 bytes of every file tried
+        # as the machine key, and with carol's right passcode as the machine key her wrap needs.
+        row = wrapped_key_row(daemon, user)
+        sealed, aad = row[5], row[8]
+        _, salt, logn, r, p, carol_sealed = carol_row[:6]
+        carol_scrypt = hashlib.scrypt(PASS.encode(), salt=salt, n=1 << logn, r=r, p=p, dklen=32, maxmem=256 << 20)
+        tried = 0
+        for path in [p for p in copy.rglob("*") if p.is_file()]:
+            data = path.read_bytes()
+            for i in range(0, max(0, len(data) - 31)):
+                tried += 1
+                try:
+                    AESGCM(data[i:i + 32]).decrypt(sealed[:12], sealed[12:], aad)
+                except InvalidTag:
+                    continue
+                pytest.fail(f"{path.relative_to(copy)} at offset {i} opens the wrapped vault key")
+            for i in range(0, max(0, len(data) - 31)):
+                try:
+                    AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"lockwipe passcode wrap\0")
+                           .derive(carol_scrypt + data[i:i + 32])).decrypt(carol_sealed[:12], carol_sealed[12:], carol_row[8])
+                except InvalidTag:
+                    continue
+                pytest.fail(f"{path.relative_to(copy)} at offset {i} opens carol's wrap with her passcode")
+        assert tried > 1000, tried
+
+        # Open again, then a reboot (the filesystem mounted again: the kernel forgets the
+        # key) after a firmware update that changes PCR 7: the machine key no longer opens.
+        # lockwiped still starts, keeps the vault locked, says why, and destroys nothing.
+        daemon.ok("unlock", "--user", user.name)
+        daemon.stop()
+        image = daemon.root / "enc.img"
+        subprocess.run(["umount", str(fs)], check=True)
+        tpm.extend_pcr7(b"new firmware")
+        subprocess.run(["mount", "-o", "loop", str(image), str(fs)], check=True)
+
+        key_files = sorted(os.listdir(daemon.state_dir / "keys"))
+        daemon.start()
+        status = daemon.status()
+        problem = status["machine_key"]["problem"]
+        assert status["machine_key"]["sealing"] == "tpm2" and problem, status
+        assert any(w.startswith("the machine key cannot be opened (") and "nothing is destroyed" in w for w in status["warnings"]), status
+        reg = daemon.registration(user)
+        assert reg["state"] == "locked" and reg["lock_trigger"] == "resume", reg
+        assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_UNAVAILABLE}"), daemon.log_tail()
+        r = daemon.ctl("unlock", "--user", user.name)
+        assert r.code != 0 and "the machine key cannot be opened" in r.err, r.describe()
+        # carol's right passcode cannot be tried without the machine key: refused, and not
+        # counted toward retry_limit.
+        r = daemon.ctl("unlock", "--user", carol.name, "--passcode-stdin", input=PASS + "\n")
+        assert r.code != 0 and "the machine key cannot be opened" in r.err, r.describe()
+        assert daemon.registration(carol).get("failed_unlocks", 0) == 0
+        assert sorted(os.listdir(daemon.state_dir / "keys")) == key_files
+        assert (daemon.state_dir / "machine.key.cred").exists() and not (daemon.state_dir / "machine.key").exists()
+
+        # The firmware setting undone (the machine boots as before) and lockwiped restarted:
+        # the key opens, and the administrator's unlock gives the data back.
+        daemon.stop()
+        tpm.stop()
+        tpm.start()
+        daemon.start()
+        assert daemon.status()["machine_key"] == {"sealing": "tpm2", "problem": None}
+        daemon.ok("unlock", "--user", user.name)
+        assert sorted(p.name for p in vault.rglob("*")) == before
+        daemon.ok("unlock", "--user", carol.name, "--passcode-stdin", input=PASS + "\n")
+        assert daemon.registration(carol)["state"] == "active"
+        daemon.stop()
