@@ -9,12 +9,12 @@ exits, which the kernel's /dev/tpmrm0 flushes on a real machine; LOCKWIPE_SYSTEM
 names a wrapper that runs the real systemd-creds and then flushes as the kernel would
 (tpm2_flushcontext). A changed PCR is a real TPM2_PCR_Extend."""
 
-import contextlib
 import hashlib
+import json
 import os
 import shutil
-import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,79 +25,12 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from daemon_harness import config_text
 from host_helpers import wait_until
+from software_tpm import SoftwareTPM, software_tpm
 from test_vault import (PASS, assert_nowhere, encrypted_fs, machine_unwrap, put_files, raw_image, register_encrypted,
                         set_passcode, state_fs, unwrap, wrapped_key_row)
 
 ID_KEY_SEALED = "ed474e8742c04bad9ba3f16d46b4e3d2"
 ID_KEY_UNAVAILABLE = "fdc11460d90846a99d70c81061d8a8d3"
-
-
-class SoftwareTPM:
-    """swtpm on a Unix socket in `directory`, started as firmware would leave it: PCR 7
-    extended once (the Secure Boot state)."""
-
-    def __init__(self, directory: Path):
-        for tool in ("swtpm", "tpm2_pcrextend", "tpm2_flushcontext", "systemd-creds"):
-            if shutil.which(tool) is None:
-                pytest.fail(f"{tool} is missing: scripts/install-deps installs swtpm and tpm2-tools")
-        self.directory = directory
-        self.state = directory / "tpm-state"
-        self.socket = directory / "tpm.sock"
-        self.state.mkdir(parents=True, exist_ok=True)
-        self.proc = None
-        self.wrapper = directory / "systemd-creds"
-        self.wrapper.write_text(
-            "#!/bin/sh\n"
-            "# systemd-creds, then what the kernel's TPM resource manager does when a process\n"
-            "# closes /dev/tpmrm0: flush the sessions and objects it left.\n"
-            "/usr/bin/systemd-creds \"$@\"; rc=$?\n"
-            f"TPM2TOOLS_TCTI='swtpm:path={self.socket}' tpm2_flushcontext -l >/dev/null 2>&1\n"
-            f"TPM2TOOLS_TCTI='swtpm:path={self.socket}' tpm2_flushcontext -t >/dev/null 2>&1\n"
-            "exit $rc\n")
-        os.chmod(self.wrapper, 0o755)
-
-    @property
-    def device(self):
-        return f"swtpm:path={self.socket}"
-
-    def start(self, boot_measurement=b"secure boot on"):
-        """Powers the TPM on (PCRs reset) and measures `boot_measurement` into PCR 7."""
-        self.proc = subprocess.Popen(
-            ["swtpm", "socket", "--tpm2", "--tpmstate", f"dir={self.state}",
-             "--server", f"type=unixio,path={self.socket}", "--ctrl", f"type=unixio,path={self.socket}.ctrl",
-             "--flags", "startup-clear,not-need-init"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_until(lambda: self.socket.exists() and Path(f"{self.socket}.ctrl").exists(), timeout=10,
-                   what="swtpm's sockets")
-        self.extend_pcr7(boot_measurement)
-
-    def extend_pcr7(self, measurement: bytes):
-        digest = hashlib.sha256(measurement).hexdigest()
-        r = subprocess.run(["tpm2_pcrextend", f"7:sha256={digest}"], env={**os.environ, "TPM2TOOLS_TCTI": self.device},
-                           capture_output=True, text=True, timeout=30)
-        assert r.returncode == 0, r.stderr
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-        for p in (self.socket, Path(f"{self.socket}.ctrl")):
-            p.unlink(missing_ok=True)
-
-
-@contextlib.contextmanager
-def software_tpm(directory: Path):
-    tpm = SoftwareTPM(directory)
-    try:
-        tpm.start()
-        yield tpm
-    finally:
-        tpm.stop()
 
 
 def use_tpm(daemon, tpm, config=""):
@@ -298,3 +231,35 @@ def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_kee
         daemon.ok("unlock", "--user", carol.name, "--passcode-stdin", input=PASS + "\n")
         assert daemon.registration(carol)["state"] == "active"
         daemon.stop()
+
+
+def test_a_tpm_that_does_not_answer_holds_the_start_up_pass_for_30_seconds_at_most(make_daemon, make_user):
+    """systemd-creds that never returns (a stalled TPM): lockwiped gives up after 30 s,
+    starts with the machine key unavailable, and enforces the rest."""
+    daemon = make_daemon(start=False)
+    stalled = daemon.root / "stalled-systemd-creds"
+    stalled.write_text("#!/bin/sh\nexec sleep 600\n")
+    os.chmod(stalled, 0o755)
+    daemon.extra_env["LOCKWIPE_SYSTEMD_CREDS"] = str(stalled)
+    started = time.monotonic()
+    daemon.start(wait=False)
+    # status is answered all the while, without waiting for the TPM: starting up, and no
+    # machine_key yet.
+    wait_until(lambda: daemon.socket.exists(), timeout=10, what="the control socket")
+    r = daemon.ctl("status", "--json", timeout=5)
+    assert r.code == 0, r.describe()
+    during = json.loads(r.out)
+    assert during.get("starting_up") is True and "machine_key" not in during, during
+    daemon.wait_ready(timeout=60)
+    took = time.monotonic() - started
+    assert 29 < took < 50, took
+    status = daemon.status()
+    assert "within 30 s (the TPM does not answer)" in (status["machine_key"]["problem"] or ""), status
+    assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_UNAVAILABLE}"), daemon.log_tail()
+    # A permission vault is registered and locked as ever.
+    user = make_user()
+    (daemon.data / "v").mkdir()
+    daemon.ok("register", "--user", user.name, "--dir", str(daemon.data / "v"))
+    daemon.ok("lock", "--user", user.name)
+    assert daemon.registration(user)["state"] == "locked"
+    assert not subprocess.run(["pgrep", "-f", str(stalled)], capture_output=True).stdout, "the stalled systemd-creds was left running"

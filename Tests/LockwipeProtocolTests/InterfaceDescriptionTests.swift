@@ -238,6 +238,7 @@ import Testing
         # How lockwiped's machine key is kept at rest (docs/key-material.md): "tpm2" (sealed
         # to this machine's TPM2 and the host key), "host" (the host key only), "plain" (a
         # plain file), null before one is made; problem: why it cannot be opened, or null.
+        # Absent while lockwiped is opening it (the start-up pass).
         type MachineKey (sealing: ?string, problem: ?string)
 
         # The registrations the caller may see (all for administrators, their own otherwise).

@@ -42,6 +42,11 @@ public struct ManagerFixture: Sendable {
         let clock = ManualClock(ClockReading(wall: 1_800_000_000, boot: 100, bootID: "b"))
         let store = try StateStore(directory: dir + "/state")
         let logs = CapturedLogs()
+        // The machine key as a plain file in the test's own directory: "auto" would run
+        // systemd-creds with systemd's host key, /var/lib/systemd/credential.secret, which
+        // no test may touch (the system tests seal with a host key of their own).
+        var configuration = configuration
+        configuration.keys = CredentialSealer(setting: .none)
         let manager = Manager(
             configuration: configuration, store: store, clock: clock, protection: PermissionLock(),
             eraser: SecureEraser(), observers: ObserverHub(observers), logger: logs.logger, notifier: .silent,

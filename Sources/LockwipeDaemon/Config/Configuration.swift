@@ -50,7 +50,7 @@ public struct Configuration: Sendable, Equatable {
     public var offlineCodes = OfflineCodesConfiguration()
     /// How lockwiped's own secrets are sealed (`[keys]`: seal, tpm2_device, tpm2_pcrs).
     /// Read at start: a reload does not seal them again.
-    var keys = CredentialSealer()
+    public var keys = CredentialSealer()
 
     public init() {}
 }

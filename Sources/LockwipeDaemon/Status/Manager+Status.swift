@@ -35,7 +35,8 @@ extension Manager {
         let server = context.configuration.server
         let connections = server.sapIdentity == nil ? [:] : try await context.store.sapConnections()
         var entries: [StatusSnapshot.Entry] = []
-        let machineKey = await context.keys.machineKeyState()
+        // Never waits for the TPM: during the start-up pass the key may still be opening.
+        let machineKey = context.keys.machineKeyStateNow
         for r in list {
             let (p, source) = context.policy(for: r)
             let evaluated = context.outlook(r, reading, policy: p)
@@ -52,7 +53,7 @@ extension Manager {
                     lockWaitsFor: PolicyLockLift.waitingFor(
                         lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)
                         ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger),
-                    atRest: r.state.isWipeCommitted ? nil : AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey.sealing)))
+                    atRest: r.state.isWipeCommitted ? nil : AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey?.sealing)))
         }
         let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
@@ -60,7 +61,7 @@ extension Manager {
             missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup,
             logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
             rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds),
-            machineKey: .init(sealing: machineKey.sealing, problem: machineKey.problem))
+            machineKey: machineKey.map { .init(sealing: $0.sealing, problem: $0.problem) })
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it
@@ -103,11 +104,11 @@ extension Manager {
         }
         let list = try await context.store.registrations()
         let wipes = try await context.store.wipeCounts()
-        let machineKey = await context.keys.machineKeyState()
+        let machineKey = context.keys.machineKeyStateNow
         var atRest: [RegistrationID: AtRest] = [:]
         for r in list where !r.state.isWipeCommitted {
             let key = await context.keyStatus(r)
-            atRest[r.id] = AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey.sealing)
+            atRest[r.id] = AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey?.sealing)
         }
         var snapshot = MetricsSnapshot(
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,
@@ -123,7 +124,7 @@ extension Manager {
                 m.atRest = atRest[r.id]
                 return m
             })
-        snapshot.machineKeyUnavailable = machineKey.problem != nil
+        snapshot.machineKeyUnavailable = machineKey?.problem != nil
         return snapshot
     }
 }

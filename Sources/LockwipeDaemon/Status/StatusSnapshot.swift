@@ -56,5 +56,6 @@ struct StatusSnapshot: Sendable {
     var records: [RegistrationRecord]
     /// `[notify] warn_before`, for a client that plans the warnings (`PolicyPlan`).
     var warnBefore: Int64 = 0
-    var machineKey = MachineKey()
+    /// nil while the machine key is being opened (the start-up pass).
+    var machineKey: MachineKey?
 }

@@ -76,7 +76,8 @@ extension StatusWarnings {
     /// The machine key that cannot be opened, and the encrypted vaults a copy of the disk
     /// opens (a host key or a plain machine key). Permission vaults are not warned about
     /// one by one: `at_rest` says "none" for each.
-    static func atRest(_ registrations: [(user: String, atRest: AtRest?)], machineKey: StatusSnapshot.MachineKey) -> [String] {
+    static func atRest(_ registrations: [(user: String, atRest: AtRest?)], machineKey: StatusSnapshot.MachineKey?) -> [String] {
+        guard let machineKey else { return [] }  // still being opened (the start-up pass)
         var warnings: [String] = []
         if let problem = machineKey.problem {
             warnings.append(

@@ -20,17 +20,23 @@ import Subprocess
 /// decrypt (status 243/CREDENTIALS; systemd/systemd#34740 asks for a soft failure), and
 /// lockwiped must start and enforce when its key is lost (a PCR changed, the TPM cleared).
 /// The secret passes through pipes only; it is never written in the clear.
-struct CredentialSealer: Sendable, Equatable {
-    var setting: SealSetting = .auto
+public struct CredentialSealer: Sendable, Equatable {
+    public var setting: SealSetting = .auto
     /// `[keys] tpm2_device`: a device node or a tpm2-tss TCTI ("swtpm:path=..."); nil: systemd's choice.
-    var tpm2Device: String?
+    public var tpm2Device: String?
     /// `[keys] tpm2_pcrs`: the PCRs the TPM2 binds the key to ("7", "7+11", "" for none).
-    var tpm2PCRs = "7"
+    public var tpm2PCRs = "7"
     /// The `systemd-creds` to run (`LOCKWIPE_SYSTEMD_CREDS` in lockwiped's environment, for
     /// tests that stand in for the kernel's TPM resource manager).
     var executable = CredentialSealer.defaultExecutable
 
     static let defaultExecutable = "/usr/bin/systemd-creds"
+
+    public init(setting: SealSetting = .auto, tpm2Device: String? = nil, tpm2PCRs: String = "7") {
+        self.setting = setting
+        self.tpm2Device = tpm2Device
+        self.tpm2PCRs = tpm2PCRs
+    }
     /// A credential of a 64-byte secret is about 700 bytes of base64 with a TPM2.
     static let credentialLimit = 16 * 1024
 
@@ -81,15 +87,36 @@ struct CredentialSealer: Sendable, Equatable {
         return try await run(arguments, input: [], what: "open the \(name)")
     }
 
+    /// How long one `systemd-creds` may take: a TPM that does not answer must not hold the
+    /// start-up pass (and READY=1) for TimeoutStartSec; the key is then unavailable.
+    static let timeLimit: Duration = .seconds(30)
+
     private func run(_ arguments: [String], input: [UInt8], what: String) async throws -> [UInt8] {
-        let (success, output, errors): (Bool, [UInt8], String?)
+        var options = PlatformOptions()
+        options.teardownSequence = [.gracefulShutDown(allowedDurationToNextStep: .seconds(2))]
+        let (platformOptions, executable) = (options, executable)
+        let finished: (success: Bool, output: [UInt8], errors: String?)?
         do {
-            let result = try await Subprocess.run(
-                .path(FilePath(executable)), arguments: Arguments(arguments), environment: .inherit, input: .array(input),
-                output: .bytes(limit: Self.credentialLimit), error: .string(limit: 16 * 1024))
-            (success, output, errors) = (result.terminationStatus.isSuccess, result.standardOutput, result.standardError)
+            finished = try await withThrowingTaskGroup(of: (success: Bool, output: [UInt8], errors: String?)?.self) { group in
+                group.addTask {
+                    let result = try await Subprocess.run(
+                        .path(FilePath(executable)), arguments: Arguments(arguments), environment: .inherit, platformOptions: platformOptions,
+                        input: .array(input), output: .bytes(limit: Self.credentialLimit), error: .string(limit: 16 * 1024))
+                    return (result.terminationStatus.isSuccess, result.standardOutput, result.standardError)
+                }
+                group.addTask {
+                    try await Task.sleep(for: Self.timeLimit)
+                    return nil
+                }
+                let first = try await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
         } catch {
             throw SealingError("cannot run \(executable) to \(what): \(ErrorWords.of(error))")
+        }
+        guard let (success, output, errors) = finished else {
+            throw SealingError("systemd-creds did not \(what) within \(Self.timeLimit.components.seconds) s (the TPM does not answer)")
         }
         guard success else {
             var unused = output

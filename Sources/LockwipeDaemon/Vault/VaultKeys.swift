@@ -25,6 +25,9 @@ final class VaultKeys: Sendable {
     let sealer: CredentialSealer
     let machineKeyFile: SealedSecret
     private let machineKeyLoad = Mutex<Task<MachineKeyState, Never>?>(nil)
+    /// The state once the first call has finished: what `status` and the metrics read,
+    /// never waiting for a TPM that may take up to `CredentialSealer.timeLimit`.
+    private let machineKeyKnown = Mutex<MachineKeyState?>(nil)
 
     init(stateDirectory: String, sealer: CredentialSealer) {
         self.sealer = sealer
@@ -134,12 +137,20 @@ final class VaultKeys: Sendable {
     func machineKeyState() async -> MachineKeyState {
         let task = machineKeyLoad.withLock { task in
             if let task { return task }
-            let new = Task { [machineKeyFile, sealer] in await Self.loadOrCreate(machineKeyFile, sealer) }
+            let new = Task { [self] in
+                let state = await Self.loadOrCreate(machineKeyFile, sealer)
+                machineKeyKnown.withLock { $0 = state }
+                return state
+            }
             task = new
             return new
         }
         return await task.value
     }
+
+    /// The machine key's state if it has been opened (or failed) already; nil while the
+    /// first call is under way.
+    var machineKeyStateNow: MachineKeyState? { machineKeyKnown.withLock { $0 } }
 
     /// Why the machine key cannot be used (`KeyUnavailable`), or the key.
     func machineKey() async throws -> SymmetricKey {
