@@ -79,16 +79,6 @@ class SoftwareTPM:
 
 @contextlib.contextmanager
 def software_tpm(directory: Path):
-    tpm = SoftwareTPM(directory)
-    try:
-        tpm.start()
-        yield tpm
-    finally:
-        tpm.stop()
-
-
-@contextlib.contextmanager
-def software_tpm(directory: Path):
     """A started SoftwareTPM in `directory`, stopped afterwards (also on failure)."""
     tpm = SoftwareTPM(directory)
     try:

@@ -88,11 +88,13 @@ extension Registration {
         }
     }
 
-    /// Wraps a key of wrap format 1 (no associated data, from before issue 12) again,
-    /// bound to its registration id (format 2), while it is open anyway: at an unlock, a
-    /// start-up reopen or an unlock after a server contact. A passcode-wrapped key is wrapped
-    /// under the same passcode (a new salt, one more scrypt run). A failure changes
-    /// nothing (the old wrap stays, and opens) and is only logged.
+    /// Wraps a key of an outdated wrap format (`WrappedKey.isOutdated`: format 1, without
+    /// associated data, from before issue 12; or a passcode wrap of format 2, which the
+    /// passcode alone opens, from before issue 43) again in the current format, bound to
+    /// its registration id, while it is open anyway: at an unlock, a start-up reopen, a lift
+    /// at login or an unlock after a server contact. A passcode-wrapped key is wrapped under
+    /// the same passcode (a new salt, one more scrypt run) and the machine key. A failure
+    /// changes nothing (the old wrap stays, and opens) and is only logged.
     nonisolated(nonsending) func bindToRegistration(
         _ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger, in turn: borrowing RegistrationTurn
     ) async {

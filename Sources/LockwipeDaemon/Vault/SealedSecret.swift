@@ -191,7 +191,7 @@ struct SealedSecret: Sendable {
             // used as it is: nothing it wraps is locked out by a failed migration.
             let sealing: KeySealing
             do {
-                sealing = try await write(plain, sealer, replacing: true)
+                sealing = try await write(plain, sealer)
             } catch {
                 return Loaded(secret: plain, sealing: .plain, migrated: false, sealFailure: "\(error)")
             }
@@ -236,20 +236,21 @@ struct SealedSecret: Sendable {
             }
             return (.plain, existed)
         }
-        let sealing = try await write(secret, sealer, replacing: true)
+        let sealing = try await write(secret, sealer)
         try await BlockingPool.run { [plainPath] in try SecretFile.destroy(plainPath) }
         return (sealing, existed)
     }
 
-    /// Seals `secret` to the credential file, checks that it opens to the same bytes.
-    private func write(_ secret: [UInt8], _ sealer: CredentialSealer, replacing: Bool) async throws -> KeySealing {
+    /// Seals `secret` to the credential file (made, or an existing one overwritten in
+    /// place), and checks that it opens to the same bytes.
+    private func write(_ secret: [UInt8], _ sealer: CredentialSealer) async throws -> KeySealing {
         var credential = try await sealer.seal(secret, name: name)
         defer { credential.wipe() }
         guard let sealing = CredentialSealer.sealing(ofCredential: credential) else { throw SealingError("systemd-creds gave an unreadable credential") }
         try await BlockingPool.run { [sealedPath, credential] in
             do {
                 try SecretFile.create(sealedPath, credential)
-            } catch let error as FileSystemError where error.code == EEXIST && replacing {
+            } catch let error as FileSystemError where error.code == EEXIST {
                 try SecretFile.overwrite(sealedPath, credential)
             }
         }
