@@ -133,6 +133,7 @@ let package = Package(
             dependencies: [
                 "LockwipeCore", "LockwipeProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // lockwiped: its command line (ArgumentParser) over the daemon engine.

@@ -87,6 +87,13 @@ MATRIX = [
     # password is tried as a passcode without counting (here a uid with no registration).
     ("io.lockwipe.Manager.LiftAtLogin", {"uid": 65534, "password": "not-checked"},
      dict(root=OK, admin=DENIED, self=DENIED, other=DENIED, ghost=DENIED)),
+    # The organisation's recovery key (issue 43): administrators only, her own vault too.
+    # Allowed, this permission vault has no recovery wrap (listed as missing), and a key
+    # for a registration id that is not the user's is refused (ActionFailed).
+    ("io.lockwipe.Manager.GetRecoveryWraps", {"user": "{user}"},
+     dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
+    ("io.lockwipe.Manager.Recover", {"user": "{user}", "registration_id": "00", "key": "AAAA"},
+     dict(root=OK, admin=OK, self=DENIED, other=DENIED, ghost=DENIED)),
 ]
 
 CLIENT = textwrap.dedent("""

@@ -44,8 +44,12 @@ def check_common(cert, daemon, user, vault, trigger):
     if re.fullmatch(r"[0-9a-f]{32}", machine_id):
         # App-specific: a 32-hex-digit id that is not the machine id itself.
         assert re.fullmatch(r"[0-9a-f]{32}", cert["host"]["machine_id"]) and cert["host"]["machine_id"] != machine_id
+    # at_rest: what a copy of the disk got until the wipe; on this machine (no TPM2) a
+    # permission vault's files ("none") or the host-key-sealed machine key ("host").
+    protection = cert["subject"]["protection"]
     assert cert["subject"] == {
-        "user": user.name, "uid": user.uid, "directories": [str(vault)], "protection": cert["subject"]["protection"]}
+        "user": user.name, "uid": user.uid, "directories": [str(vault)], "protection": protection,
+        "at_rest": "host" if protection == "encrypted" else "none"}, cert["subject"]
     assert cert["request"]["trigger"] == trigger
     assert cert["tool"]["name"] == "lockwiped"
     version = json.loads(daemon.ok("status", "--json").out)["version"]

@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,18 +28,30 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from daemon_harness import config_text
 from host_helpers import wait_until
 from software_tpm import SoftwareTPM, software_tpm
-from test_vault import (PASS, assert_nowhere, encrypted_fs, machine_unwrap, put_files, raw_image, register_encrypted,
+from test_vault import (PASS, PASS2, assert_nowhere, encrypted_fs, machine_unwrap, put_files, raw_image, register_encrypted,
                         set_passcode, state_fs, unwrap, wrapped_key_row)
 
 ID_KEY_SEALED = "ed474e8742c04bad9ba3f16d46b4e3d2"
 ID_KEY_UNAVAILABLE = "fdc11460d90846a99d70c81061d8a8d3"
+ID_KEY_RECOVERED = "aa660deaef174e2ca524b171d22e1c8f"
+NO_RECOVERY_KEY = "no organisation recovery key is configured ([keys] recovery_public_key)"
 
 
-def use_tpm(daemon, tpm, config=""):
+def use_tpm(daemon, tpm, config="", keys=""):
     daemon.extra_env["LOCKWIPE_SYSTEMD_CREDS"] = str(tpm.wrapper)
     # For the test's own systemd-creds (Daemon.machine_key); lockwiped has tpm2_device.
     daemon.extra_env["SYSTEMD_TPM2_DEVICE"] = tpm.device
-    daemon.write_config(config_text(extra=config + f'\n[keys]\nseal = "tpm2"\ntpm2_device = "{tpm.device}"\n'))
+    daemon.write_config(config_text(extra=config + f'\n[keys]\nseal = "tpm2"\ntpm2_device = "{tpm.device}"\n{keys}\n'))
+
+
+def wrapped_key_file(daemon, user):
+    """The user's wrapped key as its key file in keys/ holds it (the file the row names)."""
+    con = sqlite3.connect(f"file:{daemon.state_dir / 'state.sqlite'}?mode=ro", uri=True)
+    try:
+        (name,) = con.execute("SELECT key_file FROM vault_keys WHERE user = ?", (user.name,)).fetchone()
+    finally:
+        con.close()
+    return json.loads((daemon.state_dir / "keys" / name).read_text())
 
 
 def decrypt(credential: Path, secret: Path, tpm: SoftwareTPM | None):
@@ -65,7 +79,9 @@ def test_without_a_tpm_the_machine_key_is_sealed_with_the_host_key_and_every_vau
             assert "tune2fs -O encrypt DEVICE" in r.out, r.describe()
         assert daemon.log_lines("registered " + bob.name, "LOCKWIPE_AT_REST=none"), daemon.log_tail()
         status = daemon.status()
-        assert status["machine_key"] == {"sealing": "host", "problem": None}, status
+        assert status["machine_key"] == {"sealing": "host", "problem": None, "recovery_key": None}, status
+        # No TPM2: no warning that a TPM change loses the vaults (the host key stays).
+        assert NO_RECOVERY_KEY not in " ".join(status["warnings"]), status
         by_user = {r["user"]: r for r in status["registrations"]}
         assert by_user[alice.name]["at_rest"] == "host" and by_user[bob.name]["at_rest"] == "none", by_user
         assert any("the machine key is sealed with the host key only (no TPM2): a copy of the disk opens the vaults of "
@@ -96,6 +112,10 @@ def test_without_a_tpm_the_machine_key_is_sealed_with_the_host_key_and_every_vau
         assert r.code != 0 and "[vault] require_encryption = true refuses permission vaults" in r.err, r.describe()
         register_encrypted(daemon, carol, fs / "c")
         assert daemon.registration(bob)["at_rest"] == "none"
+        # The certificate of a wipe says what a copy of the disk got until then.
+        daemon.ok("wipe", "--user", bob.name, "--yes")
+        cert = json.loads(daemon.ok("certificate", "--user", bob.name, "--json").out)
+        assert cert["subject"]["at_rest"] == "none", cert["subject"]
 
 
 def test_a_plain_machine_key_of_an_older_version_is_sealed_and_leaves_no_copy_on_the_state_filesystem(make_daemon, make_user):
@@ -117,7 +137,7 @@ def test_a_plain_machine_key_of_an_older_version_is_sealed_and_leaves_no_copy_on
         assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_SEALED}", "sealed the machine key of an older version"), daemon.log_tail()
         assert not (daemon.state_dir / "machine.key").exists()
         assert daemon.machine_key() == plain
-        assert daemon.status()["machine_key"] == {"sealing": "host", "problem": None}
+        assert daemon.status()["machine_key"] == {"sealing": "host", "problem": None, "recovery_key": None}
         # The same key still opens the vault: lock, unlock, and the files are there.
         daemon.ok("lock", "--user", user.name)
         daemon.ok("unlock", "--user", user.name)
@@ -145,7 +165,7 @@ def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_kee
         with pytest.raises(InvalidTag):
             unwrap(carol_row, PASS, machine_key=None)
         status = daemon.status()
-        assert status["machine_key"] == {"sealing": "tpm2", "problem": None}, status
+        assert status["machine_key"] == {"sealing": "tpm2", "problem": None, "recovery_key": None}, status
         assert daemon.registration(user)["at_rest"] == "tpm2" and daemon.registration(carol)["at_rest"] == "tpm2"
         assert not any("machine key" in w for w in status["warnings"]), status["warnings"]
         assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_SEALED}", "sealed to this machine's TPM2 (PCRs 7)"), daemon.log_tail()
@@ -225,11 +245,142 @@ def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_kee
         tpm.stop()
         tpm.start()
         daemon.start()
-        assert daemon.status()["machine_key"] == {"sealing": "tpm2", "problem": None}
+        assert daemon.status()["machine_key"] == {"sealing": "tpm2", "problem": None, "recovery_key": None}
         daemon.ok("unlock", "--user", user.name)
         assert sorted(p.name for p in vault.rglob("*")) == before
         daemon.ok("unlock", "--user", carol.name, "--passcode-stdin", input=PASS + "\n")
         assert daemon.registration(carol)["state"] == "active"
+        daemon.stop()
+
+
+def new_recovery_key(daemon, name="recovery.key"):
+    """`lockwipectl recovery-key new`: the private key file and the configuration line."""
+    path = daemon.root / name
+    r = daemon.ok("recovery-key", "new", str(path))
+    line = r.out.strip().splitlines()[-1]
+    assert line.startswith('recovery_public_key = "') and (path.stat().st_mode & 0o777) == 0o600, r.describe()
+    identifier = r.out.split("recovery key ", 1)[1].split(" ", 1)[0]
+    return path, line, identifier
+
+
+def reboot_with_changed_pcr7(daemon, tpm, fs, measurement):
+    """lockwiped stopped, the filesystem mounted again (the kernel forgets the key), and PCR 7
+    extended, as a firmware update does."""
+    daemon.stop()
+    subprocess.run(["umount", str(fs)], check=True)
+    tpm.extend_pcr7(measurement)
+    subprocess.run(["mount", "-o", "loop", str(daemon.root / "enc.img"), str(fs)], check=True)
+
+
+def test_with_a_recovery_key_a_changed_pcr_loses_no_vault_and_recover_seals_it_to_the_new_tpm_state(make_daemon, make_user):
+    daemon = make_daemon(start=False)
+    user, carol, dave = make_user(), make_user(), make_user()
+    with software_tpm(daemon.root / "tpm") as tpm, encrypted_fs(daemon) as fs:
+        # Without a recovery key, a TPM2-sealed machine key is warned about.
+        use_tpm(daemon, tpm)
+        daemon.start()
+        assert NO_RECOVERY_KEY in " ".join(daemon.status()["warnings"]), daemon.status()
+        register_encrypted(daemon, dave, fs / "d")
+        assert wrapped_key_file(daemon, dave).get("recovery") is None
+        daemon.stop()
+
+        key_file, line, identifier = new_recovery_key(daemon)
+        r = daemon.ctl("recovery-key", "new", str(key_file))
+        assert r.code != 0 and "it exists already" in r.err, r.describe()
+        assert daemon.ok("recovery-key", "public", str(key_file)).out.strip().splitlines()[-1] == line
+        use_tpm(daemon, tpm, keys=line)
+        daemon.start()
+        status = daemon.status()
+        assert status["machine_key"] == {"sealing": "tpm2", "problem": None, "recovery_key": identifier}, status
+        assert NO_RECOVERY_KEY not in " ".join(status["warnings"]), status
+
+        vault = fs / "v"
+        register_encrypted(daemon, user, vault)
+        put_files(user, vault)
+        before = sorted(p.name for p in vault.rglob("*"))
+        register_encrypted(daemon, carol, fs / "c")
+        set_passcode(daemon, carol)
+        for who in (user, carol):
+            assert wrapped_key_file(daemon, who)["recovery"]["recipient"] == identifier
+        # dave's key, wrapped before the recovery key was configured, gets its recovery
+        # wrap the next time it is open: his unlock.
+        r = daemon.ctl("recover", "--key-file", str(key_file), dave.name)
+        assert r.code == 1 and "its key has not been open since the recovery key was configured" in r.out, r.describe()
+        daemon.ok("lock", "--user", dave.name)
+        daemon.ok("unlock", "--user", dave.name)
+        assert wrapped_key_file(daemon, dave)["recovery"]["recipient"] == identifier
+        assert any(e["kind"] == "key-rewrapped" and "organisation's recovery key" in e["detail"] for e in daemon.history(dave))
+        # Only an administrator may read the wraps or hand a key back.
+        with tempfile.TemporaryDirectory() as readable:
+            os.chmod(readable, 0o755)
+            shutil.copy(key_file, Path(readable) / "k")
+            os.chmod(Path(readable) / "k", 0o644)
+            r = daemon.ctl("recover", "--key-file", str(Path(readable) / "k"), user.name, user=user)
+        assert r.code == 77 and "only root and members of the admin group may recover vault keys" in r.err, r.describe()
+
+        # A firmware update changes PCR 7, and the machine reboots: the machine key does not
+        # open, every vault stays locked and nothing is destroyed. user's vault was open: it
+        # is locked at start-up (trigger resume); carol's and dave's stay locked by the
+        # administrator.
+        for who in (carol, dave):
+            daemon.ok("lock", "--user", who.name)
+        reboot_with_changed_pcr7(daemon, tpm, fs, b"new firmware")
+        daemon.start()
+        assert daemon.status()["machine_key"]["problem"], daemon.status()
+        assert daemon.registration(user)["lock_trigger"] == "resume", daemon.registration(user)
+        assert any("lockwipectl recover --key-file FILE" in w for w in daemon.status()["warnings"]), daemon.status()
+        old_credential = (daemon.state_dir / "machine.key.cred").read_bytes()
+
+        # Another organisation's key opens nothing, and changes nothing.
+        wrong, _, wrong_id = new_recovery_key(daemon, "wrong.key")
+        r = daemon.ctl("recover", "--key-file", str(wrong), user.name)
+        assert r.code == 1 and f"sealed to the recovery key {identifier}, and this private key is {wrong_id}" in r.out, r.describe()
+        assert (daemon.state_dir / "machine.key.cred").read_bytes() == old_credential
+        # carol's passcode cannot be checked without the old machine key: she gets a new one.
+        r = daemon.ctl("recover", "--key-file", str(key_file), carol.name)
+        assert r.code == 1 and "give the vault a new passcode (lockwipectl recover" in r.out, r.describe()
+        assert (daemon.state_dir / "machine.key.cred").read_bytes() == old_credential
+
+        # The organisation's key brings the vault back, and the old machine key is kept aside.
+        r = daemon.ok("recover", "--key-file", str(key_file), user.name)
+        assert "wrapped again under the machine key" in r.out, r.describe()
+        assert daemon.registration(user)["state"] == "active", daemon.registration(user)
+        assert sorted(p.name for p in vault.rglob("*")) == before
+        assert (daemon.state_dir / "machine.key.cred.unopenable-1").read_bytes() == old_credential
+        assert (daemon.state_dir / "machine.key.cred").read_bytes() != old_credential
+        assert daemon.status()["machine_key"]["problem"] is None, daemon.status()
+        assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_RECOVERED}", "set aside"), daemon.log_tail()
+        assert any(e["kind"] == "key-recovered" for e in daemon.history(user))
+        # A lock of another kind stays, for the way back it has: here the administrator's.
+        r = daemon.ok("recover", "--key-file", str(key_file), carol.name, "--passcode-stdin", input=PASS2 + "\n")
+        assert "it stays locked (trigger admin)" in r.out and daemon.registration(carol)["state"] == "locked", r.describe()
+        daemon.ok("unlock", "--user", carol.name, "--passcode-stdin", input=PASS2 + "\n")
+        r = daemon.ok("recover", "--key-file", str(key_file))  # every vault: dave's too
+        # The vaults recovered already open with the new machine key: nothing to do there.
+        assert r.out.count("vault key recovered") == 1 and r.out.count("nothing to recover") == 2, r.describe()
+        daemon.ok("unlock", "--user", dave.name)
+        assert daemon.registration(dave)["state"] == "active"
+        assert not (daemon.state_dir / "machine.key.cred.unopenable-2").exists()
+
+        # Another reboot with the TPM as it is now: the new machine key opens, user's vault
+        # opens by itself, carol's with her new passcode (her old one is gone).
+        for who in (user, carol, dave):
+            daemon.ok("lock", "--user", who.name)
+        daemon.stop()
+        subprocess.run(["umount", str(fs)], check=True)
+        subprocess.run(["mount", "-o", "loop", str(daemon.root / "enc.img"), str(fs)], check=True)
+        daemon.start()
+        assert daemon.status()["machine_key"] == {"sealing": "tpm2", "problem": None, "recovery_key": identifier}
+        daemon.ok("unlock", "--user", user.name)
+        assert sorted(p.name for p in vault.rglob("*")) == before
+        r = daemon.ctl("unlock", "--user", carol.name, "--passcode-stdin", input=PASS + "\n")
+        assert r.code != 0 and "wrong passcode" in r.err, r.describe()
+        daemon.ok("unlock", "--user", carol.name, "--passcode-stdin", input=PASS2 + "\n")
+        # A crypto-erase's certificate: a remnant of the key on flash opens only with this TPM.
+        daemon.ok("wipe", "--user", dave.name, "--yes")
+        cert = json.loads(daemon.ok("certificate", "--user", dave.name, "--json").out)
+        assert cert["subject"]["at_rest"] == "tpm2" and "opens only with this machine's TPM2" in cert["method"]["note"], cert
+        assert "at rest:      sealed to this machine's TPM" in daemon.ok("certificate", "--user", dave.name).out
         daemon.stop()
 
 

@@ -10,6 +10,8 @@ public enum EventKind: String, Sendable, CaseIterable {
     case credentials
     case keyDestroyed = "key-destroyed"
     case keyRewrapped = "key-rewrapped"
+    /// The vault key brought back with the organisation's recovery key and wrapped again.
+    case keyRecovered = "key-recovered"
     /// An offline lease ended: the offline policy applies again (`OfflineLease`).
     case leaseEnded = "lease-ended"
     /// An offline lease was granted (by an offline code or the policy server).

@@ -127,4 +127,9 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// The sealed machine key does not open (a PCR changed, the TPM was cleared or
     /// replaced): every vault it wraps stays locked until it is recovered.
     case keyUnavailable = "fdc11460d90846a99d70c81061d8a8d3"
+
+    /// A vault key was brought back with the organisation's recovery key
+    /// (`lockwipectl recover`) and wrapped again; a machine key that could not be opened
+    /// was set aside and made anew.
+    case keyRecovered = "aa660deaef174e2ca524b171d22e1c8f"
 }

@@ -55,11 +55,20 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         public var directories: [String]
         /// "encrypted" (fscrypt vault) or "permissions".
         public var protection: String
-        public init(user: String, uid: UInt32, directories: [String], protection: String) {
+        /// Its protection at rest until the wipe: what a copy of the disk taken before it
+        /// gets (`AtRest`); absent in certificates of older versions.
+        public var atRest: AtRest?
+        public init(user: String, uid: UInt32, directories: [String], protection: String, atRest: AtRest? = nil) {
             self.user = user
             self.uid = uid
             self.directories = directories
             self.protection = protection
+            self.atRest = atRest
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case user, uid, directories, protection
+            case atRest = "at_rest"
         }
     }
 
@@ -194,22 +203,34 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         SanitizationCertificate(
             id: id, standard: standardText, host: host, subject: subject,
             request: Request(trigger: trigger, reason: reason, requestedAt: requestedAt, requester: requester, attempt: attempt, lease: lease),
-            method: method(summary), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
+            method: method(summary, atRest: subject.atRest), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
             started: started, finished: finished, result: summary.complete ? "complete" : "incomplete",
             exceptions: summary.skipped, entriesRemoved: summary.entriesRemoved, filesOverwritten: summary.filesOverwritten,
             bytesOverwritten: summary.bytesOverwritten, verification: verification, caveats: summary.caveats)
     }
 
     /// The method in NIST's words where they apply, and in plain words where they do not.
-    public static func method(_ s: WipeSummary) -> Method {
+    /// `atRest`: what kept the destroyed key's stored copies, which says what a remnant of
+    /// one on flash or a copy-on-write filesystem still opens with.
+    public static func method(_ s: WipeSummary, atRest: AtRest? = nil) -> Method {
         if s.cryptoErased {
+            var note = "fscrypt encrypts file contents and names, not sizes, timestamps or the shape of the directory tree"
+            switch atRest {
+            case .tpm2:
+                note += "; a remnant of the wrapped key that flash or a copy-on-write filesystem kept opens only with this machine's TPM2"
+            case .host, .disk:
+                note += "; a remnant of the wrapped key that flash or a copy-on-write filesystem kept opens with the machine key, which a copy of the disk holds (no TPM2)"
+            case .passcode:
+                note += "; a remnant of the wrapped key that flash or a copy-on-write filesystem kept is open to offline guessing of the passcode"
+            case .some(.none), nil:
+                break
+            }
             return Method(
                 type: "Purge", technique: "cryptographic erase",
                 description:
                     "cryptographic erase: the vault's fscrypt key was removed from the kernel and every stored copy destroyed;"
                     + " the files left were ciphertext and were unlinked",
-                cipher: fscryptCipher, keyBits: fscryptKeyBits, passes: nil, pattern: nil,
-                note: "fscrypt encrypts file contents and names, not sizes, timestamps or the shape of the directory tree")
+                cipher: fscryptCipher, keyBits: fscryptKeyBits, passes: nil, pattern: nil, note: note)
         }
         let notClear =
             "NIST SP 800-88 would not call this media Clear: Clear covers all user-addressable storage of the medium, and a file-level method reaches only the blocks the files held when they were written"
@@ -245,6 +266,9 @@ extension SanitizationCertificate {
             "  standard:     \(standard)",
             "  host:         \(host.hostname)" + (host.machineID.map { " (machine \($0))" } ?? ""),
             "  user:         \(subject.user) (uid \(subject.uid)), \(subject.protection) vault",
+        ]
+        if let atRest = subject.atRest { lines.append("  at rest:      \(atRest.sentence) (until the wipe)") }
+        lines += [
             "  directories:  \(subject.directories.joined(separator: ", "))",
             "  requested:    \(request.requestedAt), trigger \(request.trigger.rawValue): \(request.reason)",
         ]

@@ -10,7 +10,8 @@
 ///   locked, which only the registration's turn can read race-free: `UnlockRule`.
 /// - ask for an offline-code challenge, enter its response (`offlineCode`): administrators;
 ///   a user her own registration (naming none: her single one, as a lock).
-/// - register, set credentials, unregister, provision offline codes: administrators only.
+/// - register, set credentials, unregister, provision offline codes, recover vault keys with
+///   the organisation's recovery key: administrators only.
 /// - lift a lock at login (`LiftAtLogin`, a password the PAM auth stack checked): root only.
 /// - read the history or a certificate: administrators everything; a user what was
 ///   recorded for her own registrations (`Ownership.mayReadHistory`, `ownsRecord`).
@@ -21,6 +22,8 @@ public enum WhoMay {
     public enum Verb: String, CaseIterable, Sendable {
         case lock, previewWipe, wipe, unlock, setPasscode, checkIn, register, setCredentials, unregister, readHistory, readCertificate, liftAtLogin
         case offlineCode, provisionOfflineCodes
+        /// Read the recovery wraps and hand back a recovered vault key.
+        case recover
     }
 
     /// The caller, as the kernel says (SO_PEERCRED) and NSS names it.
@@ -131,6 +134,7 @@ public enum WhoMay {
         case .offlineCode: return oneOwnOrAdmin(r, verb: "ask for offline codes for")
         case .provisionOfflineCodes: return administrators(r, "provision offline codes")
         case .liftAtLogin: return liftAtLogin(r)
+        case .recover: return administrators(r, "recover vault keys")
         }
     }
 

@@ -144,7 +144,9 @@ public enum InterfaceDescription {
 
         type CertificateHost (hostname: string, machine_id: ?string)
 
-        type CertificateSubject (user: string, uid: int, directories: []string, protection: string)
+        # at_rest: what a copy of the disk got of the vault until the wipe (tpm2, host, disk,
+        # passcode, none; docs/key-material.md); absent in certificates of older versions.
+        type CertificateSubject (user: string, uid: int, directories: []string, protection: string, at_rest: ?string)
 
         # An offline lease granted before the wipe was requested; in_force: still in force then.
         type CertificateLease (until: string, granted_at: string, source: string, reference: string, in_force: bool)

@@ -45,19 +45,27 @@ public struct StatusReport: Codable, Sendable, Equatable {
 public struct MachineKeyInfo: Codable, Sendable, Equatable {
     public var sealing: KeySealing?
     public var problem: String?
+    /// The organisation recovery key (`[keys] recovery_public_key`) every vault key is also
+    /// sealed to, by its identifier ("lwr-" and 16 hex digits); null when none is configured.
+    public var recoveryKey: String?
 
-    public init(sealing: KeySealing?, problem: String?) {
+    public init(sealing: KeySealing?, problem: String?, recoveryKey: String? = nil) {
         self.sealing = sealing
         self.problem = problem
+        self.recoveryKey = recoveryKey
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(sealing, forKey: .sealing)
         try c.encode(problem, forKey: .problem)
+        try c.encode(recoveryKey, forKey: .recoveryKey)
     }
 
-    enum CodingKeys: String, CodingKey { case sealing, problem }
+    enum CodingKeys: String, CodingKey {
+        case sealing, problem
+        case recoveryKey = "recovery_key"
+    }
 }
 
 public struct ServerInfo: Codable, Sendable, Equatable {

@@ -39,13 +39,24 @@ public struct WrappedKey: Codable, Sendable, Equatable {
     /// id is the associated data; 3 (passcode wraps only), the key-encryption key also
     /// needs the machine key.
     public var format: Int?
+    /// The same vault key sealed to the organisation's recovery key (`RecoveryKey`), when
+    /// one is configured; absent in files of older versions and where none is.
+    public var recovery: RecoveryWrap?
+    /// Which machine key the wrap needs (`KeyWrap.machineKeyIdentifier`), when it needs one;
+    /// absent in files of older versions. Tells a wrap that needs `lockwipectl recover`
+    /// (made under a machine key since set aside) from one that opens.
+    public var machineKeyID: String?
 
-    public init(wrapping: Wrapping, salt: Data, scrypt: ScryptParameters?, sealed: Data, format: Int? = nil) {
+    public init(
+        wrapping: Wrapping, salt: Data, scrypt: ScryptParameters?, sealed: Data, format: Int? = nil, recovery: RecoveryWrap? = nil, machineKeyID: String? = nil
+    ) {
         self.wrapping = wrapping
         self.salt = salt
         self.scrypt = scrypt
         self.sealed = sealed
         self.format = format
+        self.recovery = recovery
+        self.machineKeyID = machineKeyID
     }
 
     /// Whether the wrap binds the key to its registration (format 2 and later).
@@ -102,13 +113,22 @@ public enum KeyWrap {
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let format: Int? = registration == nil ? nil : (machineKey == nil ? 2 : 3)
         let kek = try passcodeKey(passcode, salt: salt, parameters, machineKey: format == 3 ? machineKey : nil)
-        return WrappedKey(wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)), format: format)
+        return WrappedKey(
+            wrapping: .passcode, salt: salt, scrypt: parameters, sealed: try seal(key, kek, aad(registration)), format: format,
+            machineKeyID: format == 3 ? machineKey.map(machineKeyIdentifier) : nil)
     }
 
     public static func wrap(_ key: [UInt8], machineKey: SymmetricKey, registration: RegistrationID?) throws -> WrappedKey {
         WrappedKey(
             wrapping: .machine, salt: Data(), scrypt: nil, sealed: try seal(key, machineKey, aad(registration)),
-            format: registration == nil ? nil : currentFormat(.machine))
+            format: registration == nil ? nil : currentFormat(.machine), machineKeyID: machineKeyIdentifier(machineKey))
+    }
+
+    /// Names a machine key without giving anything of it away: the first 8 bytes of
+    /// HMAC-SHA256 under it of "lockwipe machine key identifier", in hex.
+    public static func machineKeyIdentifier(_ machineKey: SymmetricKey) -> String {
+        HMAC<SHA256>.authenticationCode(for: Data("lockwipe machine key identifier".utf8), using: machineKey).prefix(8)
+            .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
     }
 
     /// Opens a passcode wrap; one of format 3 needs `machineKey`.
@@ -137,8 +157,7 @@ public enum KeyWrap {
     }
 
     package static func aad(_ registration: RegistrationID?) -> Data {
-        guard let registration else { return Data() }
-        return Data("lockwipe vault key".utf8) + Data([0]) + Data(registration.rawValue.utf8)
+        registration.map(RecoveryKey.binding) ?? Data()
     }
 
     private static func associatedData(_ wrapped: WrappedKey, _ registration: RegistrationID?) throws -> Data {

@@ -31,6 +31,29 @@ struct SanitizationCertificateTests {
         #expect(s.cryptoErased || m.note?.contains("would not call this media Clear") == true)
     }
 
+    /// What a remnant of the destroyed key on flash or a copy-on-write filesystem still
+    /// opens with, by what protected the vault until the wipe.
+    @Test(arguments: [
+        (AtRest.tpm2 as AtRest?, "opens only with this machine's TPM2"),
+        (.host, "opens with the machine key, which a copy of the disk holds (no TPM2)"),
+        (.disk, "opens with the machine key, which a copy of the disk holds (no TPM2)"),
+        (.passcode, "is open to offline guessing of the passcode"),
+        (nil, nil as String?),
+    ])
+    func aCryptoEraseSaysWhatARemnantOfTheKeyOpensWith(_ atRest: AtRest?, _ phrase: String?) {
+        let note = SanitizationCertificate.method(Self.crypto, atRest: atRest).note ?? ""
+        #expect(note.hasPrefix("fscrypt encrypts file contents and names"))
+        if let phrase {
+            #expect(note.contains("a remnant of the wrapped key that flash or a copy-on-write filesystem kept " + phrase), "\(note)")
+        } else {
+            #expect(!note.contains("remnant"))
+        }
+        var certificate = Self.make(Self.crypto)
+        certificate.subject.atRest = atRest
+        #expect(certificate.textLines.contains { $0.hasPrefix("  at rest:") } == (atRest != nil))
+        if let atRest { #expect(certificate.textLines.contains("  at rest:      \(atRest.sentence) (until the wipe)")) }
+    }
+
     static func make(_ s: WipeSummary, requester: WipeRequester = WipeRequester(peerUID: 0)) -> SanitizationCertificate {
         SanitizationCertificate.make(
             id: "5f0c7a52-3c1e-4d2a-9d59-0b3c8d1e2f40", host: .init(hostname: "kiosk-7", machineID: "0123456789abcdef0123456789abcdef"),

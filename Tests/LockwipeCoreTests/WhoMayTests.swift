@@ -102,6 +102,12 @@ struct WhoMayTests {
         Row(
             .provisionOfflineCodes, .init(caller: alice, own: ["alice"]), refused("only root and members of the admin group may provision offline codes"),
             "a user"),
+        // Recovery with the organisation's key: administrators only, even for her own vault.
+        Row(.recover, .init(caller: root, user: "alice"), .allowed(.user("alice")), "an administrator"),
+        Row(.recover, .init(caller: root), .allowed(.user("")), "an administrator naming none: every vault"),
+        Row(
+            .recover, .init(caller: alice, user: "alice", named: aliceEncrypted, own: ["alice"]),
+            refused("only root and members of the admin group may recover vault keys"), "a user, her own encrypted vault"),
         // Check in.
         Row(.checkIn, .init(caller: root), .allowed(.all), "an administrator naming none: all"),
         Row(.checkIn, .init(caller: root, user: "bob"), .allowed(.user("bob")), "an administrator"),

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LockwipeCore
 import Testing
@@ -102,11 +103,20 @@ import Testing
             #expect(keys.setting == .tpm2 && keys.tpm2PCRs == "7+14" && keys.tpm2Device == "swtpm:path=/run/t/sock")
         }
         #expect(Configuration().keys.setting == .auto && Configuration().keys.tpm2PCRs == "7" && Configuration().keys.tpm2Device == nil)
+        #expect(Configuration().recoveryPublicKey == nil)
+        let recovery = RecoveryPublicKey(Curve25519.KeyAgreement.PrivateKey().publicKey)
+        try withFiles(["lockwiped.toml": "[keys]\nrecovery_public_key = \"\(recovery.base64)\"\n"]) { path in
+            let loaded = try ConfigurationLoader.load(path: path).configuration.recoveryPublicKey
+            #expect(loaded == recovery)
+        }
         for (line, phrase) in [
             ("seal = \"tpm\"", "must be one of \"auto\", \"tpm2\", \"host\", \"none\", not \"tpm\""),
             ("tpm2_pcrs = \"7,14\"", "must be PCR numbers 0 to 23 joined by +"),
             ("tpm2_pcrs = \"24\"", "must be PCR numbers 0 to 23 joined by +"),
             ("tpm2_device = \"tpmrm0\"", "must be an absolute device path"),
+            ("recovery_public_key = \"lwr-0011\"", "is not base64 (it is the line lockwipectl recovery-key new prints)"),
+            ("recovery_public_key = \"AAAA\"", "is 3 bytes, not the 32 bytes of an X25519 public key"),
+            ("recovery_public_key = 5", "the base64 public key lockwipectl recovery-key new prints"),
         ] {
             try withFiles(["lockwiped.toml": "[keys]\n\(line)\n"]) { path in
                 let found = problems(path)

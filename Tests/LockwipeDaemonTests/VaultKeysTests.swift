@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import LockwipeCore
 import LockwipeVaultIO
@@ -45,6 +46,56 @@ import Testing
             // The wrap is of format 3: the machine key (made now) is needed too.
             #expect(made.stored.wrapped.format == 3 && again.format == 3)
             #expect(try FileManager.default.contentsOfDirectory(atPath: dir) == [MachineKey.fileName])
+        }
+    }
+
+    @Test func withARecoveryKeyEveryWrapAlsoSealsTheKeyToIt() async throws {
+        try await withStateDirectory { dir in
+            let organisation = Curve25519.KeyAgreement.PrivateKey()
+            let recovery = RecoveryPublicKey(organisation.publicKey)
+            let keys = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none), recoveryKey: recovery)
+            let id = RegistrationID("reg-1")
+            let made = try await keys.newKey(passcode: nil, policy: PasscodePolicy(), registration: id, at: 0)
+            let wrap = try #require(made.stored.wrapped.recovery)
+            #expect(try RecoveryKey.unwrap(wrap, privateKey: organisation, registration: id) == made.key)
+            #expect(!keys.lacksRecovery(made.stored.wrapped))
+            let cheap = WrappedKey.ScryptParameters(logN: 10, r: 8, p: 1)
+            let again = try await keys.wrap(made.key, passcode: "a passcode", binding: id, parameters: cheap)
+            #expect(try RecoveryKey.unwrap(try #require(again.recovery), privateKey: organisation, registration: id) == made.key)
+            // A key wrapped before the recovery key was configured lacks one, and gets one
+            // with its wrap unchanged.
+            let before = try await VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none)).wrapWithMachineKey(made.key, binding: id)
+            #expect(before.recovery == nil && keys.lacksRecovery(before))
+            let added = try await keys.withRecovery(before, key: made.key, binding: id)
+            #expect(added.sealed == before.sealed && added.format == before.format && !keys.lacksRecovery(added))
+            // One sealed to another recovery key lacks one to this key.
+            let other = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none), recoveryKey: RecoveryPublicKey(Curve25519.KeyAgreement.PrivateKey().publicKey))
+            #expect(other.lacksRecovery(added))
+            // A key file of an older version (no "recovery") still reads.
+            let old = try JSONDecoder().decode(WrappedKey.self, from: Data(#"{"salt":"","sealed":"AAAA","wrapping":"machine","format":2}"#.utf8))
+            #expect(old.recovery == nil)
+        }
+    }
+
+    @Test func aMachineKeyThatDoesNotOpenIsSetAsideAndMadeAnewOnlyWhenRecovering() async throws {
+        try await withStateDirectory { dir in
+            // A damaged machine key (a plain file of the wrong size): unavailable, and
+            // nothing replaces it by itself.
+            let damaged = [UInt8](repeating: 7, count: 5)
+            FileManager.default.createFile(atPath: dir + "/" + MachineKey.fileName, contents: Data(damaged), attributes: [.posixPermissions: 0o600])
+            let keys = VaultKeys(stateDirectory: dir, sealer: CredentialSealer(setting: .none))
+            #expect(await keys.machineKeyState().problem != nil)
+            #expect(await keys.machineKeyState().problem != nil)
+            let (state, aside) = await keys.replaceUnavailableMachineKey()
+            #expect(state.problem == nil)
+            #expect(aside == dir + "/" + MachineKey.fileName + ".unopenable-1")
+            #expect(FileManager.default.contents(atPath: try #require(aside)) == Data(damaged))
+            let key = try await keys.machineKey()
+            // A key that opens is kept: a second recovery changes nothing.
+            let (again, none) = await keys.replaceUnavailableMachineKey()
+            #expect(none == nil && again.problem == nil)
+            #expect(try await keys.machineKey() == key)
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: dir)) == [MachineKey.fileName, MachineKey.fileName + ".unopenable-1"])
         }
     }
 

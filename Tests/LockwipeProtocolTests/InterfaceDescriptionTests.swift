@@ -154,7 +154,9 @@ import Testing
 
         type CertificateHost (hostname: string, machine_id: ?string)
 
-        type CertificateSubject (user: string, uid: int, directories: []string, protection: string)
+        # at_rest: what a copy of the disk got of the vault until the wipe (tpm2, host, disk,
+        # passcode, none; docs/key-material.md); absent in certificates of older versions.
+        type CertificateSubject (user: string, uid: int, directories: []string, protection: string, at_rest: ?string)
 
         # An offline lease granted before the wipe was requested; in_force: still in force then.
         type CertificateLease (until: string, granted_at: string, source: string, reference: string, in_force: bool)
@@ -237,9 +239,10 @@ import Testing
 
         # How lockwiped's machine key is kept at rest (docs/key-material.md): "tpm2" (sealed
         # to this machine's TPM2 and the host key), "host" (the host key only), "plain" (a
-        # plain file), null before one is made; problem: why it cannot be opened, or null.
-        # Absent while lockwiped is opening it (the start-up pass).
-        type MachineKey (sealing: ?string, problem: ?string)
+        # plain file), null before one is made; problem: why it cannot be opened, or null;
+        # recovery_key: the organisation recovery key every vault key is also sealed to
+        # (its identifier), or null. Absent while lockwiped is opening it (the start-up pass).
+        type MachineKey (sealing: ?string, problem: ?string, recovery_key: ?string)
 
         # The registrations the caller may see (all for administrators, their own otherwise).
         # Answered during the start-up pass too (starting_up: true), but for the login
@@ -353,6 +356,30 @@ import Testing
         # an encrypted vault whose passcode is that password opened. Root only; a wrong
         # password never counts toward retry_limit. One result per registration of the uid.
         method LiftAtLogin(uid: int, password: string) -> (results: []ActionResult)
+
+        # The vault keys of encrypted vaults as sealed to the organisation's recovery key
+        # ([keys] recovery_public_key; docs/key-material.md, "Recovery"): of user, or of
+        # every registration. missing: the encrypted vaults that have none, and why.
+        # Administrators only.
+        type RecoveryWrap (
+          user: string,
+          registration_id: string,
+          recovery_key: string,
+          encapsulated: string,
+          sealed: string
+        )
+
+        type RecoveryMissing (user: string, reason: string)
+
+        method GetRecoveryWraps(user: ?string) -> (wraps: []RecoveryWrap, missing: []RecoveryMissing)
+
+        # A vault key (base64) the caller opened from its recovery wrap with the
+        # organisation's private key (lockwipectl recover), for the registration with
+        # registration_id: checked against the vault's key identifier, then wrapped again,
+        # under new_passcode or the machine key (a machine key that cannot be opened is set
+        # aside and a new one sealed to the machine as it is now). A vault locked because
+        # its key could not be opened at start-up is opened. Administrators only.
+        method Recover(user: string, registration_id: string, key: string, new_passcode: ?string) -> (results: []ActionResult)
 
         error NotPermitted (reason: string)
 

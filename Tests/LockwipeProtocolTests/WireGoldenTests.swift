@@ -24,7 +24,7 @@ import Testing
          "method":{"cipher":"AES","description":"d","key_bits":512,"note":"n","passes":1,"pattern":"zeros","technique":"t","type":"Purge"},
          "request":{"attempt":1,"lease":{"granted_at":"2026-01-01T00:00:00Z","in_force":true,"reference":"r","source":"server","until":"2026-01-02T00:00:00Z"},
            "reason":"r","requested_at":"2026-01-01T00:00:00Z","requester":{"peer_uid":0,"policy":"p","retry_limit":5,"server":"https://s"},"trigger":"admin"},
-         "result":"incomplete","started":"2026-01-01T00:00:01Z","standard":"NIST","subject":{"directories":["/srv/a"],"protection":"encrypted","uid":1000,"user":"alice"},
+         "result":"incomplete","started":"2026-01-01T00:00:01Z","standard":"NIST","subject":{"at_rest":"tpm2","directories":["/srv/a"],"protection":"encrypted","uid":1000,"user":"alice"},
          "tool":{"name":"lockwiped","version":"1.0"},"verification":[{"check":"vault-empty","detail":"d","passed":true}]}
         """#.replacingOccurrences(of: "MEDIA", with: media)
     static let registration = #"""
@@ -47,7 +47,7 @@ import Testing
 
     static let replies: [(String, any Codable.Type)] = [
         (
-            #"{"machine_key":{"problem":"p","sealing":"tpm2"},"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800},"#
+            #"{"machine_key":{"problem":"p","recovery_key":"lwr-0011223344556677","sealing":"tpm2"},"offline_codes":{"machine":"m","provision_epoch":1,"provisioned":true},"policy":{"offline_days_before_lock":3,"offline_days_before_wipe":7,"source":"local","warn_before_seconds":172800},"#
                 + #""registrations":[REG],"server":{"configured":true,"insecure_http":true,"url":"https://s"},"starting_up":true,"version":"1.0","warnings":["w"]}"#
                 .replacingOccurrences(of: "REG", with: registration), StatusReport.self
         ),
@@ -71,6 +71,10 @@ import Testing
         ),
         (#"{"challenge":"c","machine":"m","request":"r","user":"alice"}"#, OfflineCodeChallengeReply.self),
         (#"{"detail":"d","machine":"m"}"#, ProvisionOfflineCodesReply.self),
+        (
+            #"{"missing":[{"reason":"r","user":"bob"}],"wraps":[{"encapsulated":"ZQ==","recovery_key":"lwr-0011223344556677","registration_id":"reg","sealed":"cw==","user":"alice"}]}"#,
+            RecoveryWrapsReply.self
+        ),
         (#"{"interfaces":["io.lockwipe.Manager"],"product":"p","url":"https://u","vendor":"v","version":"1.0"}"#, ServiceInfo.self),
         (#"{"description":"interface x"}"#, InterfaceDescriptionReply.self),
     ]
@@ -93,6 +97,8 @@ import Testing
         (#"{"code":"c","user":"alice"}"#, OfflineCodeEnterRequest.self),
         (#"{"machine":"m","machine_key":"k"}"#, ProvisionOfflineCodesRequest.self),
         (#"{"password":"p","uid":1000}"#, LoginLiftRequest.self),
+        (#"{"user":"alice"}"#, RecoveryWrapsRequest.self),
+        (#"{"key":"a2V5","new_passcode":"p","registration_id":"reg","user":"alice"}"#, RecoverRequest.self),
         (#"{"interface":"io.lockwipe.Manager"}"#, InterfaceDescriptionRequest.self),
     ]
 

@@ -82,7 +82,8 @@ public actor Manager {
         }
         self.context = RegistrationContext(
             configuration: configuration, store: store, clock: clock, permissions: protection, encryption: encryption,
-            keys: VaultKeys(stateDirectory: paths.stateDirectory, sealer: Self.sealer(configuration)), wipes: WipeCoordinator(eraser: eraser), observers: observers,
+            keys: VaultKeys(stateDirectory: paths.stateDirectory, sealer: Self.sealer(configuration), recoveryKey: configuration.recoveryPublicKey),
+            wipes: WipeCoordinator(eraser: eraser), observers: observers,
             logger: logger, notifier: notifier, vaultCalls: vaultCalls, fetcher: fetcher, timerLoop: loop, paths: paths)
         store.onUnreadable { [logger] what in
             logger.error("\(what)", metadata: ["message_id": MessageID.stateUnavailable.metadata, "path": .string(store.path)])
@@ -203,6 +204,9 @@ public actor Manager {
             } else {
                 context.logger.info("the machine key is \(how)", metadata: meta)
             }
+            if sealing == .tpm2, context.keys.recoveryKey == nil {
+                context.logger.warning("\(Self.noRecoveryKey)", metadata: ["sealing": .string(sealing.rawValue)])
+            }
         case .unavailable(let reason, let sealing):
             context.logger.critical(
                 "the machine key cannot be opened: \(reason); every encrypted vault it wraps stays locked and nothing is destroyed",
@@ -211,6 +215,11 @@ public actor Manager {
                 ])
         }
     }
+
+    /// Why a TPM2-sealed machine key wants an organisation recovery key: the journal's and
+    /// status' words.
+    static let noRecoveryKey =
+        "no organisation recovery key is configured ([keys] recovery_public_key): a cleared TPM2, a new board or a firmware update that changes the sealed PCRs leaves every encrypted vault locked for good"
 
     /// How the machine key is kept, in words.
     static func words(_ sealing: KeySealing, _ sealer: CredentialSealer) -> String {

@@ -51,6 +51,9 @@ public struct Configuration: Sendable, Equatable {
     /// How lockwiped's own secrets are sealed (`[keys]`: seal, tpm2_device, tpm2_pcrs).
     /// Read at start: a reload does not seal them again.
     public var keys = CredentialSealer()
+    /// The organisation's recovery key (`[keys] recovery_public_key`): every vault key is
+    /// also sealed to it. Read at start, as the rest of `[keys]`.
+    public var recoveryPublicKey: RecoveryPublicKey?
 
     public init() {}
 }
@@ -141,6 +144,7 @@ public enum ConfigurationLoader {
         Key(table: "keys", name: "seal", .sealSetting) { $0.keys.setting = $1 },
         Key(table: "keys", name: "tpm2_device", .tpm2Device) { $0.keys.tpm2Device = $1 },
         Key(table: "keys", name: "tpm2_pcrs", .tpm2PCRs) { $0.keys.tpm2PCRs = $1 },
+        Key(table: "keys", name: "recovery_public_key", .recoveryPublicKey) { $0.recoveryPublicKey = $1 },
     ]
 
     /// The drop-in directory that belongs to `path`.

@@ -255,3 +255,18 @@ extension ConfigurationKey.Reader where Value == String {
         }
     }
 }
+
+extension ConfigurationKey.Reader where Value == RecoveryPublicKey {
+    /// `[keys] recovery_public_key`: the organisation's X25519 public key in base64, as
+    /// `lockwipectl recovery-key new` prints it.
+    static var recoveryPublicKey: Self {
+        Self { value throws(ConfigurationKey.Problem) in
+            let s = try string(value, mustBe: "the base64 public key lockwipectl recovery-key new prints")
+            do throws(RecoveryKeyError) {
+                return try RecoveryPublicKey(base64: s)
+            } catch {
+                throw .init(error.description)
+            }
+        }
+    }
+}

@@ -35,6 +35,8 @@ extension ControlServer {
         .manager(ManagerMethods.offlineCodeChallenge) { try await $0.offlineCodeChallenge($1, caller: $2) },
         .manager(ManagerMethods.offlineCodeEnter) { try await $0.offlineCodeEnter($1, caller: $2) },
         .manager(ManagerMethods.provisionOfflineCodes) { try await $0.provisionOfflineCodes($1, caller: $2) },
+        .manager(ManagerMethods.getRecoveryWraps) { try await $0.recoveryWraps($1, caller: $2) },
+        .manager(ManagerMethods.recover) { try await $0.recover($1, caller: $2) },
         .manager(ManagerMethods.liftAtLogin) { try await $0.liftAtLogin($1, caller: $2) },
     ])
 
@@ -61,7 +63,7 @@ extension ControlServer {
     ) async throws -> WhoMay.Targets {
         var request = WhoMay.Request(
             caller: WhoMay.Caller(uid: caller.credentials.uid, name: caller.userName, isAdmin: caller.isAdmin), user: user, all: all)
-        if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes, .liftAtLogin].contains(verb) {
+        if !caller.isAdmin, ![.register, .setCredentials, .unregister, .provisionOfflineCodes, .liftAtLogin, .recover].contains(verb) {
             let all = try await manager.context.store.registrations()
             if let name = namedRegistration ?? user, let r = all.first(where: { $0.user == name }) {
                 request.named = WhoMay.Registration(user: r.user, uid: r.uid, protection: r.protection)

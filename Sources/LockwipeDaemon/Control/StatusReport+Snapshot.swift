@@ -18,7 +18,7 @@ extension StatusReport {
             version: LockwipeVersion.current, server: ServerInfo(configured: s.server.isConfigured, url: s.server.url, insecureHttp: s.server.usesInsecureHTTP),
             policy: PolicyInfo(policy: s.policy, source: s.policySource, warnBeforeSeconds: s.warnBefore), registrations: infos,
             warnings: warnings + leaseRefusals + StatusWarnings.atRest(s.registrations.map { ($0.record.user, $0.atRest) }, machineKey: s.machineKey))
-        machineKey = s.machineKey.map { MachineKeyInfo(sealing: $0.sealing, problem: $0.problem) }
+        machineKey = s.machineKey.map { MachineKeyInfo(sealing: $0.sealing, problem: $0.problem, recoveryKey: $0.recoveryKey) }
     }
 }
 

@@ -382,4 +382,49 @@ extension Manager {
         await reschedule()
         return results
     }
+
+    /// The recovery wraps of the encrypted vaults of `user` (nil: every registration), read
+    /// without a turn (nothing changes; `recover` checks the key it is given in the turn),
+    /// and the encrypted vaults that have none, with why.
+    func recoveryWraps(user: String?) async throws -> (wraps: [(user: String, id: RegistrationID, wrap: RecoveryWrap)], missing: [(user: String, reason: String)]) {
+        var records = try await context.store.registrations()
+        if let user {
+            records = records.filter { $0.user == user }
+            if records.isEmpty { throw ManagerError.noSuchRegistration(user) }
+        }
+        var wraps: [(user: String, id: RegistrationID, wrap: RecoveryWrap)] = []
+        var missing: [(user: String, reason: String)] = []
+        for r in records where r.protection == .encrypted && !r.state.isWipeCommitted {
+            guard let stored = try await context.store.vaultKey(registration: r.id) else {
+                missing.append((r.user, "no vault key is stored"))
+                continue
+            }
+            if let wrap = stored.wrapped.recovery {
+                wraps.append((r.user, r.id, wrap))
+            } else {
+                let reason =
+                    context.keys.recoveryKey == nil
+                    ? "no organisation recovery key is configured ([keys] recovery_public_key)"
+                    : "its key has not been open since the recovery key was configured (it gets its recovery wrap at its next unlock)"
+                missing.append((r.user, reason))
+            }
+        }
+        if let user, wraps.isEmpty, missing.isEmpty { missing.append((user, "\(user) has no encrypted vault")) }
+        return (wraps, missing)
+    }
+
+    /// Hands a recovered vault key to registration `id` of `user` (`Registration.recover`),
+    /// in its turn: the registration it was read for, never another that now has the name.
+    func recover(user: String, id: RegistrationID, key: [UInt8], newPasscode: String?, by caller: Caller) async throws -> Outcome {
+        guard let now = try await context.store.registration(user) else { throw ManagerError.noSuchRegistration(user) }
+        guard now.id == id else {
+            throw ManagerError.actionFailed(
+                "\(user) is now another registration (\(now.id), not \(id), whose key was recovered): nothing was changed; run lockwipectl recover again")
+        }
+        let result = try await registration(id: id, user: user).withTurn { turn in
+            try await turn.registration.recover(in: turn, key: key, newPasscode: newPasscode, by: caller)
+        }
+        await reschedule()
+        return result
+    }
 }

@@ -11,6 +11,7 @@ public struct Outcome: Sendable, Equatable {
         case offlineCode = "offline-code"
         case passcodeSet = "passcode-set"
         case passcodeChanged = "passcode-changed"
+        case recover
     }
 
     /// What a lift at login did to a server or offline lock (`PolicyLockLift`): lifted with

@@ -53,7 +53,7 @@ extension Manager {
                     lockWaitsFor: PolicyLockLift.waitingFor(
                         lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)
                         ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger),
-                    atRest: r.state.isWipeCommitted ? nil : AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey?.sealing)))
+                    atRest: r.state.isWipeCommitted ? nil : context.atRest(r, key: key)))
         }
         let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
@@ -61,7 +61,7 @@ extension Manager {
             missingAdminGroup: caller.adminGroupExists ? nil : context.configuration.adminGroup,
             logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
             rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds),
-            machineKey: machineKey.map { .init(sealing: $0.sealing, problem: $0.problem) })
+            machineKey: machineKey.map { .init(sealing: $0.sealing, problem: $0.problem, recoveryKey: context.keys.recoveryKey?.identifier) })
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it
@@ -107,8 +107,7 @@ extension Manager {
         let machineKey = context.keys.machineKeyStateNow
         var atRest: [RegistrationID: AtRest] = [:]
         for r in list where !r.state.isWipeCommitted {
-            let key = await context.keyStatus(r)
-            atRest[r.id] = AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: machineKey?.sealing)
+            atRest[r.id] = context.atRest(r, key: await context.keyStatus(r))
         }
         var snapshot = MetricsSnapshot(
             version: LockwipeVersion.current, writtenAt: reading.wall, degraded: false, wipesComplete: wipes.complete, wipesIncomplete: wipes.incomplete,

@@ -13,4 +13,11 @@ extension RegistrationContext {
             return nil
         }
     }
+
+    /// What a copy of the disk gets of `r`'s vault now (`AtRest`); `key`: its key's status
+    /// (`keyStatus`). Never waits for the machine key: while it is being opened (the
+    /// start-up pass) its sealing is not known yet.
+    func atRest(_ r: RegistrationRecord, key: VaultKeyStatus?) -> AtRest {
+        AtRest.of(r.protection, passcodeAlone: key?.passcodeAlone ?? false, sealing: keys.machineKeyStateNow?.sealing)
+    }
 }

@@ -38,6 +38,8 @@ struct StatusSnapshot: Sendable {
     struct MachineKey: Sendable {
         var sealing: KeySealing?
         var problem: String?
+        /// The organisation recovery key every vault key is also sealed to (its identifier).
+        var recoveryKey: String?
     }
 
     var reading: ClockReading

@@ -80,9 +80,13 @@ extension StatusWarnings {
         guard let machineKey else { return [] }  // still being opened (the start-up pass)
         var warnings: [String] = []
         if let problem = machineKey.problem {
-            warnings.append(
-                "the machine key cannot be opened (\(problem)): every encrypted vault it wraps stays locked and nothing is destroyed; undo the change (firmware, TPM) and restart lockwiped"
-            )
+            let way =
+                machineKey.recoveryKey == nil
+                ? "undo the change (firmware, TPM) and restart lockwiped"
+                : "undo the change (firmware, TPM) and restart lockwiped, or bring the vaults back with the organisation's recovery key (lockwipectl recover --key-file FILE)"
+            warnings.append("the machine key cannot be opened (\(problem)): every encrypted vault it wraps stays locked and nothing is destroyed; \(way)")
+        } else if machineKey.sealing == .tpm2, machineKey.recoveryKey == nil {
+            warnings.append(Manager.noRecoveryKey)
         }
         let opened = registrations.filter { $0.atRest == .host || $0.atRest == .disk }.map(\.user)
         if !opened.isEmpty, machineKey.problem == nil {

@@ -93,35 +93,47 @@ extension Registration {
     /// passcode alone opens, from before issue 43) again in the current format, bound to
     /// its registration id, while it is open anyway: at an unlock, a start-up reopen, a lift
     /// at login or an unlock after a server contact. A passcode-wrapped key is wrapped under
-    /// the same passcode (a new salt, one more scrypt run) and the machine key. A failure
-    /// changes nothing (the old wrap stays, and opens) and is only logged.
+    /// the same passcode (a new salt, one more scrypt run) and the machine key. A key
+    /// without a recovery wrap to the configured recovery key (`VaultKeys.lacksRecovery`)
+    /// gets one then too, its wrap unchanged. A failure changes nothing (the old wrap
+    /// stays, and opens) and is only logged.
     nonisolated(nonsending) func bindToRegistration(
         _ r: RegistrationRecord, _ stored: StoredVaultKey, key: [UInt8], passcode: String?, trigger: Trigger, in turn: borrowing RegistrationTurn
     ) async {
-        guard stored.wrapped.isOutdated, let binding = keyBinding(r) else { return }
+        guard let binding = keyBinding(r) else { return }
+        let outdated = stored.wrapped.isOutdated && (stored.wrapped.wrapping == .machine || passcode != nil)
+        guard outdated || context.keys.lacksRecovery(stored.wrapped) else { return }
         do {
             let wrapped: WrappedKey
-            switch stored.wrapped.wrapping {
-            case .machine:
+            let detail: String
+            switch (outdated, stored.wrapped.wrapping, passcode) {
+            case (true, .machine, _):
                 wrapped = try await context.keys.wrapWithMachineKey(key, binding: binding)
-            case .passcode:
-                guard let passcode else { return }
+            case (true, .passcode, let passcode?):
                 let parameters = stored.wrapped.scrypt ?? .standard
                 wrapped = try await context.keys.wrap(key, passcode: passcode, binding: binding, parameters: parameters)
+            default:
+                wrapped = try await context.keys.withRecovery(stored.wrapped, key: key, binding: binding)
+            }
+            if outdated {
+                detail =
+                    "vault key wrapped again, bound to registration \(binding) (wrap format \(wrapped.format ?? 1)"
+                    + (wrapped.needsMachineKey && wrapped.wrapping == .passcode ? ": the passcode and the machine key" : "") + ")"
+            } else {
+                detail = "vault key also sealed to the organisation's recovery key \(wrapped.recovery?.recipient ?? "")"
             }
             let now = context.clock.now().wall
-            let detail =
-                "vault key wrapped again, bound to registration \(binding) (wrap format \(wrapped.format ?? 1)"
-                + (wrapped.needsMachineKey && wrapped.wrapping == .passcode ? ": the passcode and the machine key" : "") + ")"
             let leftover = try await context.store.rewrapVaultKey(
                 turn.held, wrapped, passcodeSetAt: stored.passcodeSetAt,
                 event: context.event(r.user, .keyRewrapped, trigger, detail, at: now))
             context.logger.info("\(detail) for \(r.user)", metadata: ["user": .string(r.user)])
             if let leftover { context.logger.error("\(leftover)", metadata: ["user": .string(r.user), "message_id": MessageID.actionFailed.metadata]) }
         } catch {
-            context.logger.warning(
-                "could not wrap the vault key of \(r.user) again in wrap format \(KeyWrap.currentFormat(stored.wrapped.wrapping)) (it stays in format \(stored.wrapped.format ?? 1)): \(error)",
-                metadata: ["user": .string(r.user)])
+            let what =
+                outdated
+                ? "in wrap format \(KeyWrap.currentFormat(stored.wrapped.wrapping)) (it stays in format \(stored.wrapped.format ?? 1))"
+                : "to the organisation's recovery key (it stays without a recovery wrap until it is next opened)"
+            context.logger.warning("could not wrap the vault key of \(r.user) again \(what): \(error)", metadata: ["user": .string(r.user)])
         }
     }
 

@@ -241,6 +241,32 @@ struct SealedSecret: Sendable {
         return (sealing, existed)
     }
 
+    /// Moves a secret that no longer opens out of the way: its credential (or, when there
+    /// is none, its plain file) to `<file>.unopenable-<N>` beside it, the first N free.
+    /// Kept, not destroyed, in case the TPM state it was sealed to comes back. Returns the
+    /// new path. Never replaces a file (a hard link, then the old name unlinked, then the
+    /// directory `fsync`ed).
+    func setAside() async throws -> String {
+        try await BlockingPool.run { [sealedPath, plainPath] in
+            let path = access(sealedPath, F_OK) == 0 ? sealedPath : plainPath
+            for n in 1...1000 {
+                let aside = path + ".unopenable-\(n)"
+                if link(path, aside) != 0 {
+                    if errno == EEXIST { continue }
+                    throw FileSystemError("keep aside", path)
+                }
+                guard unlink(path) == 0 else { throw FileSystemError("unlink", path) }
+                let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+                let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                guard fd >= 0 else { throw FileSystemError("open", directory) }
+                defer { close(fd) }
+                guard fsync(fd) == 0 else { throw FileSystemError("fsync", directory) }
+                return aside
+            }
+            throw FileSystemError("keep aside", path + " (1000 unopenable copies are there already)", code: EEXIST)
+        }
+    }
+
     /// Seals `secret` to the credential file (made, or an existing one overwritten in
     /// place), and checks that it opens to the same bytes.
     private func write(_ secret: [UInt8], _ sealer: CredentialSealer) async throws -> KeySealing {

@@ -29,8 +29,13 @@ final class VaultKeys: Sendable {
     /// never waiting for a TPM that may take up to `CredentialSealer.timeLimit`.
     private let machineKeyKnown = Mutex<MachineKeyState?>(nil)
 
-    init(stateDirectory: String, sealer: CredentialSealer) {
+    /// The organisation's recovery key (`[keys] recovery_public_key`): every wrap made here
+    /// also seals the vault key to it (`WrappedKey.recovery`).
+    let recoveryKey: RecoveryPublicKey?
+
+    init(stateDirectory: String, sealer: CredentialSealer, recoveryKey: RecoveryPublicKey? = nil) {
         self.sealer = sealer
+        self.recoveryKey = recoveryKey
         machineKeyFile = SealedSecret(name: "lockwipe-machine-key", plainFile: MachineKey.fileName, stateDirectory: stateDirectory, size: MachineKey.size)
     }
 
@@ -49,12 +54,13 @@ final class VaultKeys: Sendable {
         }
         // Both wraps need the machine key: a passcode wrap (format 3) is guessed on this machine or not at all.
         let machineKey = try await machineKey()
-        return try await BlockingPool.run {
+        return try await BlockingPool.run { [recoveryKey] in
             var key = try SecRandom.key(Fscrypt.keySize)
             do {
-                let wrapped =
+                var wrapped =
                     try passcode.map { try KeyWrap.wrap(key, passcode: $0, machineKey: machineKey, registration: registration) }
                     ?? KeyWrap.wrap(key, machineKey: machineKey, registration: registration)
+                try Self.attachRecovery(&wrapped, key, recoveryKey, registration)
                 let id = Fscrypt.KeyIdentifier(bytes: try Self.keyIdentifier(key))
                 return NewVault(key: key, stored: StoredVaultKey(identifier: id, wrapped: wrapped, passcodeSetAt: passcode == nil ? nil : now))
             } catch {
@@ -95,15 +101,46 @@ final class VaultKeys: Sendable {
     /// scrypt run).
     func wrap(_ key: [UInt8], passcode: String, binding: RegistrationID?, parameters: WrappedKey.ScryptParameters = .standard) async throws -> WrappedKey {
         let machineKey = try await machineKey()
-        return try await BlockingPool.run {
-            try KeyWrap.wrap(key, passcode: passcode, machineKey: machineKey, registration: binding, parameters: parameters)
+        return try await BlockingPool.run { [recoveryKey] in
+            var wrapped = try KeyWrap.wrap(key, passcode: passcode, machineKey: machineKey, registration: binding, parameters: parameters)
+            try Self.attachRecovery(&wrapped, key, recoveryKey, binding)
+            return wrapped
         }
     }
 
     /// Wraps an open key under the machine key.
     func wrapWithMachineKey(_ key: [UInt8], binding: RegistrationID?) async throws -> WrappedKey {
         let machineKey = try await machineKey()
-        return try await BlockingPool.run { try KeyWrap.wrap(key, machineKey: machineKey, registration: binding) }
+        return try await BlockingPool.run { [recoveryKey] in
+            var wrapped = try KeyWrap.wrap(key, machineKey: machineKey, registration: binding)
+            try Self.attachRecovery(&wrapped, key, recoveryKey, binding)
+            return wrapped
+        }
+    }
+
+    // MARK: The organisation's recovery key
+
+    /// Whether `wrapped` lacks a recovery wrap to the configured recovery key (none, or one
+    /// to another key): the next time its key is open, it gets one (`withRecovery`).
+    func lacksRecovery(_ wrapped: WrappedKey) -> Bool {
+        guard let recoveryKey else { return false }
+        return wrapped.recovery?.recipient != recoveryKey.identifier
+    }
+
+    /// `wrapped` with the open `key` also sealed to the recovery key (the wrap itself unchanged).
+    func withRecovery(_ wrapped: WrappedKey, key: [UInt8], binding: RegistrationID) async throws -> WrappedKey {
+        try await BlockingPool.run { [recoveryKey] in
+            var wrapped = wrapped
+            try Self.attachRecovery(&wrapped, key, recoveryKey, binding)
+            return wrapped
+        }
+    }
+
+    /// Seals `key` to the recovery key into `wrapped.recovery` (only for a wrap bound to a
+    /// registration, which every wrap made now is).
+    private static func attachRecovery(_ wrapped: inout WrappedKey, _ key: [UInt8], _ recoveryKey: RecoveryPublicKey?, _ binding: RegistrationID?) throws {
+        guard let recoveryKey, let binding else { return }
+        wrapped.recovery = try RecoveryKey.wrap(key, to: recoveryKey, registration: binding)
     }
 
     // MARK: The machine key
@@ -115,6 +152,12 @@ final class VaultKeys: Sendable {
         /// It exists and cannot be opened (or cannot be made): every vault it wraps stays
         /// locked. `sealing`: how its file says it is sealed.
         case unavailable(String, sealing: KeySealing?)
+
+        /// The key, when it can be used.
+        var key: SymmetricKey? {
+            if case .ready(let key, _, _, _, _) = self { return key }
+            return nil
+        }
 
         /// Why it cannot be used, when it cannot.
         var problem: String? {
@@ -158,6 +201,33 @@ final class VaultKeys: Sendable {
         case .ready(let key, _, _, _, _): return key
         case .unavailable(let reason, _): throw KeyUnavailable(reason: reason)
         }
+    }
+
+    /// After `lockwipectl recover`: a machine key that cannot be opened (a cleared TPM, a
+    /// new board, a changed PCR) is set aside, never destroyed (`SealedSecret.setAside`),
+    /// and a new one made and sealed to the machine as it is now. A key that opens is kept.
+    /// Serialized with the first load: every caller after this one gets the new key.
+    func replaceUnavailableMachineKey() async -> (state: MachineKeyState, setAside: String?) {
+        let task = machineKeyLoad.withLock { task in
+            let previous = task
+            let new = Task { [self] () -> (MachineKeyState, String?) in
+                let before: MachineKeyState
+                if let previous { before = await previous.value } else { before = await Self.loadOrCreate(machineKeyFile, sealer) }
+                guard case .unavailable = before else { return (before, nil) }
+                let after: (MachineKeyState, String?)
+                do {
+                    let aside = try await machineKeyFile.setAside()
+                    after = (await Self.loadOrCreate(machineKeyFile, sealer), aside)
+                } catch {
+                    after = (.unavailable("it could not be set aside to make a new one: \(ErrorWords.of(error))", sealing: before.sealing), nil)
+                }
+                machineKeyKnown.withLock { $0 = after.0 }
+                return after
+            }
+            task = Task { await new.value.0 }
+            return new
+        }
+        return await task.value
     }
 
     private static func loadOrCreate(_ file: SealedSecret, _ sealer: CredentialSealer) async -> MachineKeyState {

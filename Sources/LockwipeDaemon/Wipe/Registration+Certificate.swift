@@ -16,6 +16,8 @@ extension Registration {
         var started: Int64
         /// Whether the vault key was verifiably removed from the kernel (encrypted vaults).
         var keyRemovedFromKernel: Bool?
+        /// Its protection at rest until the wipe, read before the key was destroyed.
+        var atRest: AtRest?
     }
 
     /// The certificate of `attempt`, after verifying its result: the vaults are re-walked,
@@ -55,7 +57,7 @@ extension Registration {
         return SanitizationCertificate.make(
             id: UUID().uuidString.lowercased(),
             host: .init(hostname: hostname, machineID: try? DeviceID.fromMachineID(file: ConfigurationLoader.machineIDPath)),
-            subject: .init(user: r.user, uid: r.uid, directories: r.directories, protection: r.protection.rawValue),
+            subject: .init(user: r.user, uid: r.uid, directories: r.directories, protection: r.protection.rawValue, atRest: attempt.atRest),
             trigger: attempt.trigger, reason: attempt.reason, requestedAt: Timestamp.iso(attempt.pending?.startedAt ?? attempt.started),
             requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
             started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,

@@ -69,6 +69,8 @@ extension Registration {
             return nil
         }
         var options = context.configuration.wipe
+        // What a copy of the disk got until now: for the certificate, read while the key is there.
+        let atRest = context.atRest(r, key: await context.keyStatus(r))
         var destroyed: (at: Int64, seconds: Double?)?
         if r.protection == .encrypted {
             // Crypto-erase: once the key is gone from the kernel and from the store, what is
@@ -108,7 +110,7 @@ extension Registration {
         }
         let attempt = Attempt(
             record: r, pending: pending, trigger: trigger, reason: reason, started: now,
-            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil)
+            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil, atRest: atRest)
         let certificate = await certificate(attempt, summary: summary)
         var meta = context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
