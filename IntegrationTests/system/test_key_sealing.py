@@ -214,11 +214,7 @@ def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_kee
         # key) after a firmware update that changes PCR 7: the machine key no longer opens.
         # lockwiped still starts, keeps the vault locked, says why, and destroys nothing.
         daemon.ok("unlock", "--user", user.name)
-        daemon.stop()
-        image = daemon.root / "enc.img"
-        subprocess.run(["umount", str(fs)], check=True)
-        tpm.extend_pcr7(b"new firmware")
-        subprocess.run(["mount", "-o", "loop", str(image), str(fs)], check=True)
+        reboot(daemon, fs, tpm, b"new firmware")
 
         key_files = sorted(os.listdir(daemon.state_dir / "keys"))
         daemon.start()
@@ -263,12 +259,13 @@ def new_recovery_key(daemon, name="recovery.key"):
     return path, line, identifier
 
 
-def reboot_with_changed_pcr7(daemon, tpm, fs, measurement):
-    """lockwiped stopped, the filesystem mounted again (the kernel forgets the key), and PCR 7
-    extended, as a firmware update does."""
+def reboot(daemon, fs, tpm=None, measurement=None):
+    """lockwiped stopped and the filesystem mounted again (the kernel forgets the key), as
+    at a reboot; with `measurement`, PCR 7 extended by it first, as a firmware update does."""
     daemon.stop()
     subprocess.run(["umount", str(fs)], check=True)
-    tpm.extend_pcr7(measurement)
+    if measurement is not None:
+        tpm.extend_pcr7(measurement)
     subprocess.run(["mount", "-o", "loop", str(daemon.root / "enc.img"), str(fs)], check=True)
 
 
@@ -324,7 +321,7 @@ def test_with_a_recovery_key_a_changed_pcr_loses_no_vault_and_recover_seals_it_t
         # administrator.
         for who in (carol, dave):
             daemon.ok("lock", "--user", who.name)
-        reboot_with_changed_pcr7(daemon, tpm, fs, b"new firmware")
+        reboot(daemon, fs, tpm, b"new firmware")
         daemon.start()
         assert daemon.status()["machine_key"]["problem"], daemon.status()
         assert daemon.registration(user)["lock_trigger"] == "resume", daemon.registration(user)
@@ -366,9 +363,7 @@ def test_with_a_recovery_key_a_changed_pcr_loses_no_vault_and_recover_seals_it_t
         # opens by itself, carol's with her new passcode (her old one is gone).
         for who in (user, carol, dave):
             daemon.ok("lock", "--user", who.name)
-        daemon.stop()
-        subprocess.run(["umount", str(fs)], check=True)
-        subprocess.run(["mount", "-o", "loop", str(daemon.root / "enc.img"), str(fs)], check=True)
+        reboot(daemon, fs)
         daemon.start()
         assert daemon.status()["machine_key"] == {"sealing": "tpm2", "problem": None, "recovery_key": identifier}
         daemon.ok("unlock", "--user", user.name)
