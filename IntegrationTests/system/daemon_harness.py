@@ -296,7 +296,9 @@ class Daemon:
                 # The socket answers status during the start-up pass too (starting_up):
                 # ready is when that pass has ended.
                 last = self.ctl("status", "--json", timeout=5)
-                if last.code == 0 and not starting_up(last.out):
+                # 3 and 4: a lock-failed registration, a machine key that does not open:
+                # the report is complete all the same.
+                if last.code in (0, 3, 4) and not starting_up(last.out):
                     return
             time.sleep(0.1)
         msg = (
@@ -425,8 +427,9 @@ class Daemon:
         if user is not None:
             args += ["--user", user.name]
         r = self.ctl(*args, user=as_user)
-        # 3: a registration shown is lock-failed (the report is complete all the same).
-        assert r.code in (0, 3), "expected a status report: " + r.describe() + "\n" + self.log_tail()
+        # 3: a registration shown is lock-failed; 4: the machine key cannot be opened (the
+        # report is complete all the same).
+        assert r.code in (0, 3, 4), "expected a status report: " + r.describe() + "\n" + self.log_tail()
         try:
             return json.loads(r.out)
         except ValueError as e:

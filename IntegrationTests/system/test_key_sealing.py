@@ -222,6 +222,8 @@ def test_a_tpm_sealed_key_gives_a_copy_of_the_disk_nothing_and_a_changed_pcr_kee
         problem = status["machine_key"]["problem"]
         assert status["machine_key"]["sealing"] == "tpm2" and problem, status
         assert any(w.startswith("the machine key cannot be opened (") and "nothing is destroyed" in w for w in status["warnings"]), status
+        r = daemon.ctl("status")
+        assert r.code == 4 and "the machine key cannot be opened" in r.err, r.describe()
         reg = daemon.registration(user)
         assert reg["state"] == "locked" and reg["lock_trigger"] == "resume", reg
         assert daemon.log_lines(f"MESSAGE_ID={ID_KEY_UNAVAILABLE}"), daemon.log_tail()

@@ -20,6 +20,9 @@ public enum ExitStatus {
     public static let usage: Int32 = 2
     /// `status`: a registration shown is in state lock-failed (`systemctl status`'s 3).
     public static let lockFailed: Int32 = 3
+    /// `status`: lockwiped's machine key cannot be opened (a PCR changed, the TPM was
+    /// cleared): the encrypted vaults it wraps stay locked. A lock-failed vault (3) wins.
+    public static let machineKeyUnavailable: Int32 = 4
     public static let unreachable: Int32 = 69
     public static let notPermitted: Int32 = 77
     /// `wipe`: Ctrl-C while it waited (the wipe goes on in lockwiped), as a shell reports

@@ -22,7 +22,9 @@ struct Status: ParsableCommand {
         abstract: "Show the policy and every registration you may see (the verb when none is given).",
         discussion: """
             Exits 3 when a registration shown is in state lock-failed (its vault is NOT locked), \
-            as systemctl status exits 3 for a unit that is not active; the report is printed all the same.
+            as systemctl status exits 3 for a unit that is not active; else 4 when lockwiped's \
+            machine key cannot be opened (the encrypted vaults it wraps stay locked until it is \
+            undone or recovered: lockwipectl recover). The report is printed all the same.
             """)
     @OptionGroup var global: GlobalOptions
     @Argument(help: ArgumentHelp("Only these users' registrations.", valueName: "user"), completion: .custom(completeUsers))
@@ -44,6 +46,10 @@ struct Status: ParsableCommand {
         let failed = report.registrations.filter { $0.state == .lockFailed }.map(\.user)
         if !failed.isEmpty {
             throw CommandFailure(code: ExitStatus.lockFailed, message: json ? "" : "the lock of \(failed.joined(separator: ", ")) failed: NOT locked")
+        }
+        if report.machineKey?.problem != nil {
+            throw CommandFailure(
+                code: ExitStatus.machineKeyUnavailable, message: json ? "" : "the machine key cannot be opened: the encrypted vaults it wraps stay locked (see the warning above)")
         }
     }
 
