@@ -377,6 +377,7 @@ def test_with_a_recovery_key_a_changed_pcr_loses_no_vault_and_recover_seals_it_t
         daemon.ok("wipe", "--user", dave.name, "--yes")
         cert = json.loads(daemon.ok("certificate", "--user", dave.name, "--json").out)
         assert cert["subject"]["at_rest"] == "tpm2" and "opens only with this machine's TPM2" in cert["method"]["note"], cert
+        assert f"also sealed to the organisation's recovery key {identifier}, whose private key opens such a remnant too" in cert["method"]["note"], cert
         assert "at rest:      sealed to this machine's TPM" in daemon.ok("certificate", "--user", dave.name).out
         daemon.stop()
 

@@ -198,12 +198,12 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
     public static func make(
         id: String, host: Host, subject: Subject, trigger: Trigger, reason: String, requestedAt: String, requester: WipeRequester,
         attempt: Int, summary: WipeSummary, started: String, finished: String, verification: [Verification], toolVersion: String,
-        lease: Lease? = nil
+        lease: Lease? = nil, recoveryKey: String? = nil
     ) -> SanitizationCertificate {
         SanitizationCertificate(
             id: id, standard: standardText, host: host, subject: subject,
             request: Request(trigger: trigger, reason: reason, requestedAt: requestedAt, requester: requester, attempt: attempt, lease: lease),
-            method: method(summary, atRest: subject.atRest), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
+            method: method(summary, atRest: subject.atRest, recoveryKey: recoveryKey), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
             started: started, finished: finished, result: summary.complete ? "complete" : "incomplete",
             exceptions: summary.skipped, entriesRemoved: summary.entriesRemoved, filesOverwritten: summary.filesOverwritten,
             bytesOverwritten: summary.bytesOverwritten, verification: verification, caveats: summary.caveats)
@@ -211,8 +211,10 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
 
     /// The method in NIST's words where they apply, and in plain words where they do not.
     /// `atRest`: what kept the destroyed key's stored copies, which says what a remnant of
-    /// one on flash or a copy-on-write filesystem still opens with.
-    public static func method(_ s: WipeSummary, atRest: AtRest? = nil) -> Method {
+    /// one on flash or a copy-on-write filesystem still opens with; `recoveryKey`: the
+    /// organisation's recovery key the vault key was also sealed to, whose private key
+    /// opens such a remnant too.
+    public static func method(_ s: WipeSummary, atRest: AtRest? = nil, recoveryKey: String? = nil) -> Method {
         if s.cryptoErased {
             var note = "fscrypt encrypts file contents and names, not sizes, timestamps or the shape of the directory tree"
             switch atRest {
@@ -224,6 +226,9 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
                 note += "; a remnant of the wrapped key that flash or a copy-on-write filesystem kept is open to offline guessing of the passcode"
             case .some(.none), nil:
                 break
+            }
+            if let recoveryKey {
+                note += "; the vault key was also sealed to the organisation's recovery key \(recoveryKey), whose private key opens such a remnant too"
             }
             return Method(
                 type: "Purge", technique: "cryptographic erase",

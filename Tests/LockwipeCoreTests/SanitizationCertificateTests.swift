@@ -52,6 +52,9 @@ struct SanitizationCertificateTests {
         certificate.subject.atRest = atRest
         #expect(certificate.textLines.contains { $0.hasPrefix("  at rest:") } == (atRest != nil))
         if let atRest { #expect(certificate.textLines.contains("  at rest:      \(atRest.sentence) (until the wipe)")) }
+        // A key also sealed to the organisation's recovery key: its private key opens a remnant too.
+        let recovered = SanitizationCertificate.method(Self.crypto, atRest: atRest, recoveryKey: "lwr-0011223344556677").note ?? ""
+        #expect(recovered.hasSuffix("; the vault key was also sealed to the organisation's recovery key lwr-0011223344556677, whose private key opens such a remnant too"))
     }
 
     static func make(_ s: WipeSummary, requester: WipeRequester = WipeRequester(peerUID: 0)) -> SanitizationCertificate {

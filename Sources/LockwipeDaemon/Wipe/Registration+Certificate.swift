@@ -18,6 +18,8 @@ extension Registration {
         var keyRemovedFromKernel: Bool?
         /// Its protection at rest until the wipe, read before the key was destroyed.
         var atRest: AtRest?
+        /// The organisation's recovery key its vault key was also sealed to, if any.
+        var recoveryKey: String?
     }
 
     /// The certificate of `attempt`, after verifying its result: the vaults are re-walked,
@@ -61,7 +63,8 @@ extension Registration {
             trigger: attempt.trigger, reason: attempt.reason, requestedAt: Timestamp.iso(attempt.pending?.startedAt ?? attempt.started),
             requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
             started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,
-            toolVersion: LockwipeVersion.current, lease: context.certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started))
+            toolVersion: LockwipeVersion.current, lease: context.certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started),
+            recoveryKey: attempt.recoveryKey)
     }
 
     static func hostname() -> String {

@@ -71,6 +71,14 @@ extension Registration {
         var options = context.configuration.wipe
         // What a copy of the disk got until now: for the certificate, read while the key is there.
         let atRest = context.atRest(r, key: await context.keyStatus(r))
+        var recoveryKey: String?
+        if r.protection == .encrypted {
+            do {
+                recoveryKey = try await context.store.vaultKey(registration: r.id)?.wrapped.recovery?.recipient
+            } catch {
+                context.stateNotice("the certificate of the wipe of \(user) cannot say whether its key was sealed to a recovery key", user: user, error)
+            }
+        }
         var destroyed: (at: Int64, seconds: Double?)?
         if r.protection == .encrypted {
             // Crypto-erase: once the key is gone from the kernel and from the store, what is
@@ -110,7 +118,7 @@ extension Registration {
         }
         let attempt = Attempt(
             record: r, pending: pending, trigger: trigger, reason: reason, started: now,
-            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil, atRest: atRest)
+            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil, atRest: atRest, recoveryKey: recoveryKey)
         let certificate = await certificate(attempt, summary: summary)
         var meta = context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
