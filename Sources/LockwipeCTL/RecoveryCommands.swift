@@ -62,8 +62,10 @@ struct RecoveryKeyCommand: ParsableCommand {
             defer { close(fd) }
             let written = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             guard written == text.count, fsync(fd) == 0 else {
-                unlink(file)
-                throw CommandFailure(code: ExitStatus.failed, message: "cannot write the private key to \(file); nothing was kept")
+                // Emptied through the descriptor, not unlinked by name: the name may no
+                // longer be this file.
+                _ = ftruncate(fd, 0)
+                throw CommandFailure(code: ExitStatus.failed, message: "cannot write the private key to \(file): it was left empty; remove it and try again")
             }
             let publicKey = RecoveryPublicKey(key.publicKey)
             print("wrote the private key of recovery key \(publicKey.identifier) to \(file): keep it offline; whoever holds it can open every vault sealed to it")

@@ -106,6 +106,23 @@ extension SecretFile {
         syncDirectory(of: path)
     }
 
+    /// Moves `path` to `<path>.unopenable-<N>` beside it, the first N free, and returns the
+    /// new path: a hard link, then the old name unlinked, then the directory made durable.
+    /// Never replaces a file; the secret is kept, not destroyed.
+    package static func setAside(_ path: String) throws -> String {
+        for n in 1...1000 {
+            let aside = path + ".unopenable-\(n)"
+            if link(path, aside) != 0 {
+                if errno == EEXIST { continue }
+                throw FileSystemError("keep aside", path)
+            }
+            guard unlink(path) == 0 else { throw FileSystemError("unlink", path) }
+            syncDirectory(of: path)
+            return aside
+        }
+        throw FileSystemError("keep aside", path + " (1000 unopenable copies are there already)", code: EEXIST)
+    }
+
     private static func checkOwn(_ fd: Int32, _ path: String) throws {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw FileSystemError("stat", path) }

@@ -248,22 +248,7 @@ struct SealedSecret: Sendable {
     /// directory `fsync`ed).
     func setAside() async throws -> String {
         try await BlockingPool.run { [sealedPath, plainPath] in
-            let path = access(sealedPath, F_OK) == 0 ? sealedPath : plainPath
-            for n in 1...1000 {
-                let aside = path + ".unopenable-\(n)"
-                if link(path, aside) != 0 {
-                    if errno == EEXIST { continue }
-                    throw FileSystemError("keep aside", path)
-                }
-                guard unlink(path) == 0 else { throw FileSystemError("unlink", path) }
-                let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-                let fd = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                guard fd >= 0 else { throw FileSystemError("open", directory) }
-                defer { close(fd) }
-                guard fsync(fd) == 0 else { throw FileSystemError("fsync", directory) }
-                return aside
-            }
-            throw FileSystemError("keep aside", path + " (1000 unopenable copies are there already)", code: EEXIST)
+            try SecretFile.setAside(access(sealedPath, F_OK) == 0 ? sealedPath : plainPath)
         }
     }
 
