@@ -263,7 +263,16 @@ class Daemon:
                 # The socket becomes fd 3, and LISTEN_PID the daemon's pid (exec keeps it).
                 argv = [sys.executable, "-c", ACTIVATE, str(listener), *argv]
 
+            # Run as lockwiped itself (socket activation's python shim execs it), the daemon
+            # starts with the stop signals blocked, as a parent may start it: a SIGTERM sent
+            # before it catches them stays pending, and lockwiped must still stop cleanly on
+            # it (StopSignals), not die of it or lose it. A wrapper (strace, setpriv) would
+            # inherit the mask and never pass the signal on, so it gets none.
+            block_stops = not self.wrapper
+
             def preexec():
+                if block_stops:
+                    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
                 if limit is not None:
                     import resource
                     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))

@@ -36,6 +36,10 @@ public struct DaemonPaths: Sendable {
 
 /// Wires the daemon together and runs it until SIGTERM.
 public enum Daemon {
+    /// Catches SIGTERM and SIGINT from now on (`StopSignals`): lockwiped does it before
+    /// anything else, and `run` stops gracefully on the first one, even one caught before it.
+    public static func catchStopSignals() throws { try StopSignals.install() }
+
     /// Runs the daemon; returns the process exit code.
     public static func run(paths: DaemonPaths, logger: Logger) async -> Int32 {
         // Before any key is read: a process holding vault keys leaves no core dump, and
@@ -181,7 +185,13 @@ public enum Daemon {
         if let interval = SystemdNotifier.watchdogInterval() {
             services.append(.init(service: WatchdogService(notifier: notifier, interval: interval, startUp: startUp)))
         }
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // SIGTERM and SIGINT are lockwiped's own from its first steps (`StopSignals`): one
+        // that came while the daemon was being set up stops the group as soon as it runs.
+        let group = ServiceGroup(configuration: .init(services: services, logger: logger))
+        let stopSignal = Task {
+            if await StopSignals.next() != nil { await group.triggerGracefulShutdown() }
+        }
+        defer { stopSignal.cancel() }
         defer { if let bound, socketIdentity(of: paths.socketPath) == bound { unlink(paths.socketPath) } }
         do {
             try await group.run()
