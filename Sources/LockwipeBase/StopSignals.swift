@@ -18,10 +18,15 @@ package enum StopSignals {
 
     /// The pipe's write end, for the handler; -1 until `install()`.
     nonisolated(unsafe) private static var writeEnd: Int32 = -1
+    /// The daemon's pid: a child forked from it keeps the handler and the pipe until it
+    /// execs or exits.
+    nonisolated(unsafe) private static var daemon: pid_t = 0
     nonisolated(unsafe) private static var readEnd: Int32 = -1
 
-    /// Catches the stop signals from now on. Call it once, as early as the daemon starts.
+    /// Catches the stop signals from now on, as early as the daemon starts; once (a second
+    /// call changes nothing).
     package static func install() throws {
+        guard writeEnd < 0 else { return }
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { throw FileSystemError("create a pipe for", "the stop signals") }
         // Not passed to hooks or helpers; the write end does not block: a handler never
@@ -32,7 +37,19 @@ package enum StopSignals {
         readEnd = ends[0]
         writeEnd = ends[1]
         var action = sigaction()
+        daemon = getpid()
         action.__sigaction_handler.sa_handler = { signal in
+            // In a forked child (`lockwipe_spawn_signal_as` becomes the user whose
+            // processes it signals, and she may signal it back) a stop signal must not
+            // reach the daemon's pipe: the child gets the signal's default action, as
+            // without this handler.
+            guard getpid() == StopSignals.daemon else {
+                var standard = sigaction()
+                standard.__sigaction_handler.sa_handler = SIG_DFL
+                sigaction(signal, &standard, nil)
+                raise(signal)
+                return
+            }
             let saved = errno
             var byte = UInt8(truncatingIfNeeded: signal)
             _ = write(StopSignals.writeEnd, &byte, 1)
