@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import tempfile
 import time
@@ -36,6 +37,7 @@ from test_server import make_pki
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "packaging" / "examples" / "nginx"
 PATH_PREFIX = "/mobileservices/settingsExchange/v1/registrations/"
+OUTBOX_PREFIX = "/lockwipe/v1/registrations/"
 
 
 def nginx_binary():
@@ -139,6 +141,20 @@ class Nginx:
             return result
         except OSError as e:
             return (None, None, str(e))
+
+    def upload(self, user, name, body=b"", token=None, method="PUT", headers=()):
+        """(status, headers, body) of one outbox request, as lockwiped makes it (the path
+        is sent as it is: nginx normalizes it)."""
+        c = http.client.HTTPSConnection("localhost", self.port, context=self.tls, timeout=10)
+        try:
+            h = {"Content-Type": "application/octet-stream", **dict(headers)}
+            if token:
+                h["Authorization"] = f"Bearer {token}"
+            c.request(method, f"{OUTBOX_PREFIX}{user}/outbox/{name}", body=body if method == "PUT" else None, headers=h)
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            c.close()
 
     def workers(self):
         found = []
@@ -537,3 +553,111 @@ def test_an_upgrade_changes_the_configuration_and_the_maps_together(keys):
         # bob's next one does not get his lock.
         bob = server.admin("token", "bob").stdout.strip()
         assert server.answer("bob", bob)[0] == 200 and server.answer("bob", tokens["bob"])[0] == 401
+
+
+def tree(root):
+    """Every path under root (not following links), with its bytes for files."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in root.rglob("*")}
+
+
+def test_outbox_uploads_are_stored_per_registration_with_a_receipt(nginx):
+    """PUT {url}/lockwipe/v1/registrations/USER/outbox/NAME.lwo (docs/server-protocol.md,
+    "Outbox upload"): stored byte for byte in outbox/USER/HASH/, one directory per
+    registration (token), readable by nginx's workers' user only; a receipt id in the
+    answer and the access log; refused without USER's token, for a name the protocol does
+    not give, and for anything but PUT; accepted with a wipe order pending."""
+    alice = nginx.admin("token", "alice").stdout.strip()
+    bob = nginx.admin("token", "bob").stdout.strip()
+    outbox = nginx.data / "outbox"
+    worker_uid = int(re.search(r"(?m)^Uid:\s+(\d+)", Path(f"/proc/{nginx.workers()[0]}/status").read_text()).group(1))
+    st = os.lstat(outbox)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == worker_uid and stat.S_IMODE(st.st_mode) == 0o700, (st, worker_uid)
+
+    body = secrets.token_bytes(70000) + b"\0\r\n"
+    name = "3f0c2a9be1d84c7f.20261129t180000z.a1b2c3.lwo"
+    status, headers, _ = nginx.upload("alice", name, body, alice)
+    assert status == 201, (status, headers, nginx.error_log())
+    receipt = headers.get("x-lockwipe-receipt", "")
+    assert re.fullmatch(r"[0-9a-f]{32}", receipt), headers
+    stored = outbox / "alice" / token_md5(alice) / name
+    assert stored.read_bytes() == body
+    for path in (stored, stored.parent, stored.parent.parent):
+        assert os.lstat(path).st_mode & 0o077 == 0 and os.lstat(path).st_uid == worker_uid, (path, oct(os.lstat(path).st_mode))
+    # The same name again (a retry after a lost answer): 204, also a receipt.
+    status, headers, _ = nginx.upload("alice", name, body, alice)
+    assert status == 204 and re.fullmatch(r"[0-9a-f]{32}", headers.get("x-lockwipe-receipt", "")), (status, headers)
+    assert headers["x-lockwipe-receipt"] != receipt and stored.read_bytes() == body
+    log = (nginx.root / "logs" / "lockwipe-server.access.log").read_text()
+    assert re.search(rf'"PUT {OUTBOX_PREFIX}alice/outbox/{re.escape(name)} HTTP/1.1" 201 .* receipt={receipt}\b', log), log
+    # Too big for client_max_body_size (256m): 413 on the Content-Length alone.
+    status, _, _ = nginx.upload("alice", "big.lwo", b"", alice, headers={"Content-Length": str(257 << 20)})
+    assert status == 413, status
+
+    data_before = tree(nginx.data)
+    # No token, another user's token, a token for another user's path: 401, nothing stored.
+    for user, token in (("alice", None), ("alice", bob), ("bob", alice), ("nobody", alice)):
+        status, headers, _ = nginx.upload(user, "x1.lwo", b"intruder", token)
+        assert status == 401 and headers.get("www-authenticate") == "Bearer", (user, status, headers)
+    # Names the protocol does not give, and ways out of the directory: 404 (or 400).
+    for bad in ("x.txt", "../x.lwo", "..%2Fx.lwo", "%2e%2e/x.lwo", "Upper.lwo", "-x.lwo", ".lwo", "x.lwo/", "x.lwo%00"):
+        status, _, _ = nginx.upload("alice", bad, b"outside", alice)
+        assert status in (400, 404), (bad, status)
+    status, _, _ = nginx.upload("../alice", "x2.lwo", b"outside", alice)
+    assert status in (400, 404), status
+    # Not served back, not deleted: only PUT.
+    for method in ("GET", "HEAD", "DELETE", "POST"):
+        status, _, answer = nginx.upload("alice", name, b"", alice, method=method)
+        assert status != 200 and status not in (201, 204) and body not in answer, (method, status)
+    assert tree(nginx.data) == data_before, "a refused upload changed files"
+
+    # A pending wipe does not stop the upload: it is what a wiped registration sends before its wipe.
+    nginx.admin("wipe", "alice")
+    assert nginx.answer("alice", alice)[:2] == (403, "TRAFFIC_REG_WIPED")
+    status, _, _ = nginx.upload("alice", "before-the-wipe.lwo", b"last work", alice)
+    assert status == 201, status
+
+    # A new token is a new registration: its uploads go to a directory of their own.
+    new = nginx.admin("token", "alice").stdout.strip()
+    assert nginx.upload("alice", "x3.lwo", b"old", alice)[0] == 401
+    assert nginx.upload("alice", "after.lwo", b"new registration", new)[0] == 201
+    assert (outbox / "alice" / token_md5(new) / "after.lwo").read_bytes() == b"new registration"
+    assert sorted(os.listdir(outbox / "alice")) == sorted([token_md5(alice), token_md5(new)])
+
+    # uploads: oldest first, which registration, never a token.
+    r = nginx.admin("uploads", "alice")
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["RECEIVED", "USER"] and len(lines) == 4, r.stdout
+    old_label = f"earlier registration {token_md5(alice)[:8]}"
+    for line, (label, file_name, size) in zip(lines[1:], [(old_label, name, len(body)),
+                                                          (old_label, "before-the-wipe.lwo", 9),
+                                                          ("current", "after.lwo", 16)]):
+        assert f" alice  {label} " in line and line.endswith("/" + file_name) and f" {size} " in line, r.stdout
+    assert alice not in r.stdout + r.stderr and new not in r.stdout + r.stderr
+    listed = json.loads(nginx.admin("uploads", "--json").stdout)
+    assert [(e["user"], e["registration"], e["name"]) for e in listed] == [
+        ("alice", "earlier", name), ("alice", "earlier", "before-the-wipe.lwo"), ("alice", "current", "after.lwo")], listed
+    assert "no outbox received from bob" in nginx.admin("uploads", "bob").stdout
+
+    # remove keeps what was received, and says so.
+    r = nginx.admin("remove", "alice")
+    assert "the 3 outbox files received from alice are kept" in r.stdout, r.stdout
+    assert stored.read_bytes() == body
+    assert "current" not in nginx.admin("uploads", "alice").stdout
+
+
+def test_open_runs_lockwipectl_and_says_when_it_is_missing(tmp_path):
+    script = str(EXAMPLE / "lockwipe-server")
+    missing = tmp_path / "no-such-lockwipectl"
+    r = subprocess.run([script, "open", "x.lwo", "--key-file", "org.key"], capture_output=True, text=True,
+                       env={**os.environ, "LOCKWIPE_CTL": str(missing)}, timeout=30)
+    assert r.returncode == 127 and r.stdout == "", r
+    assert f"cannot run '{missing}'" in r.stderr and "lockwipectl, from the lockwipe package" in r.stderr, r.stderr
+    # What it runs, with the status and output of that command as its own.
+    fake = tmp_path / "fake-lockwipectl"
+    fake.write_text('#!/bin/sh\necho "$@"\nexit 3\n')
+    fake.chmod(0o755)
+    r = subprocess.run([script, "--dir", str(tmp_path / "unused"), "open", "a.lwo", "--key-file", "org.key",
+                        "--output", "out", "--lockwipectl", str(fake)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3 and r.stdout == "outbox open a.lwo --key-file org.key --output out\n", r
+    assert not (tmp_path / "unused").exists(), "open touched the server's directory"
