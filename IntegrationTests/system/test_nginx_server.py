@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from daemon_harness import config_text, server_config
-from host_helpers import empty_or_absent, fingerprint, wait_until
+from host_helpers import as_user_argv, empty_or_absent, fingerprint, run_as, wait_until
 from test_server import make_pki
 
 REPO = Path(__file__).resolve().parents[2]
@@ -661,3 +661,164 @@ def test_open_runs_lockwipectl_and_says_when_it_is_missing(tmp_path):
                         "--output", "out", "--lockwipectl", str(fake)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 3 and r.stdout == "outbox open a.lwo --key-file org.key --output out\n", r
     assert not (tmp_path / "unused").exists(), "open touched the server's directory"
+
+
+# --------------------------------------------------------------------------- outboxes (issue 44)
+
+
+def organisation_key(bins, root):
+    """The organisation's key pair, made by lockwipectl recovery-key new: (private key
+    file, its [keys] line)."""
+    key = root / "organisation.key"
+    r = subprocess.run([str(bins.lockwipectl), "recovery-key", "new", str(key)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r
+    return key, next(line for line in r.stdout.splitlines() if line.startswith("recovery_public_key"))
+
+
+def outbox_daemon(make_daemon, bins, server, wait=20, extra=""):
+    key_root = Path(tempfile.mkdtemp(prefix="lockwipe-org-", dir="/tmp"))
+    key, line = organisation_key(bins, key_root)
+    d = make_daemon(config=config_text(extra=server_config(server.url, 3600, 3, ca_file=server.pki / "ca.pem")
+                                       + f'\n[keys]\n{line}\n\n[outbox]\ndirectory = "outbox"\nupload_wait_seconds = {wait}\n' + extra))
+    shutil.move(str(key), d.root / "organisation.key")
+    shutil.rmtree(key_root)
+    return d, d.root / "organisation.key"
+
+
+def write_outbox(user, count=50):
+    """`count` pending records in the user's outbox, each with a marker of its own; the
+    records by name."""
+    box = user.vault / "outbox"
+    box.mkdir()
+    records = {f"record-{i:02}.json": (f'{{"record": {i}, "marker": "PENDING-{user.name}-{i:02}-{secrets.token_hex(8)}"}}\n'
+                                       + "x" * (100 * i)).encode() for i in range(count)}
+    for name, body in records.items():
+        (box / name).write_bytes(body)
+        os.chown(box / name, user.uid, user.gid)
+        os.chmod(box / name, 0o600)
+    os.chown(box, user.uid, user.gid)
+    os.chmod(box, 0o700)
+    return records
+
+
+def received(server, user):
+    """The outbox files nginx stored for `user`, by name."""
+    base = server.data / "outbox" / user.name
+    return {p.name: p for p in base.rglob("*.lwo")} if base.exists() else {}
+
+
+def opened(server, bins, d, path, key):
+    """The files of a received outbox, opened by lockwipe-server open (lockwipectl): by
+    their path in the vault."""
+    out = d.root / f"opened-{path.stem}"
+    r = server.admin("open", str(path), "--key-file", str(key), "--output", str(out), "--lockwipectl", str(bins.lockwipectl))
+    assert r.returncode == 0, r
+    return {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
+def test_a_shift_change_hands_the_pending_records_to_the_organisation_and_none_to_the_next_user(nginx, make_daemon, make_user, bins):
+    """Issue 44: alice's 50 pending records are sealed before her vault locks, uploaded
+    with her registration's token while bob works, and open with the organisation's key
+    to the same bytes; bob reads none of them, neither in the vault nor sealed."""
+    d, key = outbox_daemon(make_daemon, bins, nginx)
+    alice = registered(d, nginx, make_user)
+    bob = registered(d, nginx, make_user)
+    records = write_outbox(alice)
+    d.outside.joinpath("canary.txt").write_text("outside\n")
+    (alice.vault / "outbox" / "escape").symlink_to(d.outside / "canary.txt")
+    outside = fingerprint(d.outside)
+
+    # Her lock (an administrator's here; the booted e2e test logs her out): sealed first.
+    r = d.ok("lock", "--user", alice.name)
+    assert d.state_of(alice) == "locked", r.describe()
+    wait_until(lambda: len(received(nginx, alice)) == 1, 15, "alice's sealed outbox did not reach nginx", details=d.log_tail)
+    wait_until(lambda: not list((d.state_dir / "outbox").glob("*.lwo")), 10, "the uploaded outbox is still kept on the machine")
+    (path,) = received(nginx, alice).values()
+    # nginx stored it in alice's registration's directory, and lockwipe-server lists it.
+    assert path.parent.parent.name == alice.name
+    listing = nginx.admin("uploads", alice.name).stdout
+    assert path.name in listing and "current" in listing, listing
+
+    # The organisation's key opens it to the 50 records, byte for byte, with their paths.
+    files = opened(nginx, bins, d, path, key)
+    want = {str((alice.vault / "outbox" / n).relative_to("/")): body for n, body in records.items()}
+    assert files == want, sorted(set(files) ^ set(want))
+    # What is sealed is ciphertext: no record, no marker.
+    sealed = path.read_bytes()
+    assert all(body[:40] not in sealed for body in records.values())
+    # The symlink was not followed, and nothing outside the vault changed.
+    assert fingerprint(d.outside) == outside
+
+    # History and journal: sealed, then uploaded with nginx's receipt.
+    events = d.history(alice)
+    kinds = [e["kind"] for e in events]
+    assert "outbox-sealed" in kinds and "outbox-uploaded" in kinds, kinds
+    uploaded = next(e for e in events if e["kind"] == "outbox-uploaded")
+    receipt = re.search(r"receipt ([0-9a-f]{32})", uploaded["detail"])
+    assert receipt, uploaded
+    log = (nginx.root / "logs" / "lockwipe-server.access.log").read_text()
+    assert f"receipt={receipt.group(1)}" in log and f"/outbox/{path.name} HTTP/1.1\" 201" in log, log
+    sealed_event = next(e for e in events if e["kind"] == "outbox-sealed")
+    assert "sealed 50 file(s)" in sealed_event["detail"] and "1 entr(ies) skipped" in sealed_event["detail"], sealed_event
+
+    # bob, who works on now, reads nothing of hers: not the vault, not a sealed copy.
+    for target in [alice.vault / "outbox" / "record-01.json", path]:
+        r = run_as(bob, ["cat", str(target)])
+        assert r.returncode != 0 and r.stdout == "", (target, r)
+    r = run_as(bob, ["find", str(d.state_dir), str(alice.vault), "-type", "f", "-readable"])
+    assert r.stdout == "", r.stdout
+    # Nor does alice herself, from a sealed copy: only the organisation's key opens one.
+    r = subprocess.run(as_user_argv(alice, [str(bins.lockwipectl), "outbox", "open", str(path), "--key-file", str(key),
+                                            "--output", str(d.root / "alice-try")]), capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and not (d.root / "alice-try").exists(), r
+
+
+def test_a_server_wipe_waits_for_the_upload_and_certifies_the_receipt(nginx, make_daemon, make_user, bins):
+    d, key = outbox_daemon(make_daemon, bins, nginx, wait=30)
+    carol = registered(d, nginx, make_user)
+    records = write_outbox(carol, count=5)
+    nginx.admin("wipe", carol.name)
+    nginx.serving(carol.name, carol.token, 403, "TRAFFIC_REG_WIPED")
+    d.ctl("check-in", "--user", carol.name)
+    wait_until(lambda: d.state_of(carol) == "wiped", 30, "the server's wipe did not happen", details=d.log_tail)
+    assert empty_or_absent(carol.vault)
+    # Uploaded first, then wiped: the receipt is in the certificate.
+    kinds = [e["kind"] for e in d.history(carol)]
+    assert kinds.index("outbox-uploaded") < kinds.index("wipe"), kinds
+    cert = json.loads(d.ok("certificate", "--user", carol.name, "--json").out)
+    outbox = cert["outbox"]
+    assert outbox["handling"] == "uploaded" and len(outbox["copies"]) == 1, outbox
+    copy = outbox["copies"][0]
+    assert copy["uploaded"] and copy["http_status"] == 201 and re.fullmatch(r"[0-9a-f]{32}", copy["receipt"]), copy
+    (path,) = received(nginx, carol).values()
+    assert copy["name"] == path.name and copy["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert "receipt" in d.ok("certificate", "--user", carol.name).out
+    files = opened(nginx, bins, d, path, key)
+    assert sorted(files.values()) == sorted(records.values())
+
+
+def test_with_the_server_unreachable_an_admin_wipe_waits_its_bound_and_the_outbox_goes_at_the_next_contact(
+        nginx, make_daemon, make_user, bins):
+    d, key = outbox_daemon(make_daemon, bins, nginx, wait=3)
+    dave = registered(d, nginx, make_user)
+    erin = registered(d, nginx, make_user)
+    records = write_outbox(dave, count=3)
+    nginx.stop()
+    started = time.monotonic()
+    d.ok("wipe", "--user", dave.name, "--yes")
+    elapsed = time.monotonic() - started
+    assert d.state_of(dave) == "wiped" and empty_or_absent(dave.vault)
+    assert elapsed < 25, f"the wipe waited {elapsed:.0f} s for an unreachable server (bound: 3 s)"
+    cert = json.loads(d.ok("certificate", "--user", dave.name, "--json").out)
+    assert cert["outbox"]["handling"] == "kept" and not cert["outbox"]["copies"][0]["uploaded"], cert["outbox"]
+    kept = list((d.state_dir / "outbox").glob("*.lwo"))
+    assert len(kept) == 1 and stat.S_IMODE(kept[0].stat().st_mode) == 0o600, kept
+    # The server is back: the next contact (erin's: dave's registration is wiped and
+    # checks in no more) uploads it with dave's registration's token.
+    nginx.start()
+    nginx.serving(erin.name, erin.token, 200)
+    d.ok("check-in", "--user", erin.name)
+    wait_until(lambda: len(received(nginx, dave)) == 1, 15, "the kept outbox was not uploaded at the next contact", details=d.log_tail)
+    wait_until(lambda: not kept[0].exists(), 10, "the uploaded outbox is still kept")
+    (path,) = received(nginx, dave).values()
+    assert sorted(opened(nginx, bins, d, path, key).values()) == sorted(records.values())

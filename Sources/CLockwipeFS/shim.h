@@ -171,6 +171,8 @@ static const uint64_t lockwipe_resolve_no_xdev = RESOLVE_NO_XDEV;
 static const uint64_t lockwipe_resolve_no_symlinks = RESOLVE_NO_SYMLINKS;
 static const uint64_t lockwipe_resolve_no_magiclinks = RESOLVE_NO_MAGICLINKS;
 static const uint64_t lockwipe_resolve_beneath = RESOLVE_BENEATH;
+// O_TMPFILE is a composite macro Swift does not import.
+static const int lockwipe_o_tmpfile = O_TMPFILE;
 
 /// `sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)`: starts writeback of the file's
 /// dirty pages and returns without waiting for it. It promises no durability (no

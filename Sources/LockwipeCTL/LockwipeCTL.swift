@@ -55,7 +55,7 @@ public struct LockwipeCTL: ParsableCommand {
         version: LockwipeVersion.current,
         subcommands: [
             Status.self, Lock.self, Unlock.self, Wipe.self, Register.self, Unregister.self, CheckIn.self, Credentials.self,
-            PolicyCommand.self, History.self, Certificate.self, Passcode.self, OfflineCodeCommand.self, RecoveryKeyCommand.self, Recover.self,
+            PolicyCommand.self, History.self, Certificate.self, Passcode.self, OfflineCodeCommand.self, RecoveryKeyCommand.self, Recover.self, OutboxCommand.self,
             PamAccount.self, PamAuth.self,
         ])
 

@@ -160,7 +160,7 @@ struct Recover: ParsableCommand {
 }
 
 /// The recovery private key in `path` (`lockwipectl recovery-key new`).
-private func readRecoveryPrivateKey(_ path: String) throws -> Curve25519.KeyAgreement.PrivateKey {
+func readRecoveryPrivateKey(_ path: String) throws -> Curve25519.KeyAgreement.PrivateKey {
     var data = try UserFile.contents(path, what: "recovery key", limit: 4096)
     defer { data.resetBytes(in: 0..<data.count) }
     do {

@@ -138,6 +138,7 @@ struct Status: ParsableCommand {
                     print(line)
                 }
                 if let atRest = r.atRest { print("\(r.user): at rest: " + (atRest.copyOpensIt ? Terminal.yellow(atRest.sentence) : atRest.sentence)) }
+                if let o = r.outbox { print("\(r.user): outbox: " + describe(o)) }
                 if r.wipeProgress == nil, let w = r.wipe, !w.complete {
                     print(
                         "\(r.user): "
@@ -380,4 +381,23 @@ struct History: ParsableCommand {
         guard getpwuid_r(uid, &pwd, &buffer, buffer.count, &result) == 0, result != nil else { return "\(uid)" }
         return String(cString: pwd.pw_name)
     }
+}
+
+/// A registration's outbox in one line of `status`.
+func describe(_ o: OutboxInfo) -> String {
+    var parts: [String] = []
+    if let files = o.pendingFiles {
+        parts.append(
+            files == 0
+                ? "nothing pending"
+                : "\(TextFormat.count(files, "file", "files")) pending (\(o.pendingBytes ?? 0) bytes" + (o.pendingOldest.map { ", oldest \($0)" } ?? "") + ")")
+    } else if let problem = o.pendingProblem {
+        parts.append("pending files not counted: \(problem)")
+    }
+    if o.sealedKept > 0 {
+        parts.append(Terminal.yellow("\(TextFormat.count(o.sealedKept, "sealed outbox", "sealed outboxes")) (\(o.sealedKeptBytes) bytes) kept for the server"))
+    }
+    parts.append("last sealed " + (o.lastSealed ?? "never"))
+    parts.append("last uploaded " + (o.lastUploaded ?? "never"))
+    return (o.directory.map { "\($0): " } ?? "") + parts.joined(separator: "; ")
 }

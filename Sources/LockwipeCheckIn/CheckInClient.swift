@@ -114,6 +114,21 @@ public final class CheckInClient: SettingsFetching {
         }
     }
 
+    public func uploadOutbox(
+        user: String, name: String, body: [UInt8], credentials: ServerCredentials?, server: ServerConfiguration, timeoutSeconds: Int
+    ) async -> OutboxUploadAnswer {
+        guard let request = Self.requests(server)?.uploadOutbox(user: user, name: name, body: body) else {
+            return .notUploaded("SAP Mobile Services has no outbox upload endpoint: the sealed outbox is kept on the machine")
+        }
+        // An upload may take longer than a check-in: its own bound, one deadline for all.
+        var bounded = server
+        bounded.timeoutSeconds = max(server.timeoutSeconds, timeoutSeconds)
+        let deadline = NIODeadline.now() + .seconds(Int64(bounded.timeoutSeconds))
+        return await exchange(request, user: user, credentials: credentials, server: bounded, deadline: deadline, failure: { .notUploaded($0) }) {
+            OutboxUploadAnswer.classify(status: $0.status, receipt: $0.header("X-Lockwipe-Receipt"))
+        }
+    }
+
     /// The request builder for `server` (nil without a URL).
     static func requests(_ server: ServerConfiguration) -> ServerRequests? {
         guard let base = server.url else { return nil }

@@ -25,6 +25,12 @@ public protocol SettingsFetching: Sendable {
     func probeConnection(
         _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
     ) async -> StaleConnection.Probe
+    /// The lockwipe protocol: uploads a sealed outbox (`PUT .../outbox/{name}`) with the
+    /// registration's credentials, bounded by `timeoutSeconds` (waiting for a request slot
+    /// included) and by cancellation.
+    func uploadOutbox(
+        user: String, name: String, body: [UInt8], credentials: ServerCredentials?, server: ServerConfiguration, timeoutSeconds: Int
+    ) async -> OutboxUploadAnswer
     func shutdown() async
 }
 
@@ -44,5 +50,10 @@ extension SettingsFetching {
         _ id: String, user: String, credentials: ServerCredentials?, server: ServerConfiguration, deadline: NIODeadline?
     ) async -> StaleConnection.Probe {
         .unknown("application connections are not supported by this client")
+    }
+    public func uploadOutbox(
+        user: String, name: String, body: [UInt8], credentials: ServerCredentials?, server: ServerConfiguration, timeoutSeconds: Int
+    ) async -> OutboxUploadAnswer {
+        .notUploaded("outbox uploads are not supported by this client")
     }
 }

@@ -31,6 +31,15 @@ public enum EventKind: String, Sendable, CaseIterable {
     case offlineCodeAccepted = "offline-code-accepted"
     /// A response was refused (wrong, for no outstanding challenge, or inside the back-off).
     case offlineCodeRefused = "offline-code-refused"
+    /// The vault's outbox was sealed to the organisation before a lock, wipe or unregister.
+    case outboxSealed = "outbox-sealed"
+    /// The vault's outbox could not be sealed (the lock, wipe or unregister went on).
+    case outboxSealFailed = "outbox-seal-failed"
+    /// A sealed outbox reached the policy server (with its receipt) and was removed here.
+    case outboxUploaded = "outbox-uploaded"
+    /// Sealed outboxes not yet uploaded were destroyed with the vault by the offline
+    /// policy's wipe (`[outbox] offline_wipe = "destroy"`).
+    case outboxDestroyed = "outbox-destroyed"
     case passcodeChanged = "passcode-changed"
     case passcodeSet = "passcode-set"
     case register

@@ -132,4 +132,21 @@ public enum MessageID: String, CaseIterable, Sendable {
     /// (`lockwipectl recover`) and wrapped again; a machine key that could not be opened
     /// was set aside and made anew.
     case keyRecovered = "aa660deaef174e2ca524b171d22e1c8f"
+
+    /// A vault's outbox was sealed to the organisation before a lock, wipe or unregister
+    /// took it away from its applications (docs/outbox.md).
+    case outboxSealed = "6c5aa627aadd486fbad9f58e13182950"
+
+    /// A vault's outbox could not be sealed; the lock, wipe or unregister went on.
+    case outboxSealFailed = "1c8da5bd5de94949ae648a71c7dfbfff"
+
+    /// A sealed outbox reached the policy server, which gave its receipt.
+    case outboxUploaded = "8f170f704c114f5ea95831418914f726"
+
+    /// A sealed outbox could not be uploaded now; it is kept for the next contact.
+    case outboxUploadFailed = "22e63204e0244decbe736d04466361da"
+
+    /// Sealed outboxes not yet uploaded were destroyed with the vault by the offline
+    /// policy's wipe (`[outbox] offline_wipe = "destroy"`).
+    case outboxDestroyed = "ee8c76599dd944e88979a95df4d9b75b"
 }

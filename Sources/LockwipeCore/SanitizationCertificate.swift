@@ -163,6 +163,73 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         }
     }
 
+    /// What became of the vault's outbox (issue 44, docs/outbox.md): sealed to the
+    /// organisation and uploaded with the server's receipt, kept sealed for the next
+    /// contact, destroyed with the vault, or not sealed.
+    public struct Outbox: Codable, Sendable, Equatable {
+        /// "uploaded" (every sealed copy received), "kept" (sealed, not all received: kept
+        /// for the next contact), "destroyed" (with the vault: the offline policy's wipe),
+        /// "not-sealed" (the seal failed), "empty" (nothing to seal).
+        public var handling: String
+        public var detail: String
+        public var copies: [Copy]
+
+        public struct Copy: Codable, Sendable, Equatable {
+            public var name: String
+            public var sha256: String?
+            public var bytes: Int
+            public var uploaded: Bool
+            /// The server's receipt id (`X-Lockwipe-Receipt`), when it sent one.
+            public var receipt: String?
+            public var httpStatus: Int?
+            /// Why it was not uploaded.
+            public var problem: String?
+
+            public init(name: String, sha256: String?, bytes: Int, uploaded: Bool, receipt: String?, httpStatus: Int?, problem: String?) {
+                self.name = name
+                self.sha256 = sha256
+                self.bytes = bytes
+                self.uploaded = uploaded
+                self.receipt = receipt
+                self.httpStatus = httpStatus
+                self.problem = problem
+            }
+
+            enum CodingKeys: String, CodingKey {
+                case name, sha256, bytes, uploaded, receipt, problem
+                case httpStatus = "http_status"
+            }
+        }
+
+        public init(handling: String, detail: String, copies: [Copy]) {
+            self.handling = handling
+            self.detail = detail
+            self.copies = copies
+        }
+
+        /// The outbox's part of a wipe's certificate, decided from what was done: `seal`,
+        /// the seal's words (nil: none was made), `sealFailed`; `copies`, the uploads
+        /// tried; `destroyed`, what the offline policy's wipe destroyed. Nil when nothing
+        /// of an outbox happened.
+        public static func decide(seal: String?, sealFailed: Bool, copies: [Copy], destroyed: String?) -> Outbox? {
+            if let destroyed { return Outbox(handling: "destroyed", detail: destroyed, copies: copies) }
+            if sealFailed { return Outbox(handling: "not-sealed", detail: "the outbox was not sealed (\(seal ?? "")); it was wiped with the vault", copies: copies) }
+            if !copies.isEmpty {
+                let received = copies.filter(\.uploaded).count
+                if received == copies.count {
+                    return Outbox(handling: "uploaded", detail: "every sealed copy was received by the policy server before the wipe", copies: copies)
+                }
+                return Outbox(
+                    handling: "kept",
+                    detail:
+                        "\(copies.count - received) of \(copies.count) sealed cop\(copies.count == 1 ? "y was" : "ies were") not received before the wipe; kept sealed in lockwiped's state directory for the next contact",
+                    copies: copies)
+            }
+            guard let seal else { return nil }
+            return Outbox(handling: "empty", detail: seal, copies: [])
+        }
+    }
+
     /// A fresh random id (UUID, lower case), made by the daemon.
     public var id: String
     /// The document whose terms the certificate uses.
@@ -185,6 +252,8 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
     public var bytesOverwritten: Int64
     public var verification: [Verification]
     public var caveats: [WipeCaveat]
+    /// The outbox before the wipe; absent without `[outbox]` and in older certificates.
+    public var outbox: Outbox?
 
     public static let standardText =
         "NIST SP 800-88 Rev. 2 (September 2025) method types (Clear, Purge, Destroy); fields after the sample certificate of sanitization in Rev. 1, Appendix G"
@@ -198,7 +267,7 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
     public static func make(
         id: String, host: Host, subject: Subject, trigger: Trigger, reason: String, requestedAt: String, requester: WipeRequester,
         attempt: Int, summary: WipeSummary, started: String, finished: String, verification: [Verification], toolVersion: String,
-        lease: Lease? = nil, recoveryKey: String? = nil
+        lease: Lease? = nil, recoveryKey: String? = nil, outbox: Outbox? = nil
     ) -> SanitizationCertificate {
         SanitizationCertificate(
             id: id, standard: standardText, host: host, subject: subject,
@@ -206,7 +275,7 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
             method: method(summary, atRest: subject.atRest, recoveryKey: recoveryKey), tool: Tool(name: "lockwiped", version: toolVersion), media: summary.media,
             started: started, finished: finished, result: summary.complete ? "complete" : "incomplete",
             exceptions: summary.skipped, entriesRemoved: summary.entriesRemoved, filesOverwritten: summary.filesOverwritten,
-            bytesOverwritten: summary.bytesOverwritten, verification: verification, caveats: summary.caveats)
+            bytesOverwritten: summary.bytesOverwritten, verification: verification, caveats: summary.caveats, outbox: outbox)
     }
 
     /// The method in NIST's words where they apply, and in plain words where they do not.
@@ -259,7 +328,7 @@ public struct SanitizationCertificate: Codable, Sendable, Equatable {
         case entriesRemoved = "entries_removed"
         case filesOverwritten = "files_overwritten"
         case bytesOverwritten = "bytes_overwritten"
-        case verification, caveats
+        case verification, caveats, outbox
     }
 }
 
@@ -294,6 +363,16 @@ extension SanitizationCertificate {
         lines.append("  method:       \(method.description)")
         if let cipher = method.cipher { lines.append("  cipher:       \(cipher)" + (method.keyBits.map { ", \($0)-bit key" } ?? "")) }
         if let note = method.note { lines.append("  note:         \(note)") }
+        if let outbox {
+            lines.append("  outbox:       \(outbox.handling): \(outbox.detail)")
+            for c in outbox.copies {
+                let what =
+                    c.uploaded
+                    ? "received (HTTP \(c.httpStatus.map(String.init) ?? "?")\(c.receipt.map { ", receipt \($0)" } ?? ""))"
+                    : "not received: \(c.problem ?? "")"
+                lines.append("                \(c.name), \(c.bytes) bytes\(c.sha256.map { ", SHA-256 \($0)" } ?? ""): \(what)")
+            }
+        }
         lines.append("  tool:         \(tool.name) \(tool.version)")
         for m in media {
             var text = "\(m.path): \(m.filesystem)" + (m.filesystemUUID.map { " UUID \($0)" } ?? " (UUID not readable)")

@@ -58,7 +58,7 @@ public struct SAPIdentity: Sendable, Equatable {
 /// One HTTP request to the policy server, built without I/O. `Authorization` is never
 /// in `headers`: the client adds the registration's credentials in one place.
 public struct ServerRequest: Sendable, Equatable {
-    public enum Method: String, Sendable { case get = "GET", post = "POST", delete = "DELETE" }
+    public enum Method: String, Sendable { case get = "GET", post = "POST", put = "PUT", delete = "DELETE" }
     public struct Header: Sendable, Equatable {
         public var name: String
         public var value: String
@@ -129,6 +129,17 @@ public struct ServerRequests: Sendable, Equatable {
                 + "/currentuser/mobileservices/settingsExchange?overwrite=true"
             return ServerRequest(method: .get, url: url, headers: commonHeaders(connection: connection))
         }
+    }
+
+    /// `PUT {url}/lockwipe/v1/registrations/{user}/outbox/{name}`: a sealed outbox
+    /// uploaded (docs/server-protocol.md, "Outbox upload"); nil with SAP Mobile Services,
+    /// which has no such endpoint (the outbox is kept on the machine).
+    public func uploadOutbox(user: String, name: String, body: [UInt8]) -> ServerRequest? {
+        guard serverProtocol == .lockwipe else { return nil }
+        var headers = commonHeaders(connection: nil)
+        headers.append(ServerRequest.Header("Content-Type", "application/octet-stream"))
+        let url = "\(trimmedBase)/lockwipe/v1/registrations/\(ServerURL.percentEncoded(user))/outbox/\(ServerURL.percentEncoded(name))"
+        return ServerRequest(method: .put, url: url, headers: headers, body: body)
     }
 
     /// `POST .../Connections`: creates this registration's application connection.

@@ -239,6 +239,8 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
     public var lease: LeaseInfo?
     /// What a copy of the disk gets of the vault (`AtRest`); absent once wiped.
     public var atRest: AtRest?
+    /// Its outbox (`[outbox]`); absent without one and with nothing of it kept.
+    public var outbox: OutboxInfo?
 
     public init(
         user: String, uid: UInt32, state: RegistrationState, protection: Protection, directories: [String],
@@ -305,6 +307,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         try c.encodeIfPresent(registrationId, forKey: .registrationId)
         try c.encode(lease, forKey: .lease)  // explicit null when no lease was granted
         try c.encodeIfPresent(atRest, forKey: .atRest)
+        try c.encodeIfPresent(outbox, forKey: .outbox)
     }
 
     // The wire's snake-case keys, explicit: decoding with the default key strategy is cheaper.
@@ -343,6 +346,7 @@ public struct RegistrationInfo: Codable, Sendable, Equatable {
         case registrationId = "registration_id"
         case lease
         case atRest = "at_rest"
+        case outbox
     }
 }
 

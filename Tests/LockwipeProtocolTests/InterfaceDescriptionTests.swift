@@ -89,6 +89,21 @@ import Testing
         # message code, 401 a refresh did not cure); check: what an administrator should check.
         type Rejection (http_status: int, text: string, since: ?string, check: string)
 
+        # A registration's outbox (docs/outbox.md): pending_*, what its applications have
+        # pending in the vault now (null when not counted: a locked or wiped vault, or
+        # pending_problem); sealed_kept*, the sealed outboxes kept for the server.
+        type Outbox (
+          directory: ?string,
+          pending_files: ?int,
+          pending_bytes: ?int,
+          pending_oldest: ?string,
+          pending_problem: ?string,
+          sealed_kept: int,
+          sealed_kept_bytes: int,
+          last_sealed: ?string,
+          last_uploaded: ?string
+        )
+
         # at_rest: what a copy of the disk gets of the vault: "tpm2" (nothing: its key opens
         # only with this machine's TPM2), "host" or "disk" (a copy opens it: the machine key
         # is sealed with the host key only, or is a plain file), "passcode" (open to offline
@@ -129,7 +144,8 @@ import Testing
           warning: ?Warning,
           registration_id: ?string,
           lease: ?Lease,
-          at_rest: ?string
+          at_rest: ?string,
+          outbox: ?Outbox
         )
 
         # A process a lock would end (Lock with preview).
@@ -187,7 +203,24 @@ import Testing
         # check: key-absent, wrapped-key-absent or vault-empty.
         type Verification (check: string, passed: bool, detail: string)
 
+        # A sealed outbox's upload before the wipe: uploaded with the server's receipt
+        # (http_status, receipt), or why not (problem).
+        type CertificateOutboxCopy (
+          name: string,
+          sha256: ?string,
+          bytes: int,
+          uploaded: bool,
+          receipt: ?string,
+          http_status: ?int,
+          problem: ?string
+        )
+
+        # What became of the vault's outbox (docs/outbox.md): handling is uploaded, kept,
+        # destroyed, not-sealed or empty.
+        type CertificateOutbox (handling: string, detail: string, copies: []CertificateOutboxCopy)
+
         # A record of one wipe attempt, complete or not (NIST SP 800-88 Rev. 1, Appendix G).
+        # outbox: absent without [outbox] and in certificates of older versions.
         type Certificate (
           id: string,
           standard: string,
@@ -205,7 +238,8 @@ import Testing
           files_overwritten: int,
           bytes_overwritten: int,
           verification: []Verification,
-          caveats: []WipeCaveat
+          caveats: []WipeCaveat,
+          outbox: ?CertificateOutbox
         )
 
         # certificate: on a wipe's result event (kind wipe or wipe-incomplete).

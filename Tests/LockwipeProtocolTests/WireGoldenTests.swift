@@ -22,13 +22,14 @@ import Testing
          "exceptions":[{"path":"/srv/a/x","reason":"busy"}],"files_overwritten":2,"finished":"2026-01-01T00:00:02Z",
          "host":{"hostname":"h","machine_id":"m"},"id":"c1","media":[MEDIA],
          "method":{"cipher":"AES","description":"d","key_bits":512,"note":"n","passes":1,"pattern":"zeros","technique":"t","type":"Purge"},
+         "outbox":{"copies":[{"bytes":1200,"http_status":201,"name":"o.lwo","problem":"p","receipt":"rc","sha256":"ab","uploaded":true}],"detail":"d","handling":"uploaded"},
          "request":{"attempt":1,"lease":{"granted_at":"2026-01-01T00:00:00Z","in_force":true,"reference":"r","source":"server","until":"2026-01-02T00:00:00Z"},
            "reason":"r","requested_at":"2026-01-01T00:00:00Z","requester":{"peer_uid":0,"policy":"p","retry_limit":5,"server":"https://s"},"trigger":"admin"},
          "result":"incomplete","started":"2026-01-01T00:00:01Z","standard":"NIST","subject":{"at_rest":"tpm2","directories":["/srv/a"],"protection":"encrypted","uid":1000,"user":"alice"},
          "tool":{"name":"lockwiped","version":"1.0"},"verification":[{"check":"vault-empty","detail":"d","passed":true}]}
         """#.replacingOccurrences(of: "MEDIA", with: media)
     static let registration = #"""
-        {"at_rest":"host","blocked":true,"blocked_code":"b","credentials":"token","directories":["/srv/a"],"failed_unlocks":1,"key_wrapping":"machine",
+        {"at_rest":"host","blocked":true,"outbox":{"directory":"outbox","last_sealed":"t","last_uploaded":"t","pending_bytes":10,"pending_files":1,"pending_oldest":"t","pending_problem":"p","sealed_kept":1,"sealed_kept_bytes":100},"blocked_code":"b","credentials":"token","directories":["/srv/a"],"failed_unlocks":1,"key_wrapping":"machine",
          "last_attempt":"2026-01-01T00:00:00Z","last_contact":"2026-01-01T00:00:00Z","last_error":"e","logout_lock_at":"2026-01-01T02:00:00Z",
          "lease":{"ended_at":"2026-01-02T00:00:00Z","granted_at":"2026-01-01T00:00:00Z","in_force":false,"reference":"r","remaining_seconds":0,"source":"offline-code","until":"2026-01-02T00:00:00Z"},
          "lock_liftable":true,"lock_trigger":"offline","lock_waits_for":"login","next_action":{"action":"wipe","at":"2026-01-03T00:00:00Z"},

@@ -13,6 +13,9 @@ extension Registration {
     nonisolated(nonsending) func apply(_ outcome: CheckInOutcome, in turn: borrowing RegistrationTurn, purpose: Manager.CheckInPurpose, elapsedUSEC: Int64) async -> Outcome {
         let r = turn.record
         let user = r.user
+        // A contact: the sealed outboxes this registration left go to the server now, beside
+        // the answer (a wiped registration's too).
+        if outcome.isContact { startOutboxUploads(r) }
         if r.state.isWipeCommitted {
             return Outcome(user: user, operation: .checkIn, state: r.state, reason: "answer ignored: the registration is \(r.state.rawValue)")
         }

@@ -54,6 +54,12 @@ public struct Configuration: Sendable, Equatable {
     /// The organisation's recovery key (`[keys] recovery_public_key`): every vault key is
     /// also sealed to it. Read at start, as the rest of `[keys]`.
     public var recoveryPublicKey: RecoveryPublicKey?
+    /// The outbox of every vault (`[outbox]`): sealed to the organisation before a lock or
+    /// wipe (docs/outbox.md).
+    public var outbox = OutboxConfiguration()
+
+    /// Whom outboxes are sealed to: `[outbox] recipient_public_key`, else the recovery key.
+    public var outboxRecipient: RecoveryPublicKey? { outbox.recipient ?? recoveryPublicKey }
 
     public init() {}
 }
@@ -145,6 +151,12 @@ public enum ConfigurationLoader {
         Key(table: "keys", name: "tpm2_device", .tpm2Device) { $0.keys.tpm2Device = $1 },
         Key(table: "keys", name: "tpm2_pcrs", .tpm2PCRs) { $0.keys.tpm2PCRs = $1 },
         Key(table: "keys", name: "recovery_public_key", .recoveryPublicKey) { $0.recoveryPublicKey = $1 },
+        Key(table: "outbox", name: "directory", .outboxDirectory) { $0.outbox.directory = $1 },
+        Key(table: "outbox", name: "recipient_public_key", .recoveryPublicKey) { $0.outbox.recipient = $1 },
+        Key(table: "outbox", name: "max_bytes", .positiveInt) { $0.outbox.maxBytes = $1 },
+        Key(table: "outbox", name: "max_files", .positiveInt) { $0.outbox.maxFiles = $1 },
+        Key(table: "outbox", name: "upload_wait_seconds", .nonNegativeInt) { $0.outbox.uploadWaitSeconds = $1 },
+        Key(table: "outbox", name: "offline_wipe", .offlineWipe) { $0.outbox.offlineWipe = $1 },
     ]
 
     /// The drop-in directory that belongs to `path`.
@@ -206,6 +218,14 @@ public enum ConfigurationLoader {
                     message: "plain http:// needs allow_insecure_http = true in [server]: any local user who binds that port "
                         + "first receives every registration's token and can order locks and wipes; use https:// "
                         + "(with ca_file for a private CA)"))
+        }
+        if configuration.outbox.directory != nil, configuration.outboxRecipient == nil {
+            let place = lastSetIn["outbox.directory"] ?? (files.last ?? path, nil)
+            problems.append(
+                ConfigurationProblem(
+                    file: place.file, line: place.line, key: "outbox.directory",
+                    message: "an outbox is sealed to the organisation: set [outbox] recipient_public_key or [keys] recovery_public_key "
+                        + "(lockwipectl recovery-key new prints one)"))
         }
         let reported = Set(problems.map(\.key))
         problems += completeSAP(&configuration.server, lastSetIn: lastSetIn, files: files, path: path, machineIDPath: machineIDPath)

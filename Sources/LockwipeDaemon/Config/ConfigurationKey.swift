@@ -122,6 +122,10 @@ extension ConfigurationKey.Reader where Value == PolicyLockLift.Setting {
     static var liftAfterContact: Self { choice(quoting: 60) }
 }
 
+extension ConfigurationKey.Reader where Value == OutboxConfiguration.OfflineWipe {
+    static var offlineWipe: Self { choice() }
+}
+
 extension ConfigurationKey.Reader where Value == ServerProtocol {
     static var serverProtocol: Self { choice(quoting: 60) }
 }
@@ -267,6 +271,17 @@ extension ConfigurationKey.Reader where Value == RecoveryPublicKey {
             } catch {
                 throw .init(error.description)
             }
+        }
+    }
+}
+
+extension ConfigurationKey.Reader where Value == String {
+    /// `[outbox] directory`: a path relative to each vault directory (`OutboxConfiguration`).
+    static var outboxDirectory: Self {
+        Self { value throws(ConfigurationKey.Problem) in
+            let s = try string(value, mustBe: "a path relative to the vault directory (\"outbox\")")
+            if let problem = OutboxConfiguration.directoryProblem(s) { throw .init(problem) }
+            return s
         }
     }
 }

@@ -60,6 +60,12 @@ extension RegistrationInfo {
         vaultError = r.vaultError
         registrationId = r.id.rawValue
         atRest = e.atRest
+        if let o = e.outbox {
+            outbox = OutboxInfo(
+                directory: o.directory, pendingFiles: o.pending?.files, pendingBytes: o.pending?.bytes, pendingOldest: o.pending?.oldest.map(Timestamp.iso),
+                pendingProblem: o.pendingProblem, sealedKept: o.kept.count, sealedKeptBytes: o.kept.reduce(0) { $0 + $1.bytes },
+                lastSealed: o.lastSealed.map(Timestamp.iso), lastUploaded: o.lastUploaded.map(Timestamp.iso))
+        }
         if let lease = r.lease {
             let left = lease.remaining(r.clock, offline: e.offline)
             self.lease = LeaseInfo(

@@ -96,6 +96,11 @@ public struct HookRunner: LockAndWipeEventObserving {
         // made before control characters were refused may have a newline in one).
         env["LOCKWIPE_DIRECTORY_COUNT"] = String(event.directories.count)
         for (i, directory) in event.directories.enumerated() { env["LOCKWIPE_DIRECTORY_\(i + 1)"] = directory }
+        if !event.outboxDirectories.isEmpty {
+            // Where the applications put what they have not yet uploaded (docs/outbox.md).
+            env["LOCKWIPE_OUTBOX"] = event.outboxDirectories.joined(separator: "\n")
+        }
+        if let outbox = event.outbox { env["LOCKWIPE_OUTBOX_SEALED"] = outbox }
         if let due = event.dueAt {
             // Warnings: when the action is due, as Unix seconds and ISO 8601 (UTC); for
             // warnRejected, when the policy's next action is due if no contact comes first.

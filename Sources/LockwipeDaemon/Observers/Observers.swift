@@ -12,6 +12,13 @@ public struct LockWipeEvent: Sendable, Equatable {
     /// Warnings (`warnLock`, `warnWipe`): wall time (Unix seconds) when the action is due;
     /// nil for the other events.
     public var dueAt: Int64?
+    /// Locks, wipes: the outbox directories of the vault (`[outbox] directory` in each of
+    /// them); empty when no outbox is configured.
+    public var outboxDirectories: [String] = []
+    /// `didLock`, `didWipe`: what became of the outbox before the lock or wipe, in words
+    /// ("sealed 50 file(s), ...", "empty, nothing sealed", "not sealed: ..."); nil when
+    /// nothing was to be sealed.
+    public var outbox: String?
 
     public init(user: String, uid: UInt32, action: Action, reason: String, trigger: Trigger, directories: [String], dueAt: Int64? = nil) {
         self.user = user

@@ -237,6 +237,18 @@ extension Manager {
                         + "Copy the data out while it is unlocked, then wipe it (lockwipectl wipe --user \(user)) and unregister")
             }
             var detail = "unregistered; the directories are left as they are"
+            if r.state == .active, let outbox = await turn.registration.sealOutbox(r, before: .unregister, trigger: .admin) {
+                detail += "; outbox \(outbox.words)"
+            }
+            // Sent with the registration's credentials while it still has them.
+            let uploads = await context.uploadOutboxes(r, within: context.configuration.outbox.uploadWaitSeconds)
+            let left = uploads.filter { if case .received = $0.answer { false } else { true } }
+            if !uploads.isEmpty {
+                detail +=
+                    left.isEmpty
+                    ? "; every sealed outbox was received by the server"
+                    : "; \(left.count) sealed outbox(es) not uploaded, kept in \(SealedOutboxes(stateDirectory: context.paths.stateDirectory).path)"
+            }
             if r.state.isLockCommitted {
                 do {
                     let (records, vaults, protection) = (try await context.store.lockRecords(registration: r.id), r.vaults, context.permissions)

@@ -38,6 +38,8 @@ struct RegistrationContext: Sendable {
     let timerEvents = TimerEvents()
     /// Whether offline codes are provisioned, as `status` shows it (`offlineCodesStatus()`).
     let knownOfflineCodes = KnownOfflineCodes()
+    /// The background uploads of sealed outboxes running now.
+    let outboxUploads = OutboxUploads()
     /// Observer notifications that must not hold up enforcement, awaited at shutdown.
     let background = BackgroundNotifications()
     /// Where the daemon keeps its state, hooks, socket and configuration.

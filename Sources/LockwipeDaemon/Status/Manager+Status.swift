@@ -37,6 +37,7 @@ extension Manager {
         var entries: [StatusSnapshot.Entry] = []
         // Never waits for the TPM: during the start-up pass the key may still be opening.
         let machineKey = context.keys.machineKeyStateNow
+        let outboxes = await outboxFacts()
         for r in list {
             let (p, source) = context.policy(for: r)
             let evaluated = context.outlook(r, reading, policy: p)
@@ -53,7 +54,7 @@ extension Manager {
                     lockWaitsFor: PolicyLockLift.waitingFor(
                         lock, user: r.user, setting: context.configuration.liftAfterContact, serverConfigured: server.isConfigured)
                         ?? UnlockRule.waitingFor(user: r.user, protection: r.protection, state: r.state, trigger: r.lockTrigger),
-                    atRest: r.state.isWipeCommitted ? nil : context.atRest(r, key: key)))
+                    atRest: r.state.isWipeCommitted ? nil : context.atRest(r, key: key), outbox: await outboxStatus(r, outboxes)))
         }
         let machine = context.machinePolicy(everyone)
         return StatusSnapshot(
@@ -62,6 +63,37 @@ extension Manager {
             logoutWarnings: logout.warnings(users: list.filter { $0.state == .active && context.passcodePolicy(for: $0).policy.lockTimeout > 0 }.map(\.user)),
             rejectedReload: rejectedReload, records: list, warnBefore: Int64(context.configuration.warnBeforeSeconds),
             machineKey: machineKey.map { .init(sealing: $0.sealing, problem: $0.problem, recoveryKey: context.keys.recoveryKey?.identifier) })
+    }
+
+    /// What `status` reads of the outboxes once for all registrations: the sealed ones kept
+    /// and the last seal and upload of each; nil without `[outbox]` and nothing kept. A
+    /// read that fails leaves its part out (said in the journal).
+    private func outboxFacts() async -> (kept: [RegistrationID: [SealedOutboxes.Kept]], times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)])? {
+        let outboxes = SealedOutboxes(stateDirectory: context.paths.stateDirectory)
+        var kept: [SealedOutboxes.Kept] = []
+        do {
+            kept = try await BlockingPool.run { try outboxes.all() }
+        } catch {
+            context.stateNotice("status: the sealed outboxes kept on the machine are left out", error)
+        }
+        guard context.configuration.outbox.directory != nil || !kept.isEmpty else { return nil }
+        var times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)] = [:]
+        do {
+            times = try await context.store.lastOutboxEvents()
+        } catch {
+            context.stateNotice("status: when each outbox was last sealed and uploaded is left out", error)
+        }
+        return (Dictionary(grouping: kept, by: \.registration), times)
+    }
+
+    private func outboxStatus(
+        _ r: RegistrationRecord, _ facts: (kept: [RegistrationID: [SealedOutboxes.Kept]], times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)])?
+    ) async -> OutboxStatus? {
+        guard let facts else { return nil }
+        let (pending, problem) = await context.pendingOutbox(r)
+        return OutboxStatus(
+            directory: context.configuration.outbox.directory, pending: pending, pendingProblem: problem, kept: facts.kept[r.id] ?? [],
+            lastSealed: facts.times[r.id]?.sealed, lastUploaded: facts.times[r.id]?.uploaded)
     }
 
     /// The history of `user` (nil: everyone), each event with the uid and registration it

@@ -1,4 +1,6 @@
+import LockwipeBase
 import LockwipeCore
+import LockwipeVaultIO
 
 /// What `status` reads of one registration besides its record.
 extension RegistrationContext {
@@ -11,6 +13,23 @@ extension RegistrationContext {
         } catch {
             stateNotice("status of \(r.user): the key fields are left out", user: r.user, error)
             return nil
+        }
+    }
+
+    /// What is pending in `r`'s outbox now (an open vault only: a locked one was sealed at
+    /// its lock), counted in a vault call with its deadline; the problem in words when it
+    /// cannot be counted.
+    func pendingOutbox(_ r: RegistrationRecord) async -> (OutboxReader.Summary?, String?) {
+        guard let relative = configuration.outbox.directory, r.state == .active else { return (nil, nil) }
+        let limits = OutboxReader.Limits(maxBytes: configuration.outbox.maxBytes, maxFiles: configuration.outbox.maxFiles)
+        let (vaults, uid) = (r.vaults, r.uid)
+        do {
+            let summary = try await vaultCalls.run(for: VaultOwner(registration: r.id, user: r.user), "counting the outbox") {
+                try OutboxReader.walk(vaults: vaults, relative: relative, uid: uid, limits: limits)
+            }
+            return (summary, nil)
+        } catch {
+            return (nil, ErrorWords.of(error))
         }
     }
 

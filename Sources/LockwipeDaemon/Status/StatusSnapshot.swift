@@ -32,6 +32,8 @@ struct StatusSnapshot: Sendable {
         var lockWaitsFor: String?
         /// What a copy of the disk gets of its vault (nil once wiped).
         var atRest: AtRest?
+        /// Its outbox: nil without `[outbox]` and with nothing of it kept.
+        var outbox: OutboxStatus?
     }
 
     /// How the machine key is kept, and why it cannot be opened when it cannot.

@@ -109,6 +109,30 @@ extension StateStore {
         }
     }
 
+    /// When each registration's outbox was last sealed and a sealed outbox of it last
+    /// uploaded (`outbox-sealed`, `outbox-uploaded`), for `status`: one read for all.
+    public nonisolated(nonsending) func lastOutboxEvents() async throws -> [RegistrationID: (sealed: Int64?, uploaded: Int64?)] {
+        try await perform { [self] in
+            try db.read { db in
+                var found: [RegistrationID: (sealed: Int64?, uploaded: Int64?)] = [:]
+                let rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT registration_id, kind, MAX(time) AS time FROM events
+                        WHERE kind IN (?, ?) AND registration_id IS NOT NULL GROUP BY registration_id, kind
+                        """, arguments: [EventKind.outboxSealed.rawValue, EventKind.outboxUploaded.rawValue])
+                for row in rows {
+                    let id = RegistrationID(row["registration_id"] as String)
+                    let time: Int64 = row["time"]
+                    var entry = found[id] ?? (nil, nil)
+                    if (row["kind"] as String) == EventKind.outboxSealed.rawValue { entry.sealed = time } else { entry.uploaded = time }
+                    found[id] = entry
+                }
+                return found
+            }
+        }
+    }
+
     /// The newest `limit` events (of `user`, when given), oldest first. With `owner`, only
     /// the events that belong to a registration of that uid (`Ownership.ownsRecord`).
     public nonisolated(nonsending) func events(user: String?, limit: Int, owner: UInt32? = nil, since: Int64? = nil) async throws -> [StoredEvent] {

@@ -27,8 +27,15 @@ extension Registration {
                 user: user, current: r.state, reason: "\(user) cannot be locked: the registration is \(r.state.rawValue); \(r.state.nextStep(user: user) ?? "")")
         case .lock: break
         }
-        let event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
+        var event = LockWipeEvent(user: user, uid: r.uid, action: .lock, reason: reason, trigger: trigger, directories: r.directories)
+        event.outboxDirectories = outboxDirectories(r)
         await context.observers.notify(.willLock, event)
+        // After willLock (a hook's last chance to put work there), before the lock takes
+        // the vault away from its applications.
+        let outbox = await sealOutbox(r, before: .lock, trigger: trigger)
+        event.outbox = outbox?.words
+        // At once, beside the lock, with this registration's credentials: nothing waits.
+        if outbox?.sealed != nil { startOutboxUploads(r) }
         // What can be reached now is recorded (after taking back what its user mounted
         // over it); a directory that cannot is recorded at the retry that reaches it (the
         // lock is committed either way, and fails below).

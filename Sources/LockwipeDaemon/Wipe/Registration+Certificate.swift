@@ -20,6 +20,8 @@ extension Registration {
         var atRest: AtRest?
         /// The organisation's recovery key its vault key was also sealed to, if any.
         var recoveryKey: String?
+        /// What became of the vault's outbox before the wipe.
+        var outbox: SanitizationCertificate.Outbox?
     }
 
     /// The certificate of `attempt`, after verifying its result: the vaults are re-walked,
@@ -64,7 +66,7 @@ extension Registration {
             requester: attempt.pending?.requester ?? WipeRequester(), attempt: attempt.pending?.attempts ?? 1, summary: summary,
             started: Timestamp.iso(attempt.started), finished: Timestamp.iso(finished), verification: verification,
             toolVersion: LockwipeVersion.current, lease: context.certificateLease(r, requestedAt: attempt.pending?.startedAt ?? attempt.started),
-            recoveryKey: attempt.recoveryKey)
+            recoveryKey: attempt.recoveryKey, outbox: attempt.outbox)
     }
 
     static func hostname() -> String {

@@ -26,7 +26,8 @@ extension Registration {
         context.logger.notice("wipe of \(user) committed: \(reason)", metadata: context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeStarted))
         // The turn goes on with the record as the commit wrote it (no second read).
         try turn.committed(written)
-        let summary = await performWipe(in: turn, reason: reason, trigger: trigger, resumed: false, requested: requested)
+        let summary = await performWipe(
+            in: turn, reason: reason, trigger: trigger, resumed: false, requested: requested, sealingOutbox: r.state == .active)
         // Committed (done or pending): SAP's full reset, whatever the erase came to.
         await resetServerIdentity(in: turn, trigger: trigger)
         guard let summary else { throw ManagerError.actionFailed("the wipe of \(user) could not run; it stays pending") }
@@ -38,16 +39,24 @@ extension Registration {
     /// record the honest report. Returns nil when it could not even start.
     @discardableResult
     nonisolated(nonsending) func performWipe(
-        in turn: borrowing RegistrationTurn, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now
+        in turn: borrowing RegistrationTurn, reason: String, trigger: Trigger, resumed: Bool, requested: ContinuousClock.Instant = .now,
+        sealingOutbox: Bool = false
     ) async -> WipeSummary? {
         let r = turn.record
         let user = r.user
-        let event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
+        var event = LockWipeEvent(user: user, uid: r.uid, action: .wipe, reason: reason, trigger: trigger, directories: r.directories)
+        event.outboxDirectories = outboxDirectories(r)
         if resumed {
             context.logger.notice(
                 "resuming the interrupted wipe of \(user)", metadata: context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: .wipeResumed))
         }
         await context.observers.notify(.willWipe, event)
+        // After the commit (a seal that never ends leaves the wipe pending, never undone)
+        // and willWipe (a hook's last chance to put work there), before the wipe's lock
+        // takes the vault away from its applications. `r` is the record as committed:
+        // whether the vault was open is the caller's.
+        let outbox = await outboxBeforeWipe(r, trigger: trigger, sealing: sealingOutbox && !resumed)
+        event.outbox = outbox.words
         do {
             _ = try await applyLock(r, trigger: trigger)
         } catch let error as VaultOpenError {
@@ -118,7 +127,8 @@ extension Registration {
         }
         let attempt = Attempt(
             record: r, pending: pending, trigger: trigger, reason: reason, started: now,
-            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil, atRest: atRest, recoveryKey: recoveryKey)
+            keyRemovedFromKernel: r.protection == .encrypted ? destroyed != nil : nil, atRest: atRest, recoveryKey: recoveryKey,
+            outbox: outbox.certificate)
         let certificate = await certificate(attempt, summary: summary)
         var meta = context.journalFields(r, action: "wipe", trigger: trigger, reason: reason, id: summary.complete ? .wiped : .wipeIncomplete)
         meta["files"] = "\(summary.filesOverwritten)"
