@@ -35,7 +35,7 @@ extension Registration {
         let outbox = await sealOutbox(r, before: .lock, trigger: trigger)
         event.outbox = outbox?.words
         // At once, beside the lock, with this registration's credentials: nothing waits.
-        if outbox?.sealed != nil { startOutboxUploads(r) }
+        if outbox?.sealed != nil { startOutboxUploads(r, sealed: true) }
         // What can be reached now is recorded (after taking back what its user mounted
         // over it); a directory that cannot is recorded at the retry that reaches it (the
         // lock is committed either way, and fails below).

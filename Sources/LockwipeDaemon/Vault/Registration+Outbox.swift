@@ -101,7 +101,7 @@ extension Registration {
                 destroyed = "the outbox was wiped with the vault, unsealed ([outbox] offline_wipe = \"destroy\")"
             }
         } else if seal?.sealed != nil {
-            startOutboxUploads(r)
+            startOutboxUploads(r, sealed: true)
         }
         var words = seal?.words
         if !copies.isEmpty {
@@ -115,10 +115,11 @@ extension Registration {
 
     /// Starts the upload of the sealed outboxes kept on the machine beside whatever comes
     /// next (a lock, a contact): nothing waits for it (`RegistrationContext.sweepOutboxes`).
-    func startOutboxUploads(_ r: RegistrationRecord) {
+    /// `sealed`: `r` has just sealed one, which goes at once even after a failure.
+    func startOutboxUploads(_ r: RegistrationRecord, sealed: Bool = false) {
         guard context.fetcher != nil, context.configuration.server.url != nil else { return }
-        let context = context
-        context.timerEvents.post { await context.sweepOutboxes() }
+        let (context, id) = (context, r.id)
+        context.timerEvents.post { await context.sweepOutboxes(sealed: sealed ? id : nil) }
     }
 
     /// The outbox directory in each of `r`'s vaults (the hooks' `LOCKWIPE_OUTBOX`); empty

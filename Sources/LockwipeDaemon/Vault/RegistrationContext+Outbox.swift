@@ -15,8 +15,12 @@ extension RegistrationContext {
     /// registration it belongs to: run after a contact (the server is reachable, whoever
     /// is logged in) and after a seal. A wiped registration, which checks in no more, sends
     /// its own this way; one unregistered since has no credentials left, and its outboxes
-    /// stay for an operator to collect (docs/outbox.md). One at a time per registration.
-    nonisolated(nonsending) func sweepOutboxes() async {
+    /// stay for an operator to collect (docs/outbox.md). One at a time per registration,
+    /// and after a failure not again before the next check-in interval but for `sealed`,
+    /// the registration that has just sealed one (`OutboxUploads`). Nothing with SAP
+    /// Mobile Services, which has no endpoint for it: the outboxes are kept.
+    nonisolated(nonsending) func sweepOutboxes(sealed: RegistrationID? = nil) async {
+        guard configuration.server.serverProtocol == .lockwipe else { return }
         let outboxes = SealedOutboxes(stateDirectory: paths.stateDirectory)
         let seconds = max(configuration.outbox.uploadWaitSeconds, configuration.server.timeoutSeconds)
         let ids: [RegistrationID]
@@ -28,8 +32,10 @@ extension RegistrationContext {
                 metadata: ["message_id": MessageID.outboxUploadFailed.metadata, "error": .string(ErrorWords.of(error))])
             return
         }
-        for id in ids where outboxUploads.begin(id) {
-            defer { outboxUploads.end(id) }
+        let retry = Duration.seconds(configuration.server.intervalSeconds)
+        for id in ids where outboxUploads.begin(id, retryAfter: retry, force: id == sealed) {
+            var failed = true
+            defer { outboxUploads.end(id, failed: failed) }
             let record: RegistrationRecord?
             do {
                 record = try await store.registration(id: id)
@@ -37,8 +43,12 @@ extension RegistrationContext {
                 stateNotice("the sealed outboxes of registration \(id) are not uploaded now", error)
                 continue
             }
-            guard let record else { continue }  // unregistered: kept for an operator
-            _ = await uploadOutboxes(record, within: seconds)
+            guard let record else {  // unregistered: kept for an operator
+                failed = false
+                continue
+            }
+            let uploads = await uploadOutboxes(record, within: seconds)
+            failed = uploads.contains { if case .received = $0.answer { false } else { true } }
         }
     }
 

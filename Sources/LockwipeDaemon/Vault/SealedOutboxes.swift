@@ -178,18 +178,7 @@ struct SealedOutboxes: Sendable {
     /// Opens the directory (created 0700 when `create` and missing), refusing a symlink
     /// and a directory someone else owns or can enter.
     private func openDirectory(create: Bool) throws -> Int32 {
-        if create, mkdir(path, 0o700) != 0, errno != EEXIST { throw FileSystemError("create", path) }
-        let fd = try openDirectoryNoFollow(path)
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            close(fd)
-            throw FileSystemError("stat", path)
-        }
-        guard st.st_uid == geteuid(), st.st_mode & 0o077 == 0 else {
-            close(fd)
-            throw FileSystemError("use", path + " (it must be owned by lockwiped's user and mode 0700)", code: EPERM)
-        }
-        return fd
+        try openPrivateDirectory(path, create: create)
     }
 
     private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {

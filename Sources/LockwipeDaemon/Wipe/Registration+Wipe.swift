@@ -55,7 +55,8 @@ extension Registration {
         // and willWipe (a hook's last chance to put work there), before the wipe's lock
         // takes the vault away from its applications. `r` is the record as committed:
         // whether the vault was open is the caller's.
-        let outbox = await outboxBeforeWipe(r, trigger: trigger, sealing: sealingOutbox && !resumed)
+        // A resumed wipe did this when it began; it never waits for a server in the start-up pass.
+        let outbox = resumed ? (words: nil, certificate: nil) : await outboxBeforeWipe(r, trigger: trigger, sealing: sealingOutbox)
         event.outbox = outbox.words
         do {
             _ = try await applyLock(r, trigger: trigger)
