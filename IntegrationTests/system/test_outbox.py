@@ -175,3 +175,23 @@ def test_an_offline_wipe_leaves_nothing_of_the_outbox_on_the_device(make_daemon,
         data = image.read_bytes()
     assert data.count(KEEP) >= 1, "the control is not on the device"
     assert data.count(MARK) == 0, f"{data.count(MARK)} pending records are still on the device"
+
+
+def test_a_registration_names_its_own_outbox(make_daemon, make_user, bins, tmp_path):
+    key, line = organisation_key(bins, tmp_path)
+    d = make_daemon(config=config_text(extra=f"\n[keys]\n{line}\n"))
+    erin, frank = make_user(), make_user()
+    vault = d.make_vault(erin, "erin", files={"app/box/visit-7.json": b'{"visit": 7}\n', "outbox/not-this.json": b"no\n"})
+    r = d.ctl("register", "--user", erin.name, "--dir", vault, "--outbox", "../box")
+    assert r.code == 2 and "--outbox must stay inside the vault" in r.err, r.describe()
+    d.ok("register", "--user", erin.name, "--dir", vault, "--outbox", "app/box")
+    status = d.registration(erin)["outbox"]
+    assert status["directory"] == "app/box" and status["pending_files"] == 1, status
+    d.ok("lock", "--user", erin.name)
+    (sealed,) = kept(d)
+    assert opened(d, sealed, key) == {f"{vault}/app/box/visit-7.json": b'{"visit": 7}\n'}
+    # Without the organisation's key configured, an outbox cannot be asked for.
+    d2 = make_daemon()
+    other = d2.make_vault(frank, "frank")
+    r = d2.ctl("register", "--user", frank.name, "--dir", other, "--outbox", "box")
+    assert r.code != 0 and "an outbox is sealed to the organisation" in r.out + r.err, r.describe()

@@ -37,9 +37,16 @@ struct Register: ParsableCommand {
     var requireEncryption = false
     @Flag(name: .customLong("passcode-stdin"), help: "Read the user's first vault passcode from standard input (one line).")
     var passcodeStdin = false
+    @Option(
+        name: .customLong("outbox"),
+        help: ArgumentHelp(
+            "The vault's outbox, relative to each directory, in place of [outbox] directory: what its applications have not yet uploaded, sealed to the organisation before a lock or wipe (docs/outbox.md).",
+            valueName: "dir"))
+    var outbox: String?
 
     func validate() throws {
         _ = try oneUser(name, user, verb: "register")
+        if let outbox, let problem = OutboxConfiguration.directoryProblem(outbox) { throw ValidationError("--outbox \(problem)") }
         if directories.isEmpty { throw ValidationError("give at least one --dir") }
         if passcodeStdin && credentials.readsStandardInput {
             throw ValidationError("--passcode-stdin and --token-file - (or --refresh-token-file -) cannot both read standard input")
@@ -55,7 +62,8 @@ struct Register: ParsableCommand {
                 .register,
                 RegisterRequest(
                     user: user, directories: directories, token: c.token, clientCertificate: c.certificate, clientKey: c.key,
-                    requireEncryption: requireEncryption ? true : nil, passcode: passcode, refreshToken: c.refreshToken), ActionReply.self))
+                    requireEncryption: requireEncryption ? true : nil, passcode: passcode, refreshToken: c.refreshToken, outbox: outbox),
+                ActionReply.self))
     }
 }
 

@@ -110,7 +110,8 @@ public enum ManagerMethods {
         interface, "Register",
         """
         # The credentials (token, client key, OAuth refresh token) are stored root-only and
-        # never shown or logged.
+        # never shown or logged. outbox: the vault's outbox, relative to each directory, in
+        # place of [outbox] directory (docs/outbox.md).
         method Register(
           user: string,
           directories: []string,
@@ -119,7 +120,8 @@ public enum ManagerMethods {
           client_key: ?string,
           require_encryption: ?bool,
           passcode: ?string,
-          refresh_token: ?string
+          refresh_token: ?string,
+          outbox: ?string
         ) -> (results: []ActionResult)
         """)
     public static let setCredentials = VarlinkMethod<CredentialsRequest, ActionReply>(

@@ -95,12 +95,15 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
     public var passcode: String?
     /// OAuth 2.0 refresh token (`[server.oauth]`).
     public var refreshToken: String?
+    /// The vault's outbox, relative to each directory, in place of `[outbox] directory`.
+    public var outbox: String?
 
     public init(
         user: String, directories: [String], token: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil,
-        requireEncryption: Bool? = nil, passcode: String? = nil, refreshToken: String? = nil
+        requireEncryption: Bool? = nil, passcode: String? = nil, refreshToken: String? = nil, outbox: String? = nil
     ) {
         self.refreshToken = refreshToken
+        self.outbox = outbox
         self.user = user
         self.directories = directories
         self.token = token
@@ -118,6 +121,7 @@ public struct RegisterRequest: Codable, Sendable, Equatable {
         case requireEncryption = "require_encryption"
         case passcode
         case refreshToken = "refresh_token"
+        case outbox
     }
 }
 

@@ -341,7 +341,8 @@ import Testing
         method PreviewWipe(user: ?string, all: ?bool) -> (previews: []WipePreview)
 
         # The credentials (token, client key, OAuth refresh token) are stored root-only and
-        # never shown or logged.
+        # never shown or logged. outbox: the vault's outbox, relative to each directory, in
+        # place of [outbox] directory (docs/outbox.md).
         method Register(
           user: string,
           directories: []string,
@@ -350,7 +351,8 @@ import Testing
           client_key: ?string,
           require_encryption: ?bool,
           passcode: ?string,
-          refresh_token: ?string
+          refresh_token: ?string,
+          outbox: ?string
         ) -> (results: []ActionResult)
 
         # Replaces all credentials of a registration (absent fields are removed).

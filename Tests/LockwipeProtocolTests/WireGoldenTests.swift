@@ -88,7 +88,7 @@ import Testing
         (#"{"new_passcode":"n","passcode":"p","user":"alice"}"#, UnlockRequest.self),
         (#"{"current":"c","new":"n","user":"alice"}"#, PasscodeRequest.self),
         (
-            #"{"client_certificate":"c","client_key":"k","directories":["/srv/a"],"passcode":"p","refresh_token":"r","require_encryption":true,"token":"t","user":"alice"}"#,
+            #"{"client_certificate":"c","client_key":"k","directories":["/srv/a"],"outbox":"outbox","passcode":"p","refresh_token":"r","require_encryption":true,"token":"t","user":"alice"}"#,
             RegisterRequest.self
         ),
         (#"{"client_certificate":"c","client_key":"k","refresh_token":"r","token":"t","user":"alice"}"#, CredentialsRequest.self),

@@ -13,8 +13,15 @@ import Logging
 extension Manager {
     public func register(
         user: String, directories: [String], credentials: ServerCredentials? = nil, requireEncryption: Bool = false, passcode: String? = nil,
-        by caller: Caller
+        outbox: String? = nil, by caller: Caller
     ) async throws -> Outcome {
+        if let outbox {
+            if let problem = OutboxConfiguration.directoryProblem(outbox) { throw ManagerError.invalidParameter("outbox", reason: problem) }
+            if context.configuration.outboxRecipient == nil {
+                throw ManagerError.registrationRefused(
+                    "an outbox is sealed to the organisation: set [outbox] recipient_public_key or [keys] recovery_public_key in lockwiped.toml first")
+            }
+        }
         if let credentials {
             let problems = CheckInClient.credentialProblems(credentials)
             if !problems.isEmpty { throw ManagerError.registrationRefused("credentials: " + problems.joined(separator: "; ")) }
@@ -164,6 +171,7 @@ extension Manager {
                         lockTrigger: nil, blocked: false, clock: .started(at: reading), lastWipe: nil)
                     record.id = registrationID
                     record.identities = vaults.map(\.identity)
+                    record.outbox = outbox
                     let stored = credentials.flatMap { $0.kind == "none" ? nil : $0 }
                     var detail = "directories: \(normalized.joined(separator: ", ")); protection: \(kind.rawValue)"
                     if let v = vault {
@@ -171,6 +179,7 @@ extension Manager {
                         detail += "; key wrapped by the \(by)"
                     }
                     if let c = stored { detail += "; credentials: \(c.kind)" }
+                    if let outbox { detail += "; outbox: \(outbox)" }
                     let trigger: Trigger = caller.isAdmin ? .admin : .user
                     try await self.context.store.insert(
                         record, credentials: stored, vaultKey: vault?.stored, event: self.context.event(user, .register, trigger, detail, at: reading.wall))

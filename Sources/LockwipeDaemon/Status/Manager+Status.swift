@@ -37,7 +37,7 @@ extension Manager {
         var entries: [StatusSnapshot.Entry] = []
         // Never waits for the TPM: during the start-up pass the key may still be opening.
         let machineKey = context.keys.machineKeyStateNow
-        let outboxes = await outboxFacts()
+        let outboxes = await outboxFacts(list)
         for r in list {
             let (p, source) = context.policy(for: r)
             let evaluated = context.outlook(r, reading, policy: p)
@@ -68,7 +68,7 @@ extension Manager {
     /// What `status` reads of the outboxes once for all registrations: the sealed ones kept
     /// and the last seal and upload of each; nil without `[outbox]` and nothing kept. A
     /// read that fails leaves its part out (said in the journal).
-    private func outboxFacts() async -> (kept: [RegistrationID: [SealedOutboxes.Kept]], times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)])? {
+    private func outboxFacts(_ list: [RegistrationRecord]) async -> (kept: [RegistrationID: [SealedOutboxes.Kept]], times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)])? {
         let outboxes = SealedOutboxes(stateDirectory: context.paths.stateDirectory)
         var kept: [SealedOutboxes.Kept] = []
         do {
@@ -76,7 +76,7 @@ extension Manager {
         } catch {
             context.stateNotice("status: the sealed outboxes kept on the machine are left out", error)
         }
-        guard context.configuration.outbox.directory != nil || !kept.isEmpty else { return nil }
+        guard context.configuration.outbox.directory != nil || !kept.isEmpty || list.contains(where: { $0.outbox != nil }) else { return nil }
         var times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)] = [:]
         do {
             times = try await context.store.lastOutboxEvents()
@@ -89,10 +89,10 @@ extension Manager {
     private func outboxStatus(
         _ r: RegistrationRecord, _ facts: (kept: [RegistrationID: [SealedOutboxes.Kept]], times: [RegistrationID: (sealed: Int64?, uploaded: Int64?)])?
     ) async -> OutboxStatus? {
-        guard let facts else { return nil }
+        guard let facts, r.outbox != nil || context.configuration.outbox.directory != nil || facts.kept[r.id] != nil else { return nil }
         let (pending, problem) = await context.pendingOutbox(r)
         return OutboxStatus(
-            directory: context.configuration.outbox.directory, pending: pending, pendingProblem: problem, kept: facts.kept[r.id] ?? [],
+            directory: r.outbox ?? context.configuration.outbox.directory, pending: pending, pendingProblem: problem, kept: facts.kept[r.id] ?? [],
             lastSealed: facts.times[r.id]?.sealed, lastUploaded: facts.times[r.id]?.uploaded)
     }
 

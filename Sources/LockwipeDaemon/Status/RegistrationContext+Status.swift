@@ -20,7 +20,7 @@ extension RegistrationContext {
     /// its lock), counted in a vault call with its deadline; the problem in words when it
     /// cannot be counted.
     func pendingOutbox(_ r: RegistrationRecord) async -> (OutboxReader.Summary?, String?) {
-        guard let relative = configuration.outbox.directory, r.state == .active else { return (nil, nil) }
+        guard let relative = r.outbox ?? configuration.outbox.directory, r.state == .active else { return (nil, nil) }
         let limits = OutboxReader.Limits(maxBytes: configuration.outbox.maxBytes, maxFiles: configuration.outbox.maxFiles)
         let (vaults, uid) = (r.vaults, r.uid)
         do {

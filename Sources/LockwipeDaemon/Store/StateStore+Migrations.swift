@@ -330,6 +330,11 @@ extension StateStore {
         m.registerMigration("v21-wrap-format") { db in
             try db.execute(sql: "ALTER TABLE vault_keys ADD COLUMN wrap_format INTEGER")
         }
+        // A registration's own outbox directory (issue 44, `register --outbox`); NULL: the
+        // configuration's `[outbox] directory`.
+        m.registerMigration("v22-outbox") { db in
+            try db.execute(sql: "ALTER TABLE registrations ADD COLUMN outbox TEXT")
+        }
         return m
     }
 

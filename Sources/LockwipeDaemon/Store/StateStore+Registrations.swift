@@ -118,6 +118,7 @@ extension StateStore {
             record.lease = Self.lease(from: row)
             record.leaseRefused = row["lease_refused"]
             record.lockLiftable = row["lock_liftable"]
+            record.outbox = row["outbox"]
             return record
         }
     }
@@ -145,13 +146,13 @@ extension StateStore {
             try db.execute(
                 sql: """
                     INSERT INTO registrations (user, uid, state, protection, lock_trigger, blocked, created_at,
-                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        clock_last_contact, clock_accumulated_boot, clock_boot_id, clock_boot_mark, clock_last_wall, clock_offline_seconds, id, outbox)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     r.user, Int64(r.uid), r.state.rawValue, r.protection.rawValue, r.lockTrigger?.rawValue, r.blocked,
                     event.time, r.clock.lastContact, r.clock.accumulatedBoot, r.clock.bootID, r.clock.bootMark,
-                    r.clock.lastWall, r.clock.offlineSeconds, r.id,
+                    r.clock.lastWall, r.clock.offlineSeconds, r.id, r.outbox,
                 ])
             for (i, vault) in r.vaults.enumerated() {
                 try db.execute(

@@ -21,7 +21,7 @@ extension Registration {
     /// what it came to; nil when nothing was to be sealed.
     nonisolated(nonsending) func sealOutbox(_ r: RegistrationRecord, before moment: OutboxSealing.Moment, trigger: Trigger) async -> SealedOutboxes.SealOutcome? {
         let configuration = context.configuration
-        guard let relative = configuration.outbox.directory, let recipient = configuration.outboxRecipient,
+        guard let relative = r.outbox ?? configuration.outbox.directory, let recipient = configuration.outboxRecipient,
             OutboxSealing.seals(before: moment, trigger: trigger, offlineWipe: configuration.outbox.offlineWipe)
         else { return nil }
         let now = context.clock.now().wall
@@ -97,7 +97,7 @@ extension Registration {
             }
         } else if OutboxSealing.destroysKept(before: .wipe, trigger: trigger, offlineWipe: configuration.offlineWipe) {
             destroyed = await context.destroyKeptOutboxes(r, trigger: trigger)
-            if destroyed == nil, configuration.directory != nil {
+            if destroyed == nil, (r.outbox ?? configuration.directory) != nil {
                 destroyed = "the outbox was wiped with the vault, unsealed ([outbox] offline_wipe = \"destroy\")"
             }
         } else if seal?.sealed != nil {
@@ -125,7 +125,7 @@ extension Registration {
     /// The outbox directory in each of `r`'s vaults (the hooks' `LOCKWIPE_OUTBOX`); empty
     /// when no outbox is configured.
     func outboxDirectories(_ r: RegistrationRecord) -> [String] {
-        guard let relative = context.configuration.outbox.directory else { return [] }
+        guard let relative = r.outbox ?? context.configuration.outbox.directory else { return [] }
         return r.directories.map { $0 + "/" + relative }
     }
 

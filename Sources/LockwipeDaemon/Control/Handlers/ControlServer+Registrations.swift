@@ -10,7 +10,7 @@ extension ControlServer {
         return ActionReply([
             try await manager.register(
                 user: p.user, directories: p.directories, credentials: credentials.kind == "none" && p.clientKey == nil ? nil : credentials,
-                requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, by: caller)
+                requireEncryption: p.requireEncryption ?? false, passcode: p.passcode, outbox: p.outbox, by: caller)
         ])
     }
 

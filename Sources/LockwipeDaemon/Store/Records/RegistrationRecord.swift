@@ -35,6 +35,9 @@ public struct RegistrationRecord: Sendable, Equatable {
     /// login or passcode lifts it. Cleared by the store whenever the state or lock trigger
     /// is written again (`v17-lock-liftable`).
     public var lockLiftable = false
+    /// Its own outbox directory (`register --outbox`, `v22-outbox`), in place of
+    /// `[outbox] directory`; nil: the configuration's.
+    public var outbox: String?
 
     /// The vault directories with their recorded identities: what every action opens.
     public var vaults: [VaultDirectory] {
