@@ -84,6 +84,12 @@ struct OutboxCommand: ParsableCommand {
             let root = open(output, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard root >= 0 else { throw CommandFailure(code: ExitStatus.failed, message: "cannot open \(output): \(String(cString: strerror(errno)))") }
             defer { close(root) }
+            // The directory opened is the one just made: ours and empty (2 links), not one
+            // put in its place meanwhile; everything below is written through this descriptor.
+            var st = stat()
+            guard fstat(root, &st) == 0, st.st_uid == geteuid(), st.st_nlink == 2, st.st_mode & 0o077 == 0 else {
+                throw CommandFailure(code: ExitStatus.failed, message: "\(output) was replaced while it was being made; nothing was written")
+            }
             printHeader(header)
             for f in files {
                 try write(f, under: root)

@@ -23,9 +23,9 @@ extension RegistrationContext {
         guard configuration.server.serverProtocol == .lockwipe else { return }
         let outboxes = SealedOutboxes(stateDirectory: paths.stateDirectory)
         let seconds = max(configuration.outbox.uploadWaitSeconds, configuration.server.timeoutSeconds)
-        let ids: [RegistrationID]
+        let byRegistration: [RegistrationID: [SealedOutboxes.Kept]]
         do {
-            ids = Array(Set(try await BlockingPool.run { try outboxes.all() }.map(\.registration))).sorted()
+            byRegistration = Dictionary(grouping: try await BlockingPool.run { try outboxes.all() }, by: \.registration)
         } catch {
             logger.warning(
                 "the sealed outboxes kept on the machine cannot be listed, none is uploaded now: \(ErrorWords.of(error))",
@@ -33,7 +33,7 @@ extension RegistrationContext {
             return
         }
         let retry = Duration.seconds(configuration.server.intervalSeconds)
-        for id in ids where outboxUploads.begin(id, retryAfter: retry, force: id == sealed) {
+        for (id, listed) in byRegistration.sorted(by: { $0.key < $1.key }) where outboxUploads.begin(id, retryAfter: retry, force: id == sealed) {
             var failed = true
             defer { outboxUploads.end(id, failed: failed) }
             let record: RegistrationRecord?
@@ -47,7 +47,7 @@ extension RegistrationContext {
                 failed = false
                 continue
             }
-            let uploads = await uploadOutboxes(record, within: seconds)
+            let uploads = await uploadOutboxes(record, within: seconds, listed: listed)
             failed = uploads.contains { if case .received = $0.answer { false } else { true } }
         }
     }
@@ -59,7 +59,9 @@ extension RegistrationContext {
     /// the next contact (MESSAGE_ID `outboxUploadFailed`). Returns what became of each.
     /// Nothing without a policy server. Runs with or without `r`'s turn: a name sent twice
     /// is the same file, which the server stores once.
-    nonisolated(nonsending) func uploadOutboxes(_ r: RegistrationRecord, within seconds: Int) async -> [SealedOutboxes.Upload] {
+    /// `listed`: its sealed outboxes as the caller has just listed them (the sweep), so that
+    /// the directory is not read again.
+    nonisolated(nonsending) func uploadOutboxes(_ r: RegistrationRecord, within seconds: Int, listed: [SealedOutboxes.Kept]? = nil) async -> [SealedOutboxes.Upload] {
         let server = configuration.server
         guard let fetcher = fetcher, server.url != nil else { return [] }
         let outboxes = SealedOutboxes(stateDirectory: paths.stateDirectory)
@@ -68,7 +70,7 @@ extension RegistrationContext {
         let kept: [SealedOutboxes.Kept]
         let credentials: ServerCredentials?
         do {
-            kept = try await BlockingPool.run { try outboxes.kept(for: id) }
+            if let listed { kept = listed } else { kept = try await BlockingPool.run { try outboxes.kept(for: id) } }
             guard !kept.isEmpty else { return [] }
             credentials = try await store.credentials(registration: id)
         } catch {

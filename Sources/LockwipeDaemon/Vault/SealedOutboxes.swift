@@ -36,7 +36,6 @@ struct SealedOutboxes: Sendable {
         /// The file's name; nil when the outbox was empty (nothing kept).
         var name: String?
         var sha256: String
-        var sealedBytes: Int
         var summary: OutboxReader.Summary
     }
 
@@ -64,12 +63,10 @@ struct SealedOutboxes: Sendable {
         defer { close(fd) }
         var sealer = try OutboxSealer(to: recipient, header: header)
         var hash = SHA256()
-        var written = 0
         func flush() throws {
             let bytes = sealer.take()
             hash.update(data: bytes)
             try writeAll(fd, bytes)
-            written += bytes.count
         }
         try flush()
         let summary = try OutboxReader.walk(vaults: vaults, relative: relative, uid: uid, limits: limits) { file in
@@ -86,14 +83,14 @@ struct SealedOutboxes: Sendable {
         try sealer.finish()
         try flush()
         let digest = hash.finalize().map { String(format: "%02x", $0) }.joined()
-        guard summary.files > 0 else { return Sealed(name: nil, sha256: digest, sealedBytes: 0, summary: summary) }
+        guard summary.files > 0 else { return Sealed(name: nil, sha256: digest, summary: summary) }
         let name = "\(header.registration.rawValue)-\(header.sealedAt)-\(digest.prefix(16))\(Self.suffix)"
         guard fsync(fd) == 0 else { throw FileSystemError("fsync", path + "/" + name) }
         guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", dir, name, AT_SYMLINK_FOLLOW) == 0 || errno == EEXIST else {
             throw FileSystemError("name", path + "/" + name)
         }
         guard fsync(dir) == 0 else { throw FileSystemError("fsync", path) }
-        return Sealed(name: name, sha256: digest, sealedBytes: written, summary: summary)
+        return Sealed(name: name, sha256: digest, summary: summary)
     }
 
     /// What a seal before a lock, wipe or unregister came to.
